@@ -1,0 +1,416 @@
+//! The scheduler's cache: every node, pod, gang and queue a driver has seen, kept as the
+//! engine model and fed by `apply`/`delete`/`reset` calls (one watch per kind in the live
+//! driver, scenario events in the simulator).
+//!
+//! How a snapshot stays cheap: nodes and jobs live in slot vectors of `Arc`s
+//! (`Arc<Vec<Option<Arc<T>>>>`). A snapshot clones the outer `Arc`s only, so taking one is
+//! O(1) whatever the cluster size. An update calls `Arc::make_mut` on the slot vector and
+//! on the one object it changes: while no session holds the previous snapshot that is an
+//! in-place write; while one does, the vector of pointers is copied once (not the objects)
+//! and only the changed node or job is cloned. Sessions change their copy the same way, so
+//! a cycle that touches k nodes clones k nodes, not the cluster.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::framework::{ClusterState, Snapshot};
+use crate::model::{
+    JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec, NodeTask, PodGroupPhase, QueueInfo,
+    TaskInfo, TaskStatus,
+};
+
+/// A pod as a driver reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodUpdate {
+    /// The pod as a task: its uid, request, status and node.
+    pub task: TaskInfo,
+    /// The gang (job uid, `namespace/name`) this pod belongs to, if it is ours.
+    pub job: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct PodRecord {
+    update: PodUpdate,
+}
+
+#[derive(Default)]
+pub struct Cache {
+    state: ClusterState,
+    free_nodes: Vec<u32>,
+    free_jobs: Vec<u32>,
+    pods: HashMap<Arc<str>, PodRecord>,
+    /// Pods of ours whose gang is not known (yet), by gang uid.
+    orphans: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    /// Pods bound to nodes the cache does not know (yet), by node name.
+    waiting_for_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// O(1): see the module comment.
+    pub fn snapshot(&self) -> Snapshot {
+        self.state.clone()
+    }
+
+    /// Forgets everything (a watch restarted from scratch).
+    pub fn reset(&mut self) {
+        *self = Cache::default();
+    }
+
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    // ----- nodes ---------------------------------------------------------------------
+
+    pub fn apply_node(&mut self, spec: NodeSpec) {
+        if let Some(id) = self.state.node_by_name(&spec.name) {
+            self.state.node_mut(id).update_spec(spec);
+            return;
+        }
+        let node = NodeInfo::new(spec);
+        let name = node.name.clone();
+        let id = insert_slot(&mut self.state.nodes, &mut self.free_nodes, node);
+        Arc::make_mut(&mut self.state.node_ids).insert(name.clone(), NodeId(id));
+        for uid in self.waiting_for_node.remove(&name).unwrap_or_default() {
+            if let Some(record) = self.pods.get(&uid) {
+                let (uid, task) = node_task(&record.update);
+                self.state.node_mut(NodeId(id)).add_task(uid, task);
+            }
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        let Some(id) = self.state.node_by_name(name) else {
+            return;
+        };
+        let node = self.state.node(id);
+        let key = node.name.clone();
+        let uids: BTreeSet<Arc<str>> = node.tasks.keys().cloned().collect();
+        if !uids.is_empty() {
+            self.waiting_for_node.insert(key.clone(), uids);
+        }
+        Arc::make_mut(&mut self.state.nodes)[id.0 as usize] = None;
+        self.free_nodes.push(id.0);
+        Arc::make_mut(&mut self.state.node_ids).remove(&key);
+    }
+
+    // ----- gangs ---------------------------------------------------------------------
+
+    pub fn apply_job(&mut self, spec: JobSpec) {
+        if let Some(id) = self.state.job_by_uid(&spec.uid) {
+            self.state.job_mut(id).update_spec(spec);
+            return;
+        }
+        let job = JobInfo::new(spec);
+        let uid = job.uid.clone();
+        let id = JobId(insert_slot(&mut self.state.jobs, &mut self.free_jobs, job));
+        Arc::make_mut(&mut self.state.job_ids).insert(uid.clone(), id);
+        for pod in self.orphans.remove(&uid).unwrap_or_default() {
+            if let Some(record) = self.pods.get(&pod) {
+                self.state
+                    .job_mut(id)
+                    .upsert_task(record.update.task.clone());
+            }
+        }
+    }
+
+    /// Deletes a gang; its pods stay known (and keep occupying their nodes) as orphans.
+    pub fn delete_job(&mut self, uid: &str) {
+        let Some(id) = self.state.job_by_uid(uid) else {
+            return;
+        };
+        let job = self.state.job(id);
+        let key = job.uid.clone();
+        let pods: BTreeSet<Arc<str>> = job.tasks().iter().map(|t| t.uid.clone()).collect();
+        if !pods.is_empty() {
+            self.orphans.insert(key.clone(), pods);
+        }
+        Arc::make_mut(&mut self.state.jobs)[id.0 as usize] = None;
+        self.free_jobs.push(id.0);
+        Arc::make_mut(&mut self.state.job_ids).remove(&key);
+    }
+
+    /// Records the phase a status writer set on a gang.
+    pub fn set_job_phase(&mut self, uid: &str, phase: PodGroupPhase) {
+        if let Some(id) = self.state.job_by_uid(uid) {
+            if self.state.job(id).phase != phase {
+                self.state.job_mut(id).phase = phase;
+            }
+        }
+    }
+
+    // ----- pods ----------------------------------------------------------------------
+
+    /// Adds or replaces a pod: node accounting for every pod, gang membership for ours.
+    pub fn apply_pod(&mut self, update: PodUpdate) {
+        let uid = update.task.uid.clone();
+        self.delete_pod(&uid);
+        if let Some(node_name) = update.task.node.clone() {
+            if holds_node(update.task.status) {
+                match self.state.node_by_name(&node_name) {
+                    Some(id) => {
+                        let (uid, task) = node_task(&update);
+                        self.state.node_mut(id).add_task(uid, task);
+                    }
+                    None => {
+                        self.waiting_for_node
+                            .entry(node_name)
+                            .or_default()
+                            .insert(uid.clone());
+                    }
+                }
+            }
+        }
+        if let Some(job) = &update.job {
+            match self.state.job_by_uid(job) {
+                Some(id) => {
+                    self.state.job_mut(id).upsert_task(update.task.clone());
+                }
+                None => {
+                    self.orphans
+                        .entry(Arc::from(job.as_str()))
+                        .or_default()
+                        .insert(uid.clone());
+                }
+            }
+        }
+        self.pods.insert(uid, PodRecord { update });
+    }
+
+    pub fn delete_pod(&mut self, uid: &str) {
+        let Some(record) = self.pods.remove(uid) else {
+            return;
+        };
+        let task = &record.update.task;
+        if let Some(node_name) = &task.node {
+            match self.state.node_by_name(node_name) {
+                Some(id) => {
+                    if self.state.node(id).tasks.contains_key(uid) {
+                        self.state.node_mut(id).remove_task(uid);
+                    }
+                }
+                None => {
+                    if let Some(w) = self.waiting_for_node.get_mut(node_name) {
+                        w.remove(uid);
+                    }
+                }
+            }
+        }
+        if let Some(job) = &record.update.job {
+            match self.state.job_by_uid(job) {
+                Some(id) => {
+                    self.state.job_mut(id).remove_task(uid);
+                }
+                None => {
+                    if let Some(o) = self.orphans.get_mut(job.as_str()) {
+                        o.remove(uid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Changes a known pod's status and node (a bind confirmed, a pod finished).
+    pub fn set_pod_status(
+        &mut self,
+        uid: &str,
+        status: TaskStatus,
+        node: Option<Arc<str>>,
+    ) -> bool {
+        let Some(record) = self.pods.get(uid) else {
+            return false;
+        };
+        let mut update = record.update.clone();
+        update.task.status = status;
+        update.task.node = node;
+        self.apply_pod(update);
+        true
+    }
+
+    pub fn pod(&self, uid: &str) -> Option<&PodUpdate> {
+        self.pods.get(uid).map(|r| &r.update)
+    }
+
+    /// Pods of ours whose gang does not exist, by gang uid.
+    pub fn orphans(&self) -> &HashMap<Arc<str>, BTreeSet<Arc<str>>> {
+        &self.orphans
+    }
+
+    // ----- queues --------------------------------------------------------------------
+
+    pub fn apply_queue(&mut self, queue: QueueInfo) {
+        Arc::make_mut(&mut self.state.queues).insert(queue.name.clone(), Arc::new(queue));
+    }
+
+    pub fn delete_queue(&mut self, name: &str) {
+        Arc::make_mut(&mut self.state.queues).remove(name);
+    }
+}
+
+/// Whether a pod in this status holds resources on its node.
+fn holds_node(status: TaskStatus) -> bool {
+    status.occupies_node() || status == TaskStatus::Pipelined
+}
+
+fn node_task(update: &PodUpdate) -> (Arc<str>, NodeTask) {
+    let t = &update.task;
+    (
+        t.uid.clone(),
+        NodeTask {
+            resreq: t.resreq.clone(),
+            status: t.status,
+            job: update.job.as_deref().map(Arc::from),
+            priority: t.priority,
+        },
+    )
+}
+
+fn insert_slot<T: Clone>(
+    slots: &mut Arc<Vec<Option<Arc<T>>>>,
+    free: &mut Vec<u32>,
+    value: T,
+) -> u32 {
+    let v = Arc::make_mut(slots);
+    match free.pop() {
+        Some(i) => {
+            v[i as usize] = Some(Arc::new(value));
+            i
+        }
+        None => {
+            v.push(Some(Arc::new(value)));
+            (v.len() - 1) as u32
+        }
+    }
+}
+
+/// Ids a test can use to look into a snapshot.
+pub fn job_ids(snapshot: &Snapshot) -> BTreeMap<Arc<str>, JobId> {
+    snapshot.jobs().map(|(id, j)| (j.uid.clone(), id)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Placement, Resource};
+
+    fn node(name: &str, cpu: &str) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            allocatable: Resource::from_quantities([("cpu", cpu), ("pods", "110")]).unwrap(),
+            ready: true,
+            ..Default::default()
+        }
+    }
+
+    fn pod(
+        uid: &str,
+        job: Option<&str>,
+        cpu: &str,
+        node: Option<&str>,
+        status: TaskStatus,
+    ) -> PodUpdate {
+        let mut task = TaskInfo::new(
+            uid,
+            "ns",
+            uid,
+            "",
+            Resource::from_quantities([("cpu", cpu)]).unwrap(),
+            0,
+            Arc::new(Placement::default()),
+            0,
+        );
+        task.status = status;
+        task.node = node.map(Arc::from);
+        PodUpdate {
+            task,
+            job: job.map(String::from),
+        }
+    }
+
+    fn job(uid: &str) -> JobSpec {
+        JobSpec {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: uid.into(),
+            queue: "default".into(),
+            min_member: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pods_arriving_before_their_node_and_gang_are_adopted() {
+        let mut c = Cache::new();
+        c.apply_pod(pod(
+            "p1",
+            Some("ns/j"),
+            "1",
+            Some("n1"),
+            TaskStatus::Running,
+        ));
+        c.apply_pod(pod("foreign", None, "2", Some("n1"), TaskStatus::Running));
+        c.apply_node(node("n1", "8"));
+        c.apply_job(job("ns/j"));
+        let s = c.snapshot();
+        let n = s.node(s.node_by_name("n1").unwrap());
+        assert_eq!(n.used.milli_cpu, 3000, "foreign pods count on their node");
+        assert_eq!(n.idle.milli_cpu, 5000);
+        let j = s.job(s.job_by_uid("ns/j").unwrap());
+        assert_eq!(j.tasks().len(), 1);
+        assert_eq!(j.count(TaskStatus::Running), 1);
+    }
+
+    #[test]
+    fn snapshots_are_isolated_from_later_updates() {
+        let mut c = Cache::new();
+        c.apply_node(node("n1", "8"));
+        let before = c.snapshot();
+        c.apply_pod(pod("p", None, "2", Some("n1"), TaskStatus::Running));
+        let after = c.snapshot();
+        let id = before.node_by_name("n1").unwrap();
+        assert_eq!(before.node(id).used.milli_cpu, 0);
+        assert_eq!(after.node(id).used.milli_cpu, 2000);
+        // Unchanged objects are shared, not copied.
+        c.apply_node(node("n2", "8"));
+        let later = c.snapshot();
+        assert!(Arc::ptr_eq(
+            after.nodes[id.0 as usize].as_ref().unwrap(),
+            later.nodes[id.0 as usize].as_ref().unwrap()
+        ));
+    }
+
+    #[test]
+    fn deleting_pods_nodes_and_gangs_keeps_accounting_exact() {
+        let mut c = Cache::new();
+        c.apply_node(node("n1", "8"));
+        c.apply_job(job("ns/j"));
+        c.apply_pod(pod("a", Some("ns/j"), "1", Some("n1"), TaskStatus::Running));
+        c.apply_pod(pod("b", Some("ns/j"), "1", None, TaskStatus::Pending));
+        c.delete_job("ns/j");
+        assert_eq!(c.orphans().get("ns/j").map(|o| o.len()), Some(2));
+        let s = c.snapshot();
+        assert_eq!(s.node(s.node_by_name("n1").unwrap()).used.milli_cpu, 1000);
+        c.apply_job(job("ns/j"));
+        assert!(c.orphans().is_empty());
+        c.delete_pod("a");
+        let s = c.snapshot();
+        assert_eq!(s.node(s.node_by_name("n1").unwrap()).used.milli_cpu, 0);
+        assert_eq!(s.job(s.job_by_uid("ns/j").unwrap()).tasks().len(), 1);
+        c.apply_pod(pod("c", Some("ns/j"), "3", Some("n1"), TaskStatus::Running));
+        c.delete_node("n1");
+        c.apply_node(node("n1", "8"));
+        let s = c.snapshot();
+        assert_eq!(
+            s.node(s.node_by_name("n1").unwrap()).used.milli_cpu,
+            3000,
+            "a node that returns gets its pods back"
+        );
+        assert!(c.set_pod_status("c", TaskStatus::Succeeded, Some(Arc::from("n1"))));
+        let s = c.snapshot();
+        assert_eq!(s.node(s.node_by_name("n1").unwrap()).used.milli_cpu, 0);
+    }
+}

@@ -1,0 +1,555 @@
+//! The scheduler configuration file, in Volcano's format (ARCHITECTURE §5), so an existing
+//! volcano-scheduler.conf loads unchanged. Every mistake is reported with the file, the key
+//! and what would be valid; nothing here panics on input.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_yaml::Value;
+use thiserror::Error;
+
+use crate::framework::VoteKind;
+
+/// Volcano's default volcano-scheduler.conf, used when no file is given.
+pub const DEFAULT_CONF: &str = r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"#;
+
+#[derive(Debug, Error)]
+pub enum ConfError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not a valid scheduler configuration: {message}")]
+    Syntax { file: String, message: String },
+    #[error("{file}: {key}: {message}")]
+    Invalid {
+        file: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// A problem with one key, before we know which file it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{key}: {message}")]
+pub struct ArgError {
+    pub key: String,
+    pub message: String,
+}
+
+/// A plugin's or action's `arguments` map, with typed getters that name the key on error.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Arguments {
+    /// Where the map sits in the file, e.g. `tiers[1].plugins[5].arguments`.
+    pub path: String,
+    pub values: BTreeMap<String, Value>,
+}
+
+impl Arguments {
+    pub fn new(path: impl Into<String>, values: BTreeMap<String, Value>) -> Self {
+        Arguments {
+            path: path.into(),
+            values,
+        }
+    }
+
+    fn error(&self, key: &str, message: String) -> ArgError {
+        ArgError {
+            key: format!("{}.{key}", self.path),
+            message,
+        }
+    }
+
+    pub fn get_f64(&self, key: &str) -> Result<Option<f64>, ArgError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| self.error(key, format!("expected a number, got {n}"))),
+            // Volcano passes arguments through as strings in some deployments ("10").
+            Some(Value::String(s)) => s
+                .trim()
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| self.error(key, format!("expected a number, got {s:?}"))),
+            Some(other) => {
+                Err(self.error(key, format!("expected a number, got {}", describe(other))))
+            }
+        }
+    }
+
+    /// A number that must be a whole number >= 0.
+    pub fn get_weight(&self, key: &str) -> Result<Option<u32>, ArgError> {
+        match self.get_f64(key)? {
+            None => Ok(None),
+            Some(v) if v >= 0.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => {
+                Ok(Some(v as u32))
+            }
+            Some(v) => Err(self.error(key, format!("expected a whole number >= 0, got {v}"))),
+        }
+    }
+
+    pub fn get_bool(&self, key: &str) -> Result<Option<bool>, ArgError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
+            Some(other) => Err(self.error(
+                key,
+                format!("expected true or false, got {}", describe(other)),
+            )),
+        }
+    }
+
+    pub fn get_str(&self, key: &str) -> Result<Option<String>, ArgError> {
+        match self.values.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(other) => {
+                Err(self.error(key, format!("expected a string, got {}", describe(other))))
+            }
+        }
+    }
+
+    /// Keys with a prefix, e.g. `binpack.resources.` for per-resource weights.
+    pub fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.values
+            .keys()
+            .filter_map(move |k| k.strip_prefix(prefix))
+    }
+
+    /// Keys that are not in `known`: reported as warnings (Volcano ignores them too, and
+    /// newer Volcano configs carry arguments we need not act on).
+    pub fn unknown_keys(&self, known: &[&str], prefixes: &[&str]) -> Vec<String> {
+        self.values
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()) && !prefixes.iter().any(|p| k.starts_with(p)))
+            .map(|k| format!("{}.{k}", self.path))
+            .collect()
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "nothing".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a map".into(),
+        Value::Tagged(_) => "a tagged value".into(),
+    }
+}
+
+/// One plugin in a tier, with its switches and arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginOption {
+    pub name: String,
+    /// Switches set to false (`enableJobOrder: false`, …). Everything else is on.
+    pub disabled: Vec<VoteKind>,
+    pub arguments: Arguments,
+}
+
+impl PluginOption {
+    pub fn new(name: &str) -> Self {
+        PluginOption {
+            name: name.to_string(),
+            disabled: Vec::new(),
+            arguments: Arguments::default(),
+        }
+    }
+
+    pub fn enabled(&self, kind: VoteKind) -> bool {
+        !self.disabled.contains(&kind)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Tier {
+    pub plugins: Vec<PluginOption>,
+}
+
+/// A loaded, validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConf {
+    /// Where it came from, for messages.
+    pub source: String,
+    pub actions: Vec<String>,
+    pub tiers: Vec<Tier>,
+    /// `configurations:` — arguments per action name.
+    pub configurations: BTreeMap<String, Arguments>,
+    /// Things that are allowed but probably not meant (unknown arguments, unknown top-level
+    /// keys); `check-config` prints them, the scheduler logs them.
+    pub warnings: Vec<String>,
+}
+
+// No deny_unknown_fields: it does not mix with `flatten`; switches are checked by hand.
+#[derive(Deserialize)]
+struct RawPlugin {
+    name: String,
+    #[serde(default)]
+    arguments: Option<BTreeMap<String, Value>>,
+    #[serde(flatten)]
+    switches: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTier {
+    #[serde(default)]
+    plugins: Vec<RawPlugin>,
+}
+
+#[derive(Deserialize)]
+struct RawConfiguration {
+    name: String,
+    #[serde(default)]
+    arguments: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct RawConf {
+    actions: Option<String>,
+    #[serde(default)]
+    tiers: Vec<RawTier>,
+    #[serde(default)]
+    configurations: Vec<RawConfiguration>,
+    #[serde(flatten)]
+    other: BTreeMap<String, Value>,
+}
+
+/// Top-level keys Volcano's file may carry that do not change scheduling decisions here.
+const KNOWN_TOP_LEVEL: &[&str] = &["metrics"];
+
+impl SchedulerConf {
+    pub fn default_conf() -> Self {
+        // The embedded default is tested to parse; an error here is a build defect.
+        Self::parse(DEFAULT_CONF, "<built-in default>")
+            .expect("built-in default configuration is valid")
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfError> {
+        let syntax = |message: String| ConfError::Syntax {
+            file: file.to_string(),
+            message,
+        };
+        let invalid = |key: String, message: String| ConfError::Invalid {
+            file: file.to_string(),
+            key,
+            message,
+        };
+        if text.trim().is_empty() {
+            return Err(syntax(
+                "the file is empty; it needs at least `actions:` and `tiers:`".into(),
+            ));
+        }
+        let raw: RawConf = serde_yaml::from_str(text).map_err(|e| syntax(e.to_string()))?;
+        let mut warnings = Vec::new();
+        for key in raw.other.keys() {
+            if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
+                warnings.push(format!("{key}: unknown top-level key, ignored"));
+            }
+        }
+
+        let actions_text = raw.actions.ok_or_else(|| {
+            invalid(
+                "actions".into(),
+                "missing; e.g. actions: \"enqueue, allocate, backfill\"".into(),
+            )
+        })?;
+        let actions: Vec<String> = actions_text
+            .split(',')
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect();
+        if actions.is_empty() {
+            return Err(invalid("actions".into(), "no action listed".into()));
+        }
+        for (i, a) in actions.iter().enumerate() {
+            if crate::actions::builder(a).is_none() {
+                return Err(invalid(
+                    format!("actions[{i}]"),
+                    format!(
+                        "unknown action {a:?}; known actions: {}",
+                        crate::actions::NAMES.join(", ")
+                    ),
+                ));
+            }
+            if actions[..i].contains(a) {
+                return Err(invalid(
+                    format!("actions[{i}]"),
+                    format!("action {a:?} is listed twice"),
+                ));
+            }
+        }
+
+        let mut tiers = Vec::new();
+        let mut seen = Vec::<String>::new();
+        for (t, raw_tier) in raw.tiers.into_iter().enumerate() {
+            let mut tier = Tier::default();
+            for (p, raw_plugin) in raw_tier.plugins.into_iter().enumerate() {
+                let at = format!("tiers[{t}].plugins[{p}]");
+                let name = raw_plugin.name.trim().to_string();
+                if crate::plugins::builder(&name).is_none() {
+                    return Err(invalid(
+                        format!("{at}.name"),
+                        format!(
+                            "unknown plugin {name:?}; known plugins: {}",
+                            crate::plugins::NAMES.join(", ")
+                        ),
+                    ));
+                }
+                if seen.contains(&name) {
+                    return Err(invalid(
+                        format!("{at}.name"),
+                        format!("plugin {name:?} is configured twice"),
+                    ));
+                }
+                seen.push(name.clone());
+                let mut disabled = Vec::new();
+                for (key, value) in &raw_plugin.switches {
+                    let Some(kind) = VoteKind::from_switch(key) else {
+                        return Err(invalid(
+                            format!("{at}.{key}"),
+                            format!(
+                                "unknown key; valid keys: name, arguments, {}",
+                                VoteKind::switch_names().join(", ")
+                            ),
+                        ));
+                    };
+                    match value {
+                        Value::Bool(true) => {}
+                        Value::Bool(false) => disabled.extend(kind),
+                        other => {
+                            return Err(invalid(
+                                format!("{at}.{key}"),
+                                format!("expected true or false, got {}", describe(other)),
+                            ))
+                        }
+                    }
+                }
+                let arguments = Arguments::new(
+                    format!("{at}.arguments"),
+                    raw_plugin.arguments.unwrap_or_default(),
+                );
+                let option = PluginOption {
+                    name: name.clone(),
+                    disabled,
+                    arguments,
+                };
+                // Build once now so bad argument types fail at load, not mid-cycle.
+                let build = crate::plugins::builder(&name).expect("checked above");
+                let plugin = build(&option.arguments).map_err(|e| invalid(e.key, e.message))?;
+                warnings.extend(plugin.argument_warnings(&option.arguments));
+                tier.plugins.push(option);
+            }
+            tiers.push(tier);
+        }
+        if tiers.iter().all(|t| t.plugins.is_empty()) {
+            warnings
+                .push("tiers: no plugin configured; gangs and predicates are not enforced".into());
+        }
+
+        let mut configurations = BTreeMap::new();
+        for (i, c) in raw.configurations.into_iter().enumerate() {
+            let at = format!("configurations[{i}]");
+            let Some(build) = crate::actions::builder(&c.name) else {
+                return Err(invalid(
+                    format!("{at}.name"),
+                    format!(
+                        "unknown action {:?}; known actions: {}",
+                        c.name,
+                        crate::actions::NAMES.join(", ")
+                    ),
+                ));
+            };
+            let args = Arguments::new(format!("{at}.arguments"), c.arguments.unwrap_or_default());
+            build(&args).map_err(|e| invalid(e.key, e.message))?;
+            configurations.insert(c.name, args);
+        }
+
+        Ok(SchedulerConf {
+            source: file.to_string(),
+            actions,
+            tiers,
+            configurations,
+            warnings,
+        })
+    }
+
+    pub fn action_arguments(&self, action: &str) -> Arguments {
+        self.configurations.get(action).cloned().unwrap_or_else(|| {
+            Arguments::new(
+                format!("configurations[{action}].arguments"),
+                BTreeMap::new(),
+            )
+        })
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<&PluginOption> {
+        self.tiers
+            .iter()
+            .flat_map(|t| &t.plugins)
+            .find(|p| p.name == name)
+    }
+}
+
+impl fmt::Display for SchedulerConf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "actions: {}", self.actions.join(", "))?;
+        for (i, t) in self.tiers.iter().enumerate() {
+            let names: Vec<String> = t
+                .plugins
+                .iter()
+                .map(|p| {
+                    if p.disabled.is_empty() {
+                        p.name.clone()
+                    } else {
+                        let off: Vec<&str> = p.disabled.iter().map(|k| k.switch_name()).collect();
+                        format!("{} ({} off)", p.name, off.join(", "))
+                    }
+                })
+                .collect();
+            writeln!(f, "tier {}: {}", i + 1, names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volcano_default_loads_unchanged() {
+        let conf = SchedulerConf::parse(DEFAULT_CONF, "volcano-scheduler.conf").unwrap();
+        assert_eq!(conf.actions, ["enqueue", "allocate", "backfill"]);
+        assert_eq!(conf.tiers.len(), 2);
+        assert_eq!(conf.tiers[1].plugins.len(), 6);
+        let gang = conf.plugin("gang").unwrap();
+        assert!(!gang.enabled(VoteKind::Preemptable));
+        assert!(gang.enabled(VoteKind::JobReady));
+        assert!(conf.warnings.is_empty(), "{:?}", conf.warnings);
+    }
+
+    #[test]
+    fn unknown_action_names_the_known_ones() {
+        let err = SchedulerConf::parse("actions: \"enqueue, shuffle\"\ntiers: []\n", "s.conf")
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("s.conf: actions[1]: unknown action \"shuffle\""),
+            "{msg}"
+        );
+        assert!(msg.contains("allocate"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_plugin_is_an_error() {
+        let text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: magic\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("s.conf: tiers[0].plugins[1].name: unknown plugin \"magic\""),
+            "{msg}"
+        );
+        assert!(msg.contains("binpack"), "{msg}");
+    }
+
+    #[test]
+    fn bad_switch_and_argument_types_name_the_key() {
+        let text =
+            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobReady: maybe\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("tiers[0].plugins[0].enableJobReady: expected true or false"),
+            "{msg}"
+        );
+
+        let text =
+            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableEverything: true\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("enableEverything: unknown key"), "{msg}");
+
+        let text = "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.weight: heavy\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(
+                "tiers[0].plugins[0].arguments.binpack.weight: expected a number, got \"heavy\""
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn malformed_and_empty_files_are_errors_not_panics() {
+        for text in [
+            "",
+            "actions: [",
+            "- just\n- a list\n",
+            "tiers: 5",
+            "actions: allocate\ntiers:\n- plugins:\n  - nme: gang\n",
+        ] {
+            let err = SchedulerConf::parse(text, "x.conf").unwrap_err();
+            assert!(err.to_string().starts_with("x.conf"), "{err}");
+        }
+        let err = SchedulerConf::load(Path::new("/nonexistent/rb.conf")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("/nonexistent/rb.conf: cannot read"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn configurations_are_validated_per_action() {
+        let text = "actions: allocate\ntiers: []\nconfigurations:\n- name: allocate\n  arguments:\n    minNodesToFind: lots\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("configurations[0].arguments.minNodesToFind"),
+            "{msg}"
+        );
+        let text = "actions: allocate\ntiers: []\nconfigurations:\n- name: allocate\n  arguments:\n    minNodesToFind: 50\n";
+        let conf = SchedulerConf::parse(text, "s.conf").unwrap();
+        assert!(conf.configurations.contains_key("allocate"));
+    }
+}

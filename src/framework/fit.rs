@@ -1,0 +1,225 @@
+//! Why a task does not fit, per node and aggregated per task and per gang, in words a user
+//! can act on: which resource, how much is needed and what the best node has free.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::model::placement::PlacementMismatch;
+use crate::model::resource::{format_amount, Shortfall, PODS};
+use crate::model::{NodeInfo, TaskInfo};
+
+/// Room for the task's requests (extended resources and one pod included) now or once the
+/// node's releasing pods are gone; the action decides whether to allocate or pipeline.
+pub fn resource_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    match task.resreq.shortfall_with(|n| node.future_idle(n)) {
+        None => Ok(()),
+        Some(s) if &*s.resource == PODS => Err(Unfit::TooManyPods {
+            limit: node.allocatable.pods,
+        }),
+        Some(s) => Err(Unfit::Resources(s)),
+    }
+}
+
+/// Why one node cannot take one task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    Resources(Shortfall),
+    TooManyPods {
+        limit: i64,
+    },
+    Placement(PlacementMismatch),
+    NodeUnschedulable,
+    NodeNotReady,
+    /// Any other plugin's reason.
+    Other(String),
+}
+
+impl Unfit {
+    /// The reason without per-node numbers, to count nodes that failed alike.
+    pub fn kind(&self) -> String {
+        match self {
+            Unfit::Resources(s) => format!("Insufficient {}", s.resource),
+            Unfit::TooManyPods { .. } => "Too many pods".to_string(),
+            Unfit::Placement(m) => m.to_string(),
+            Unfit::NodeUnschedulable => "node(s) were unschedulable".to_string(),
+            Unfit::NodeNotReady => "node(s) were not ready".to_string(),
+            Unfit::Other(s) => s.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Unfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unfit::Resources(s) => write!(
+                f,
+                "Insufficient {} (need {}, node has {} free)",
+                s.resource,
+                format_amount(&s.resource, s.need),
+                format_amount(&s.resource, s.free.max(0))
+            ),
+            Unfit::TooManyPods { limit } => write!(f, "Too many pods (limit {limit})"),
+            other => write!(f, "{}", other.kind()),
+        }
+    }
+}
+
+/// Per-reason node counts for one task, with the best shortfall seen for each resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRejections {
+    /// reason kind -> number of nodes.
+    pub counts: BTreeMap<String, u32>,
+    /// resource -> the shortfall on the node with the most of it free.
+    pub best_shortfall: BTreeMap<String, Shortfall>,
+    pub nodes: u32,
+}
+
+impl NodeRejections {
+    pub fn add(&mut self, unfit: &Unfit) {
+        self.add_n(unfit.kind(), 1);
+        if let Unfit::Resources(s) = unfit {
+            let best = self
+                .best_shortfall
+                .entry(s.resource.to_string())
+                .or_insert_with(|| s.clone());
+            if s.free > best.free {
+                *best = s.clone();
+            }
+        }
+    }
+
+    pub fn add_n(&mut self, kind: String, n: u32) {
+        *self.counts.entry(kind).or_insert(0) += n;
+        self.nodes += n;
+    }
+
+    /// The reason most nodes gave, with the best node's numbers for a resource shortfall.
+    pub fn dominant(&self) -> String {
+        let Some((kind, _)) = self
+            .counts
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        else {
+            return "no nodes in the cluster".to_string();
+        };
+        self.describe_kind(kind)
+    }
+
+    fn describe_kind(&self, kind: &str) -> String {
+        match kind.strip_prefix("Insufficient ") {
+            Some(resource) => self
+                .best_shortfall
+                .get(resource)
+                .map(|s| s.describe())
+                .unwrap_or_else(|| kind.to_string()),
+            None => kind.to_string(),
+        }
+    }
+
+    /// "0/4 nodes are available: 3 Insufficient nvidia.com/gpu (need 2, best node has 1
+    /// free), 1 node(s) had untolerated taint {gpu: }".
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<(u32, String)> = self
+            .counts
+            .iter()
+            .map(|(k, n)| (*n, self.describe_kind(k)))
+            .collect();
+        parts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let list: Vec<String> = parts.iter().map(|(n, d)| format!("{n} {d}")).collect();
+        format!("0/{} nodes are available: {}", self.nodes, list.join(", "))
+    }
+}
+
+/// Why a task could not be placed in a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskUnfit {
+    /// The dominant reason, used to group tasks in the gang message.
+    pub reason: String,
+    /// The full per-node breakdown.
+    pub detail: String,
+}
+
+impl TaskUnfit {
+    pub fn from_rejections(r: &NodeRejections) -> Self {
+        TaskUnfit {
+            reason: r.dominant(),
+            detail: r.summary(),
+        }
+    }
+
+    pub fn other(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        TaskUnfit {
+            detail: reason.clone(),
+            reason,
+        }
+    }
+}
+
+/// Builds the gang message: "3/5 tasks in gang unschedulable: 2 Insufficient
+/// nvidia.com/gpu (need 2, best node has 1 free), 1 node(s) didn't match node selector".
+pub fn gang_message<'a>(
+    total_tasks: usize,
+    unfit: impl IntoIterator<Item = &'a TaskUnfit>,
+    shortage: Option<String>,
+) -> String {
+    let mut by_reason: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut n = 0;
+    for u in unfit {
+        *by_reason.entry(&u.reason).or_insert(0) += 1;
+        n += 1;
+    }
+    let mut parts: Vec<(u32, &str)> = by_reason.into_iter().map(|(r, c)| (c, r)).collect();
+    parts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let list: Vec<String> = parts.iter().map(|(c, r)| format!("{c} {r}")).collect();
+    let mut msg = format!(
+        "{n}/{total_tasks} tasks in gang unschedulable: {}",
+        list.join(", ")
+    );
+    if let Some(s) = shortage {
+        msg.push_str("; ");
+        msg.push_str(&s);
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn gpu_short(free: i64) -> Unfit {
+        Unfit::Resources(Shortfall {
+            resource: Arc::from("nvidia.com/gpu"),
+            need: 2000,
+            free,
+        })
+    }
+
+    #[test]
+    fn rejections_name_the_best_node() {
+        let mut r = NodeRejections::default();
+        r.add(&gpu_short(0));
+        r.add(&gpu_short(1000));
+        r.add(&Unfit::NodeUnschedulable);
+        assert_eq!(
+            r.dominant(),
+            "Insufficient nvidia.com/gpu (need 2, best node has 1 free)"
+        );
+        assert_eq!(
+            r.summary(),
+            "0/3 nodes are available: 2 Insufficient nvidia.com/gpu (need 2, best node has 1 free), 1 node(s) were unschedulable"
+        );
+    }
+
+    #[test]
+    fn gang_message_groups_tasks_by_reason() {
+        let gpu = TaskUnfit::other("Insufficient nvidia.com/gpu (need 2, best node has 1 free)");
+        let sel = TaskUnfit::other("node(s) didn't match node selector");
+        let msg = gang_message(5, [&gpu, &gpu, &sel], None);
+        assert_eq!(
+            msg,
+            "3/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node has 1 free), 1 node(s) didn't match node selector"
+        );
+    }
+}

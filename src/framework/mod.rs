@@ -1,0 +1,78 @@
+//! Sessions, statements, plugin votes and the scheduling cycle that ties them together.
+
+pub mod fit;
+mod plugin;
+mod session;
+mod statement;
+mod votes;
+
+use std::sync::Arc;
+
+pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
+pub use session::{
+    Bind, ClusterState, ConditionKind, Eviction, JobCondition, JobUpdate, Session, SessionResult,
+    Slots,
+};
+pub use statement::Statement;
+pub use votes::*;
+
+use crate::conf::{ConfError, SchedulerConf};
+use crate::model::Timestamp;
+
+/// A snapshot of the cache: the state a session starts from.
+pub type Snapshot = ClusterState;
+
+/// The configured actions and plugins, ready to run cycles.
+pub struct Scheduler {
+    conf: Arc<SchedulerConf>,
+    actions: Vec<Box<dyn Action>>,
+}
+
+impl Scheduler {
+    pub fn new(conf: SchedulerConf) -> Result<Self, ConfError> {
+        let mut actions = Vec::new();
+        for name in &conf.actions {
+            let build = crate::actions::builder(name).ok_or_else(|| ConfError::Invalid {
+                file: conf.source.clone(),
+                key: "actions".into(),
+                message: format!("unknown action {name:?}"),
+            })?;
+            let args = conf.action_arguments(name);
+            actions.push(build(&args).map_err(|e| ConfError::Invalid {
+                file: conf.source.clone(),
+                key: e.key,
+                message: e.message,
+            })?);
+        }
+        Ok(Scheduler {
+            conf: Arc::new(conf),
+            actions,
+        })
+    }
+
+    pub fn conf(&self) -> &SchedulerConf {
+        &self.conf
+    }
+
+    /// Opens a session on `snapshot`, runs every action in order and closes it.
+    pub fn run_cycle(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+    ) -> Result<SessionResult, ConfError> {
+        let mut ssn = Session::open(snapshot, self.conf.clone(), now)?;
+        for action in &self.actions {
+            action.execute(&mut ssn);
+        }
+        Ok(ssn.close())
+    }
+
+    /// Opens and closes a session without running actions (what "nothing to do" costs).
+    pub fn open_close(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+    ) -> Result<SessionResult, ConfError> {
+        Ok(Session::open(snapshot, self.conf.clone(), now)?.close())
+    }
+}

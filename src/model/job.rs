@@ -1,0 +1,275 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Resource, TaskInfo, TaskStatus, Timestamp};
+
+/// PodGroup phase (scheduling.volcano.sh/v1beta1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PodGroupPhase {
+    /// Not yet admitted by `enqueue`.
+    #[default]
+    Pending,
+    /// Admitted: its pods may be allocated.
+    Inqueue,
+    /// At least minMember tasks are scheduled.
+    Running,
+    Unknown,
+    /// Every task finished.
+    Completed,
+}
+
+/// What a driver knows about a gang (a PodGroup in any dialect).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct JobSpec {
+    /// Unique key, `namespace/name`.
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub queue: String,
+    pub min_member: u32,
+    pub min_task_member: BTreeMap<String, u32>,
+    pub min_resources: Option<Resource>,
+    pub priority: i32,
+    pub created: Timestamp,
+    pub phase: PodGroupPhase,
+}
+
+/// A gang and its tasks, with per-status counts kept up to date so the gang votes
+/// (valid, ready, pipelined, starving) are O(1) for jobs without per-role minimums.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobInfo {
+    pub uid: Arc<str>,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub queue: Arc<str>,
+    pub min_member: u32,
+    pub min_task_member: BTreeMap<Arc<str>, u32>,
+    pub min_resources: Option<Resource>,
+    pub priority: i32,
+    pub created: Timestamp,
+    pub phase: PodGroupPhase,
+    tasks: Vec<TaskInfo>,
+    counts: [u32; TaskStatus::COUNT],
+    /// Requests of tasks placed by the scheduler (Allocated, Binding, Bound, Running).
+    pub allocated: Resource,
+    /// Requests of every task that still needs or holds resources.
+    pub total_request: Resource,
+}
+
+impl JobInfo {
+    pub fn new(spec: JobSpec) -> Self {
+        let mut job = JobInfo {
+            uid: Arc::from(""),
+            namespace: Arc::from(""),
+            name: Arc::from(""),
+            queue: Arc::from(""),
+            min_member: 0,
+            min_task_member: BTreeMap::new(),
+            min_resources: None,
+            priority: 0,
+            created: 0,
+            phase: PodGroupPhase::Pending,
+            tasks: Vec::new(),
+            counts: [0; TaskStatus::COUNT],
+            allocated: Resource::new(),
+            total_request: Resource::new(),
+        };
+        job.update_spec(spec);
+        job
+    }
+
+    /// Replaces the gang parameters, keeping tasks.
+    pub fn update_spec(&mut self, spec: JobSpec) {
+        self.uid = Arc::from(spec.uid.as_str());
+        self.namespace = Arc::from(spec.namespace.as_str());
+        self.name = Arc::from(spec.name.as_str());
+        self.queue = Arc::from(spec.queue.as_str());
+        self.min_member = spec.min_member;
+        self.min_task_member = spec
+            .min_task_member
+            .into_iter()
+            .map(|(k, v)| (Arc::from(k.as_str()), v))
+            .collect();
+        self.min_resources = spec.min_resources;
+        self.priority = spec.priority;
+        self.created = spec.created;
+        self.phase = spec.phase;
+    }
+
+    pub fn tasks(&self) -> &[TaskInfo] {
+        &self.tasks
+    }
+
+    pub fn task(&self, index: u32) -> &TaskInfo {
+        &self.tasks[index as usize]
+    }
+
+    pub fn count(&self, status: TaskStatus) -> u32 {
+        self.counts[status.index()]
+    }
+
+    fn counts_where(&self, pred: impl Fn(TaskStatus) -> bool) -> u32 {
+        TaskStatus::ALL
+            .iter()
+            .filter(|s| pred(**s))
+            .map(|s| self.counts[s.index()])
+            .sum()
+    }
+
+    /// Allocated + Binding + Bound + Running + Succeeded.
+    pub fn ready_count(&self) -> u32 {
+        self.counts_where(TaskStatus::is_ready)
+    }
+
+    pub fn valid_count(&self) -> u32 {
+        self.counts_where(TaskStatus::is_valid)
+    }
+
+    pub fn pending_count(&self) -> u32 {
+        self.count(TaskStatus::Pending)
+    }
+
+    /// Ready tasks per role, for minTaskMember.
+    pub fn ready_by_role(&self) -> BTreeMap<&str, u32> {
+        self.by_role(TaskStatus::is_ready)
+    }
+
+    pub fn by_role(&self, pred: impl Fn(TaskStatus) -> bool) -> BTreeMap<&str, u32> {
+        let mut m = BTreeMap::new();
+        for t in &self.tasks {
+            if pred(t.status) {
+                *m.entry(&*t.role).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+
+    fn account(&mut self, task_index: usize, add: bool) {
+        let t = &self.tasks[task_index];
+        let (status, req) = (t.status, t.resreq.clone());
+        let c = &mut self.counts[status.index()];
+        if add {
+            *c += 1
+        } else {
+            *c -= 1
+        }
+        let apply = |r: &mut Resource| if add { r.add(&req) } else { r.sub(&req) };
+        if status.is_allocated() {
+            apply(&mut self.allocated);
+        }
+        if !matches!(status, TaskStatus::Succeeded | TaskStatus::Failed) {
+            apply(&mut self.total_request);
+        }
+    }
+
+    /// Adds a task, or replaces the task with the same uid. Returns its index.
+    pub fn upsert_task(&mut self, task: TaskInfo) -> u32 {
+        if let Some(i) = self.tasks.iter().position(|t| t.uid == task.uid) {
+            self.account(i, false);
+            self.tasks[i] = task;
+            self.account(i, true);
+            i as u32
+        } else {
+            self.tasks.push(task);
+            let i = self.tasks.len() - 1;
+            self.account(i, true);
+            i as u32
+        }
+    }
+
+    /// Removes a task by uid. The last task takes its index.
+    pub fn remove_task(&mut self, uid: &str) -> Option<TaskInfo> {
+        let i = self.tasks.iter().position(|t| &*t.uid == uid)?;
+        self.account(i, false);
+        Some(self.tasks.swap_remove(i))
+    }
+
+    /// Changes a task's status and node, keeping counts exact. Returns the previous status.
+    pub fn set_task_status(
+        &mut self,
+        index: u32,
+        status: TaskStatus,
+        node: Option<Arc<str>>,
+    ) -> (TaskStatus, Option<Arc<str>>) {
+        let i = index as usize;
+        self.account(i, false);
+        let t = &mut self.tasks[i];
+        let prev = (t.status, t.node.take());
+        t.status = status;
+        t.node = node;
+        self.account(i, true);
+        prev
+    }
+
+    pub fn task_index(&self, uid: &str) -> Option<u32> {
+        self.tasks
+            .iter()
+            .position(|t| &*t.uid == uid)
+            .map(|i| i as u32)
+    }
+
+    /// Resources the gang needs to start: minResources if given, else the sum of the
+    /// requests of its first `min_member` pending-or-placed tasks.
+    pub fn min_request(&self) -> Resource {
+        if let Some(r) = &self.min_resources {
+            return r.clone();
+        }
+        let mut r = Resource::new();
+        for t in self.tasks.iter().take(self.min_member as usize) {
+            r.add(&t.resreq);
+        }
+        r
+    }
+
+    /// Every task finished (and there was at least one).
+    pub fn all_finished(&self) -> bool {
+        !self.tasks.is_empty()
+            && self.counts_where(|s| matches!(s, TaskStatus::Succeeded | TaskStatus::Failed))
+                as usize
+                == self.tasks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Placement;
+
+    fn task(uid: &str, cpu: &str) -> TaskInfo {
+        TaskInfo::new(
+            uid,
+            "ns",
+            uid,
+            "",
+            Resource::from_quantities([("cpu", cpu)]).unwrap(),
+            0,
+            Arc::new(Placement::default()),
+            0,
+        )
+    }
+
+    #[test]
+    fn counts_and_totals_follow_status_changes() {
+        let mut job = JobInfo::new(JobSpec {
+            uid: "ns/j".into(),
+            min_member: 2,
+            ..Default::default()
+        });
+        job.upsert_task(task("a", "1"));
+        job.upsert_task(task("b", "2"));
+        assert_eq!(job.pending_count(), 2);
+        assert_eq!(job.total_request.milli_cpu, 3000);
+        job.set_task_status(0, TaskStatus::Allocated, Some(Arc::from("n1")));
+        assert_eq!(job.ready_count(), 1);
+        assert_eq!(job.allocated.milli_cpu, 1000);
+        job.set_task_status(1, TaskStatus::Succeeded, None);
+        assert_eq!(job.ready_count(), 2);
+        assert_eq!(job.total_request.milli_cpu, 1000);
+        let removed = job.remove_task("a").unwrap();
+        assert_eq!(&*removed.uid, "a");
+        assert_eq!(job.allocated.milli_cpu, 0);
+        assert_eq!(job.task_index("b"), Some(0));
+    }
+}

@@ -1,0 +1,36 @@
+//! The scheduler's view of the cluster: resources, nodes, tasks (pods), jobs (gangs) and
+//! queues. Plain data with the bookkeeping that keeps derived totals exact.
+
+mod job;
+mod node;
+pub mod placement;
+mod queue;
+pub mod resource;
+mod task;
+
+pub use job::{JobInfo, JobSpec, PodGroupPhase};
+pub use node::{NodeInfo, NodeSpec, NodeTask};
+pub use placement::{Placement, Taint, TaintEffect, Toleration};
+pub use queue::{QueueInfo, QueueState};
+pub use resource::{Resource, ResourceList};
+pub use task::{TaskInfo, TaskStatus};
+
+/// Milliseconds on the driver's clock (virtual in the simulator, wall time in the live
+/// scheduler). The engine never reads a clock; it is handed `now`.
+pub type Timestamp = i64;
+
+/// Dense index of a node slot in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+/// Dense index of a job slot in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u32);
+
+/// A task inside a session: its job's slot and its index in that job's task list. Stable for
+/// the whole session (the snapshot does not change under it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskRef {
+    pub job: JobId,
+    pub index: u32,
+}

@@ -1,0 +1,140 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{Resource, Taint, TaskStatus};
+
+/// What a driver knows about a node from its spec and status.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct NodeSpec {
+    pub name: String,
+    pub allocatable: Resource,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub ready: bool,
+}
+
+/// A pod as its node sees it: what it occupies. Every pod on a node is recorded, whichever
+/// scheduler placed it, so nodes are never double-booked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeTask {
+    pub resreq: Resource,
+    pub status: TaskStatus,
+    /// The job (gang) uid if the pod is ours.
+    pub job: Option<Arc<str>>,
+    pub priority: i32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub name: Arc<str>,
+    pub allocatable: Resource,
+    /// Requests of every task that occupies the node (including releasing ones).
+    pub used: Resource,
+    /// `allocatable - used`, kept up to date so fit checks allocate nothing.
+    pub idle: Resource,
+    /// Requests of tasks being released: free once they terminate.
+    pub releasing: Resource,
+    /// Requests of tasks pipelined onto the node against releasing resources.
+    pub pipelined: Resource,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub tasks: BTreeMap<Arc<str>, NodeTask>,
+}
+
+impl NodeInfo {
+    pub fn new(spec: NodeSpec) -> Self {
+        NodeInfo {
+            name: Arc::from(spec.name.as_str()),
+            idle: spec.allocatable.clone(),
+            allocatable: spec.allocatable,
+            used: Resource::new(),
+            releasing: Resource::new(),
+            pipelined: Resource::new(),
+            labels: spec.labels,
+            taints: spec.taints,
+            unschedulable: spec.unschedulable,
+            ready: spec.ready,
+            tasks: BTreeMap::new(),
+        }
+    }
+
+    /// Replaces spec fields, keeping the tasks and their accounting.
+    pub fn update_spec(&mut self, spec: NodeSpec) {
+        self.allocatable = spec.allocatable;
+        self.idle = self.allocatable.minus(&self.used);
+        self.labels = spec.labels;
+        self.taints = spec.taints;
+        self.unschedulable = spec.unschedulable;
+        self.ready = spec.ready;
+    }
+
+    fn account(&mut self, task: &NodeTask, add: bool) {
+        let apply = |r: &mut Resource, add_to: bool| {
+            if add_to {
+                r.add(&task.resreq)
+            } else {
+                r.sub(&task.resreq)
+            }
+        };
+        if task.status == TaskStatus::Pipelined {
+            apply(&mut self.pipelined, add);
+            return;
+        }
+        if task.status.occupies_node() {
+            apply(&mut self.used, add);
+            apply(&mut self.idle, !add);
+        }
+        if task.status == TaskStatus::Releasing {
+            apply(&mut self.releasing, add);
+        }
+    }
+
+    /// Adds (or replaces) a task on the node and accounts for its resources.
+    pub fn add_task(&mut self, uid: Arc<str>, task: NodeTask) {
+        self.remove_task(&uid);
+        self.account(&task, true);
+        self.tasks.insert(uid, task);
+    }
+
+    pub fn remove_task(&mut self, uid: &str) -> Option<NodeTask> {
+        let task = self.tasks.remove(uid)?;
+        self.account(&task, false);
+        Some(task)
+    }
+
+    pub fn set_task_status(&mut self, uid: &str, status: TaskStatus) {
+        if let Some(mut task) = self.remove_task(uid) {
+            task.status = status;
+            let key = Arc::from(uid);
+            self.account(&task, true);
+            self.tasks.insert(key, task);
+        }
+    }
+
+    /// Number of pods on the node (pipelined ones included: they will be there).
+    pub fn pod_count(&self) -> i64 {
+        self.used.pods + self.pipelined.pods
+    }
+
+    /// Whether `req` fits in what is idle now.
+    pub fn fits_idle(&self, req: &Resource) -> bool {
+        req.fits(&self.idle)
+    }
+
+    /// What will be free once releasing tasks are gone and pipelined tasks arrive.
+    pub fn future_idle(&self, name: &str) -> i64 {
+        self.idle.get(name) + self.releasing.get(name) - self.pipelined.get(name)
+    }
+
+    pub fn fits_future_idle(&self, req: &Resource) -> bool {
+        req.shortfall_with(|n| self.future_idle(n)).is_none()
+    }
+
+    /// Whether the node can take pods at all.
+    pub fn schedulable(&self) -> bool {
+        self.ready && !self.unschedulable
+    }
+}

@@ -1,0 +1,146 @@
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{Placement, Resource, Timestamp};
+
+/// Where a task is in its life, as in Volcano (see ARCHITECTURE §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum TaskStatus {
+    Pending,
+    /// Chosen this session against idle resources.
+    Allocated,
+    /// Chosen this session against resources that are being released.
+    Pipelined,
+    /// Bind sent, not yet confirmed.
+    Binding,
+    Bound,
+    Running,
+    /// Being evicted or terminating; still occupies its node.
+    Releasing,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl TaskStatus {
+    pub const COUNT: usize = 10;
+    pub const ALL: [TaskStatus; Self::COUNT] = [
+        Self::Pending,
+        Self::Allocated,
+        Self::Pipelined,
+        Self::Binding,
+        Self::Bound,
+        Self::Running,
+        Self::Releasing,
+        Self::Succeeded,
+        Self::Failed,
+        Self::Unknown,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Counted in a node's `used` resources.
+    pub fn occupies_node(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Releasing
+        )
+    }
+
+    /// Counts toward a gang being ready (Volcano's ReadyTaskNum).
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Succeeded
+        )
+    }
+
+    /// Placed on a node by the scheduler (this session or before).
+    pub fn is_allocated(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running
+        )
+    }
+
+    /// Counts toward a gang being valid (enough members exist to ever be ready).
+    pub fn is_valid(self) -> bool {
+        !matches!(self, Self::Failed | Self::Unknown | Self::Releasing)
+    }
+}
+
+/// A pod the scheduler is responsible for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskInfo {
+    pub uid: Arc<str>,
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
+    /// The role within the gang (`volcano.sh/task-spec`), empty when there is none.
+    pub role: Arc<str>,
+    /// The pod's effective request, with `pods: 1`.
+    pub resreq: Resource,
+    pub priority: i32,
+    pub status: TaskStatus,
+    pub node: Option<Arc<str>>,
+    pub placement: Arc<Placement>,
+    /// Tasks with equal templates are interchangeable for predicates (same request and
+    /// placement rules); predicate results are cached per template.
+    pub template: u64,
+    /// Hash of the placement rules alone: static predicates are cached by it.
+    pub placement_key: u64,
+    pub created: Timestamp,
+    /// A system-critical pod (kube-system or system-*-critical priority class): never a victim.
+    pub critical: bool,
+    /// Estimated runtime in milliseconds, if the user gave one.
+    pub runtime_estimate: Option<i64>,
+}
+
+impl TaskInfo {
+    /// Builds a pending task, computing its template key.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        uid: impl Into<Arc<str>>,
+        namespace: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
+        role: impl Into<Arc<str>>,
+        mut resreq: Resource,
+        priority: i32,
+        placement: Arc<Placement>,
+        created: Timestamp,
+    ) -> Self {
+        resreq.pods = 1;
+        let placement_key = hash_of(&*placement);
+        let template = hash_of(&(&resreq, &*placement));
+        TaskInfo {
+            uid: uid.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+            role: role.into(),
+            resreq,
+            priority,
+            status: TaskStatus::Pending,
+            node: None,
+            placement,
+            template,
+            placement_key,
+            created,
+            critical: false,
+            runtime_estimate: None,
+        }
+    }
+
+    pub fn is_best_effort(&self) -> bool {
+        self.resreq.is_best_effort()
+    }
+}
+
+fn hash_of(value: &impl Hash) -> u64 {
+    // DefaultHasher::new() uses fixed keys, so the key is the same in every run.
+    let mut h = std::hash::DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
