@@ -5,6 +5,7 @@
 //! session if it is pipelined, and discarded otherwise — nothing partial is ever bound.
 
 use crate::conf::{ArgError, Arguments};
+use crate::framework::fit::TaskUnfit;
 use crate::framework::{Action, Session, Statement};
 use crate::model::{JobId, NodeId, PodGroupPhase, TaskRef, TaskStatus};
 
@@ -84,8 +85,10 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
         let placeable = already + placed + (tasks.len() - i) >= min;
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                stmt.record_job_note(job, format!("queue {queue:?} is at its capability"));
-                break;
+                let why = format!("queue {queue:?} would exceed its capability");
+                stmt.record_task_unfit(task, TaskUnfit::other(why));
+                failed += 1;
+                continue;
             }
         }
         match stmt.feasible_nodes(task, want_nodes) {

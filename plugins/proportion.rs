@@ -29,6 +29,9 @@ pub struct QueueShare {
     pub inqueue: Resource,
     /// min(capability, cluster total).
     pub capability: Resource,
+    /// Whether the queue set a capability (otherwise the cluster is the only limit, and
+    /// the framework's resource fit already enforces it).
+    pub capped: bool,
     pub guarantee: Resource,
 }
 
@@ -119,6 +122,7 @@ impl Plugin for Proportion {
                     QueueShare {
                         weight: q.weight,
                         capability,
+                        capped: q.capability.is_some(),
                         guarantee: q
                             .guarantee
                             .as_ref()
@@ -161,7 +165,7 @@ impl Plugin for Proportion {
             self.name(),
             Box::new(move |q, t| {
                 let queues = s.borrow();
-                let Some(share) = queues.get(&q.name) else {
+                let Some(share) = queues.get(&q.name).filter(|s| s.capped) else {
                     return true;
                 };
                 t.resreq

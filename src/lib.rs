@@ -9,6 +9,7 @@ pub mod conf;
 pub mod framework;
 pub mod model;
 pub mod sim;
+pub mod testkit;
 
 #[path = "../actions/mod.rs"]
 pub mod actions;

@@ -265,7 +265,7 @@ mod tests {
         };
         let none = Placement::default();
         assert!(matches!(
-            none.check("n", &labels(&[]), &[gpu_taint.clone()]),
+            none.check("n", &labels(&[]), std::slice::from_ref(&gpu_taint)),
             Err(PlacementMismatch::Taint(_))
         ));
         assert!(
@@ -281,7 +281,7 @@ mod tests {
             ..Default::default()
         };
         assert!(exists
-            .check("n", &labels(&[]), &[gpu_taint.clone()])
+            .check("n", &labels(&[]), std::slice::from_ref(&gpu_taint))
             .is_ok());
         let wrong_value = Placement {
             tolerations: vec![Toleration {
@@ -292,7 +292,7 @@ mod tests {
             ..Default::default()
         };
         assert!(wrong_value
-            .check("n", &labels(&[]), &[gpu_taint.clone()])
+            .check("n", &labels(&[]), std::slice::from_ref(&gpu_taint))
             .is_err());
         let wildcard = Placement {
             tolerations: vec![Toleration {

@@ -1,1 +1,11 @@
-//! Simulator (in progress).
+//! The simulator driver: a discrete-event cluster with a virtual clock, driving the same
+//! engine the live scheduler runs. `rust-batch simulate` runs it; so do most tests.
+
+mod driver;
+pub mod plot;
+pub mod report;
+pub mod scenario;
+
+pub use driver::{Progress, SimJob, SimPod, Simulation};
+pub use report::Report;
+pub use scenario::{Scenario, ScenarioError, DEFAULT_SCENARIO};

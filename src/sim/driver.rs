@@ -1,0 +1,768 @@
+//! The simulated cluster: a discrete-event loop with a virtual clock that feeds the cache
+//! like watches would, runs a scheduling cycle on the schedule period's grid whenever
+//! something changed, and "binds" in memory. Pods start when bound and finish after their
+//! runtime. Deterministic for a scenario and seed: no wall clock, no hash-order iteration.
+//!
+//! Two invariants are checked on every cycle, from the simulator's own pod table (not from
+//! the engine's bookkeeping): no gang is ever bound partially, and no node ever holds more
+//! than its allocatable.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use priority_queue::PriorityQueue;
+
+use super::report::{JobReport, Report, Sample};
+use super::scenario::{JobDef, Scenario, ScenarioError};
+use crate::cache::{Cache, PodUpdate};
+use crate::framework::{ConditionKind, Scheduler, SessionResult};
+use crate::model::resource::{format_amount, CPU, GPU, MEMORY};
+use crate::model::{
+    JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo, TaskStatus,
+    Timestamp,
+};
+
+/// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Submit(usize),
+    Finish(usize),
+    EvictDone(usize),
+    AddNodes(String, u32),
+    RemoveNodes(String, u32),
+}
+
+/// A pod as the simulated cluster knows it.
+#[derive(Clone, Debug)]
+pub struct SimPod {
+    pub uid: Arc<str>,
+    pub job: usize,
+    pub role: Arc<str>,
+    pub request: Resource,
+    pub runtime: Option<i64>,
+    pub status: TaskStatus,
+    pub node: Option<Arc<str>>,
+    task: TaskInfo,
+    finish_event: Option<u64>,
+}
+
+/// A gang as the simulated cluster knows it.
+#[derive(Clone, Debug)]
+pub struct SimJob {
+    pub uid: String,
+    pub name: String,
+    pub queue: String,
+    pub min_member: u32,
+    pub min_task_member: BTreeMap<String, u32>,
+    pub submitted: Option<Timestamp>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    pub pods: Vec<usize>,
+    pub phase: PodGroupPhase,
+    /// The last Unschedulable condition message, cleared when the gang is scheduled.
+    pub message: Option<String>,
+    spec: JobSpec,
+}
+
+/// Progress of a run, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub now: Timestamp,
+    pub max_time: Timestamp,
+    pub jobs_done: usize,
+    pub jobs_total: usize,
+}
+
+pub struct Simulation {
+    scenario: Scenario,
+    scheduler: Scheduler,
+    cache: Cache,
+    now: Timestamp,
+    events: PriorityQueue<u64, Reverse<(Timestamp, u64)>>,
+    event_data: HashMap<u64, Event>,
+    next_event: u64,
+    pods: Vec<SimPod>,
+    pod_index: HashMap<Arc<str>, usize>,
+    jobs: Vec<SimJob>,
+    job_index: HashMap<String, usize>,
+    /// Live nodes: name -> (group, allocatable), in creation order per group.
+    nodes: BTreeMap<Arc<str>, (usize, Resource)>,
+    group_nodes: Vec<Vec<Arc<str>>>,
+    group_created: Vec<u32>,
+    rng: Rng,
+    dirty: bool,
+    partial_gangs: u64,
+    overcommitted_nodes: u64,
+    cycles: u64,
+    binds: u64,
+    evictions: u64,
+    samples: Vec<Sample>,
+    violations: Vec<String>,
+}
+
+impl Simulation {
+    pub fn new(scenario: Scenario, file: &str) -> Result<Self, ScenarioError> {
+        let conf = scenario.scheduler_conf(file)?;
+        let scheduler = Scheduler::new(conf).map_err(|source| ScenarioError::Config {
+            file: file.to_string(),
+            source,
+        })?;
+        let mut sim = Simulation {
+            rng: Rng(scenario.seed),
+            scheduler,
+            cache: Cache::new(),
+            now: 0,
+            events: PriorityQueue::new(),
+            event_data: HashMap::new(),
+            next_event: 0,
+            pods: Vec::new(),
+            pod_index: HashMap::new(),
+            jobs: Vec::new(),
+            job_index: HashMap::new(),
+            nodes: BTreeMap::new(),
+            group_nodes: vec![Vec::new(); scenario.node_groups.len()],
+            group_created: vec![0; scenario.node_groups.len()],
+            dirty: true,
+            partial_gangs: 0,
+            overcommitted_nodes: 0,
+            cycles: 0,
+            binds: 0,
+            evictions: 0,
+            samples: Vec::new(),
+            violations: Vec::new(),
+            scenario,
+        };
+        sim.setup();
+        Ok(sim)
+    }
+
+    fn setup(&mut self) {
+        let mut queues = vec![QueueInfo::new("default", 1)];
+        for q in &self.scenario.queues {
+            let mut info = QueueInfo::new(&q.name, q.weight);
+            info.capability = q.capability.as_ref().map(|c| c.0.clone());
+            info.guarantee = q.guarantee.as_ref().map(|c| c.0.clone());
+            info.reclaimable = q.reclaimable;
+            info.state = q.state;
+            queues.retain(|existing| existing.name != info.name);
+            queues.push(info);
+        }
+        for q in queues {
+            self.cache.apply_queue(q);
+        }
+        for g in 0..self.scenario.node_groups.len() {
+            let count = self.scenario.node_groups[g].count;
+            self.add_nodes(g, count);
+        }
+        let defs = self.scenario.jobs.clone();
+        for def in &defs {
+            let copies = def.repeat.as_ref().map(|r| r.count).unwrap_or(1);
+            for k in 0..copies {
+                let name = if def.repeat.is_some() {
+                    format!("{}-{k}", def.name)
+                } else {
+                    def.name.clone()
+                };
+                let at = def.submit_at.0
+                    + def
+                        .repeat
+                        .as_ref()
+                        .map(|r| r.every.0 * i64::from(k))
+                        .unwrap_or(0);
+                let index = self.create_job(def, name);
+                self.schedule(at, Event::Submit(index));
+            }
+        }
+        for e in self.scenario.events.clone() {
+            if let Some(c) = &e.add_nodes {
+                self.schedule(e.at.0, Event::AddNodes(c.group.clone(), c.count));
+            }
+            if let Some(c) = &e.remove_nodes {
+                self.schedule(e.at.0, Event::RemoveNodes(c.group.clone(), c.count));
+            }
+        }
+    }
+
+    fn create_job(&mut self, def: &JobDef, name: String) -> usize {
+        let index = self.jobs.len();
+        let uid = format!("{}/{name}", def.namespace);
+        let total = def.task_count();
+        let spec = JobSpec {
+            uid: uid.clone(),
+            namespace: def.namespace.clone(),
+            name: name.clone(),
+            queue: def.queue.clone(),
+            min_member: def.min_member.unwrap_or(total),
+            min_task_member: def.min_task_member.clone(),
+            min_resources: def.min_resources.as_ref().map(|r| r.0.clone()),
+            priority: def.priority,
+            created: 0,
+            phase: PodGroupPhase::Pending,
+        };
+        let mut pods = Vec::new();
+        for t in &def.tasks {
+            let placement = Arc::new(Placement {
+                node_selector: t.node_selector.clone(),
+                node_affinity: t.node_affinity.clone(),
+                tolerations: t.tolerations.clone(),
+            });
+            for r in 0..t.replicas {
+                let pod_name = format!("{name}-{}-{r}", t.role);
+                let pod_uid: Arc<str> = Arc::from(format!("{}/{pod_name}", def.namespace));
+                let task = TaskInfo::new(
+                    pod_uid.clone(),
+                    def.namespace.as_str(),
+                    pod_name.as_str(),
+                    t.role.as_str(),
+                    t.requests.0.clone(),
+                    t.priority.unwrap_or(def.priority),
+                    placement.clone(),
+                    0,
+                );
+                let runtime = t.runtime.map(|m| {
+                    let jitter = if def.runtime_jitter > 0.0 {
+                        1.0 + def.runtime_jitter * (2.0 * self.rng.next_f64() - 1.0)
+                    } else {
+                        1.0
+                    };
+                    (m.0 as f64 * jitter).round().max(1.0) as i64
+                });
+                let pod = self.pods.len();
+                self.pod_index.insert(pod_uid.clone(), pod);
+                self.pods.push(SimPod {
+                    uid: pod_uid,
+                    job: index,
+                    role: Arc::from(t.role.as_str()),
+                    request: task.resreq.clone(),
+                    runtime,
+                    status: TaskStatus::Pending,
+                    node: None,
+                    task,
+                    finish_event: None,
+                });
+                pods.push(pod);
+            }
+        }
+        self.job_index.insert(uid.clone(), index);
+        self.jobs.push(SimJob {
+            uid,
+            name,
+            queue: def.queue.clone(),
+            min_member: spec.min_member,
+            min_task_member: def.min_task_member.clone(),
+            submitted: None,
+            started: None,
+            finished: None,
+            pods,
+            phase: PodGroupPhase::Pending,
+            message: None,
+            spec,
+        });
+        index
+    }
+
+    fn schedule(&mut self, at: Timestamp, event: Event) -> u64 {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.events.push(id, Reverse((at, id)));
+        self.event_data.insert(id, event);
+        id
+    }
+
+    fn cancel(&mut self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.events.remove(&id);
+            self.event_data.remove(&id);
+        }
+    }
+
+    fn add_nodes(&mut self, group: usize, count: u32) {
+        let g = self.scenario.node_groups[group].clone();
+        for _ in 0..count {
+            self.group_created[group] += 1;
+            let name: Arc<str> = Arc::from(format!("{}-{}", g.name, self.group_created[group]));
+            let mut allocatable = g.allocatable.0.clone();
+            if allocatable.pods == 0 {
+                allocatable.pods = 110;
+            }
+            self.cache.apply_node(NodeSpec {
+                name: name.to_string(),
+                allocatable: allocatable.clone(),
+                labels: g.labels.clone(),
+                taints: g.taints.clone(),
+                unschedulable: g.unschedulable,
+                ready: true,
+            });
+            self.nodes.insert(name.clone(), (group, allocatable));
+            self.group_nodes[group].push(name);
+        }
+        self.dirty = true;
+    }
+
+    fn remove_nodes(&mut self, group: usize, count: u32) {
+        for _ in 0..count {
+            let Some(name) = self.group_nodes[group].pop() else {
+                break;
+            };
+            self.nodes.remove(&name);
+            self.cache.delete_node(&name);
+            // Pods on a lost node are recreated by their controller: pending again.
+            let lost: Vec<usize> = (0..self.pods.len())
+                .filter(|&p| {
+                    self.pods[p].node.as_deref() == Some(&*name)
+                        && self.pods[p].status != TaskStatus::Succeeded
+                })
+                .collect();
+            for p in lost {
+                let pending_finish = self.pods[p].finish_event.take();
+                self.cancel(pending_finish);
+                self.set_pod(p, TaskStatus::Pending, None);
+            }
+        }
+        self.dirty = true;
+    }
+
+    fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
+        let pod = &mut self.pods[p];
+        pod.status = status;
+        pod.node = node.clone();
+        pod.task.status = status;
+        pod.task.node = node;
+        let update = PodUpdate {
+            task: pod.task.clone(),
+            job: Some(self.jobs[pod.job].uid.clone()),
+        };
+        self.cache.apply_pod(update);
+        self.dirty = true;
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Submit(j) => {
+                self.jobs[j].submitted = Some(self.now);
+                self.jobs[j].spec.created = self.now;
+                self.cache.apply_job(self.jobs[j].spec.clone());
+                for p in self.jobs[j].pods.clone() {
+                    self.pods[p].task.created = self.now;
+                    self.set_pod(p, TaskStatus::Pending, None);
+                }
+            }
+            Event::Finish(p) => {
+                self.pods[p].finish_event = None;
+                let node = self.pods[p].node.clone();
+                self.set_pod(p, TaskStatus::Succeeded, node);
+                let job = self.pods[p].job;
+                if self.jobs[job]
+                    .pods
+                    .iter()
+                    .all(|&q| self.pods[q].status == TaskStatus::Succeeded)
+                {
+                    self.jobs[job].finished = Some(self.now);
+                }
+            }
+            Event::EvictDone(p) => self.set_pod(p, TaskStatus::Pending, None),
+            Event::AddNodes(group, count) => {
+                if let Some(g) = self.group(&group) {
+                    self.add_nodes(g, count);
+                }
+            }
+            Event::RemoveNodes(group, count) => {
+                if let Some(g) = self.group(&group) {
+                    self.remove_nodes(g, count);
+                }
+            }
+        }
+    }
+
+    fn group(&self, name: &str) -> Option<usize> {
+        self.scenario
+            .node_groups
+            .iter()
+            .position(|g| g.name == name)
+    }
+
+    /// Processes every event up to `now`, then runs a cycle if anything changed.
+    fn step(&mut self) {
+        while let Some((_, Reverse((at, _)))) = self.events.peek() {
+            if *at > self.now {
+                break;
+            }
+            let (id, Reverse((at, _))) = self.events.pop().expect("peeked");
+            let now = self.now;
+            self.now = at;
+            if let Some(e) = self.event_data.remove(&id) {
+                self.handle(e);
+            }
+            self.now = now;
+        }
+        if self.dirty {
+            self.dirty = false;
+            self.cycle();
+        }
+        self.sample();
+    }
+
+    fn cycle(&mut self) {
+        self.cycles += 1;
+        let result = match self.scheduler.run_cycle(self.cache.snapshot(), self.now) {
+            Ok(r) => r,
+            Err(e) => {
+                // Plugins were validated at load; record instead of panicking.
+                self.violations
+                    .push(format!("t={}: cycle failed: {e}", self.now));
+                return;
+            }
+        };
+        self.apply(result);
+    }
+
+    fn apply(&mut self, result: SessionResult) {
+        self.check_gangs(&result);
+        let changed = !result.binds.is_empty() || !result.evictions.is_empty();
+        for bind in &result.binds {
+            let Some(&p) = self.pod_index.get(&bind.task) else {
+                continue;
+            };
+            if self.pods[p].status != TaskStatus::Pending || !self.nodes.contains_key(&bind.node) {
+                self.violations.push(format!(
+                    "t={}: bind of {} to {} that is not pending or whose node is gone",
+                    self.now, bind.task, bind.node
+                ));
+                continue;
+            }
+            self.binds += 1;
+            self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
+            if let Some(runtime) = self.pods[p].runtime {
+                let id = self.schedule(self.now + runtime, Event::Finish(p));
+                self.pods[p].finish_event = Some(id);
+            }
+        }
+        for ev in &result.evictions {
+            let Some(&p) = self.pod_index.get(&ev.task) else {
+                continue;
+            };
+            self.evictions += 1;
+            let pending_finish = self.pods[p].finish_event.take();
+            self.cancel(pending_finish);
+            let node = self.pods[p].node.clone();
+            self.set_pod(p, TaskStatus::Releasing, node);
+            self.schedule(
+                self.now + self.scenario.eviction_grace.0,
+                Event::EvictDone(p),
+            );
+        }
+        self.check_nodes();
+        for j in 0..self.jobs.len() {
+            let job = &self.jobs[j];
+            if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
+                self.jobs[j].started = Some(self.now);
+            }
+        }
+        let mut phases = Vec::new();
+        for update in &result.job_updates {
+            let Some(&j) = self.job_index.get(&*update.job) else {
+                continue;
+            };
+            if let Some(phase) = update.phase {
+                phases.push((j, phase));
+            }
+            match &update.condition {
+                Some(c) if c.kind == ConditionKind::Unschedulable => {
+                    self.jobs[j].message = Some(c.message.clone())
+                }
+                Some(_) => self.jobs[j].message = None,
+                None => {}
+            }
+        }
+        for (j, phase) in phases {
+            self.jobs[j].phase = phase;
+            let uid = self.jobs[j].uid.clone();
+            self.cache.set_job_phase(&uid, phase);
+            self.jobs[j].spec.phase = phase;
+        }
+        // Only binds and evictions change what the next cycle can do; phase changes
+        // happen within the cycle that decided them.
+        self.dirty = changed;
+    }
+
+    fn started_count(&self, j: usize) -> u32 {
+        self.jobs[j]
+            .pods
+            .iter()
+            .filter(|&&p| {
+                matches!(
+                    self.pods[p].status,
+                    TaskStatus::Running | TaskStatus::Succeeded
+                )
+            })
+            .count() as u32
+    }
+
+    /// No partial gang: every gang with binds in this cycle has, with them, at least
+    /// minMember (and minTaskMember per role) pods started.
+    fn check_gangs(&mut self, result: &SessionResult) {
+        let mut new: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for b in &result.binds {
+            if let Some(&p) = self.pod_index.get(&b.task) {
+                new.entry(self.pods[p].job).or_default().push(p);
+            }
+        }
+        for (j, binds) in new {
+            let job = &self.jobs[j];
+            let mut by_role: BTreeMap<&str, u32> = BTreeMap::new();
+            for &p in &job.pods {
+                let pod = &self.pods[p];
+                if matches!(pod.status, TaskStatus::Running | TaskStatus::Succeeded)
+                    || binds.contains(&p)
+                {
+                    *by_role.entry(&pod.role).or_insert(0) += 1;
+                }
+            }
+            let total: u32 = by_role.values().sum();
+            let roles_ok = job
+                .min_task_member
+                .iter()
+                .all(|(r, m)| by_role.get(r.as_str()).copied().unwrap_or(0) >= *m);
+            if total < job.min_member || !roles_ok {
+                self.partial_gangs += 1;
+                self.violations.push(format!(
+                    "t={}: gang {} bound partially: {total} of minMember {}",
+                    self.now, job.uid, job.min_member
+                ));
+            }
+        }
+    }
+
+    /// No node over-committed: requests of the pods on each node, summed from the
+    /// simulator's own pod table, fit its allocatable.
+    fn check_nodes(&mut self) {
+        let mut used: BTreeMap<&str, Resource> = BTreeMap::new();
+        for pod in &self.pods {
+            if let (Some(node), true) = (&pod.node, pod.status.occupies_node()) {
+                used.entry(node).or_default().add(&pod.request);
+            }
+        }
+        let mut bad = Vec::new();
+        for (node, u) in &used {
+            if let Some((_, alloc)) = self.nodes.get(*node) {
+                if !u.fits(alloc) {
+                    bad.push(format!(
+                        "t={}: node {node} over-committed: {u} on {alloc}",
+                        self.now
+                    ));
+                }
+            }
+        }
+        self.overcommitted_nodes += bad.len() as u64;
+        self.violations.extend(bad);
+    }
+
+    fn sample(&mut self) {
+        let mut total = Resource::new();
+        for (_, alloc) in self.nodes.values() {
+            total.add(alloc);
+        }
+        let mut used = Resource::new();
+        let mut queues: BTreeMap<String, Resource> = BTreeMap::new();
+        for q in self.cache.state().queues() {
+            queues.insert(q.name.to_string(), Resource::new());
+        }
+        for pod in &self.pods {
+            if pod.status.occupies_node()
+                && pod
+                    .node
+                    .as_ref()
+                    .is_some_and(|n| self.nodes.contains_key(n))
+            {
+                used.add(&pod.request);
+                queues
+                    .entry(self.jobs[pod.job].queue.clone())
+                    .or_default()
+                    .add(&pod.request);
+            }
+        }
+        let fraction = |r: &Resource, name: &str| {
+            let t = total.get(name);
+            if t > 0 {
+                r.get(name) as f64 / t as f64
+            } else {
+                0.0
+            }
+        };
+        let resources: Vec<&str> = [CPU, MEMORY, GPU]
+            .into_iter()
+            .filter(|r| total.get(r) > 0)
+            .collect();
+        let sample = Sample {
+            t: self.now,
+            utilization: resources
+                .iter()
+                .map(|r| (r.to_string(), fraction(&used, r)))
+                .collect(),
+            queue_share: queues
+                .iter()
+                .map(|(q, r)| {
+                    (
+                        q.clone(),
+                        resources
+                            .iter()
+                            .map(|n| (n.to_string(), fraction(r, n)))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            pending_pods: self
+                .pods
+                .iter()
+                .filter(|p| p.status == TaskStatus::Pending && self.jobs[p.job].submitted.is_some())
+                .count(),
+        };
+        if self
+            .samples
+            .last()
+            .is_none_or(|last| !last.same_values(&sample))
+        {
+            self.samples.push(sample);
+        }
+    }
+
+    fn work_left(&self) -> bool {
+        self.jobs.iter().any(|j| j.finished.is_none())
+    }
+
+    /// Runs until `until` (virtual ms) or until nothing can happen any more.
+    pub fn run_until(&mut self, until: Timestamp, progress: &mut dyn FnMut(Progress)) {
+        let period = self.scenario.schedule_period.0;
+        while self.now <= until {
+            self.step();
+            let done = self.jobs.iter().filter(|j| j.finished.is_some()).count();
+            progress(Progress {
+                now: self.now,
+                max_time: self.scenario.max_time.0,
+                jobs_done: done,
+                jobs_total: self.jobs.len(),
+            });
+            let next = if self.dirty {
+                self.now + period
+            } else {
+                match self.events.peek() {
+                    // Events land between cycles; the scheduler sees them at the next tick.
+                    Some((_, Reverse((at, _)))) => {
+                        ((*at + period - 1) / period * period).max(self.now + period)
+                    }
+                    None => break,
+                }
+            };
+            if !self.work_left() && self.events.is_empty() {
+                break;
+            }
+            if next > until {
+                break;
+            }
+            self.now = next;
+        }
+    }
+
+    /// Runs the whole scenario (to its maxTime at most).
+    pub fn run(&mut self, progress: &mut dyn FnMut(Progress)) -> Report {
+        let max = self.scenario.max_time.0;
+        self.run_until(max, progress);
+        self.report()
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    pub fn jobs(&self) -> &[SimJob] {
+        &self.jobs
+    }
+
+    pub fn pods(&self) -> &[SimPod] {
+        &self.pods
+    }
+
+    pub fn job(&self, name: &str) -> Option<&SimJob> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+
+    pub fn job_pods(&self, name: &str) -> Vec<&SimPod> {
+        self.job(name)
+            .map(|j| j.pods.iter().map(|&p| &self.pods[p]).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn node_allocatable(&self, node: &str) -> Option<&Resource> {
+        self.nodes.get(node).map(|(_, a)| a)
+    }
+
+    pub fn report(&self) -> Report {
+        let jobs = self
+            .jobs
+            .iter()
+            .filter(|j| j.submitted.is_some())
+            .map(|j| {
+                let mut request = Resource::new();
+                for &p in &j.pods {
+                    request.add(&self.pods[p].request);
+                }
+                JobReport {
+                    name: j.uid.clone(),
+                    queue: j.queue.clone(),
+                    tasks: j.pods.len(),
+                    min_member: j.min_member,
+                    request: request
+                        .dimensions()
+                        .filter(|(n, _)| *n != crate::model::resource::PODS)
+                        .map(|(n, v)| format!("{n} {}", format_amount(n, v)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    submitted: j.submitted.unwrap_or(0),
+                    started: j.started,
+                    finished: j.finished,
+                    wait: j.started.map(|s| s - j.submitted.unwrap_or(0)),
+                    status: if j.finished.is_some() {
+                        "Completed"
+                    } else if j.started.is_some() {
+                        "Running"
+                    } else {
+                        "Pending"
+                    }
+                    .to_string(),
+                    message: if j.started.is_none() {
+                        j.message.clone()
+                    } else {
+                        None
+                    },
+                }
+            })
+            .collect();
+        Report::new(
+            self.scenario.name.clone(),
+            self.scenario.seed,
+            self.now,
+            jobs,
+            self.samples.clone(),
+            self.cycles,
+            self.binds,
+            self.evictions,
+            self.partial_gangs,
+            self.overcommitted_nodes,
+            self.violations.clone(),
+        )
+    }
+}

@@ -1,0 +1,330 @@
+//! What a simulation run reports: per-job times, utilization and queue shares over time,
+//! and the invariant counters — as a table for people, JSON for tools, SVG for eyes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::model::Timestamp;
+
+/// One point of the utilization/queue-share step functions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    /// Virtual time, ms.
+    pub t: Timestamp,
+    /// resource -> used / allocatable.
+    pub utilization: BTreeMap<String, f64>,
+    /// queue -> resource -> the queue's allocation / cluster allocatable.
+    pub queue_share: BTreeMap<String, BTreeMap<String, f64>>,
+    pub pending_pods: usize,
+}
+
+impl Sample {
+    pub fn same_values(&self, other: &Sample) -> bool {
+        self.utilization == other.utilization
+            && self.queue_share == other.queue_share
+            && self.pending_pods == other.pending_pods
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobReport {
+    pub name: String,
+    pub queue: String,
+    pub tasks: usize,
+    pub min_member: u32,
+    pub request: String,
+    pub submitted: Timestamp,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    pub wait: Option<i64>,
+    pub status: String,
+    /// Why a gang that never started is waiting.
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Invariants {
+    /// Gangs bound with fewer than minMember pods: must be 0.
+    pub partial_gangs: u64,
+    /// Times a node held more than its allocatable: must be 0.
+    pub overcommitted_nodes: u64,
+    /// What went wrong, if anything.
+    pub violations: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub jobs: usize,
+    pub completed: usize,
+    pub never_started: usize,
+    pub makespan_ms: Timestamp,
+    pub mean_wait_ms: Option<f64>,
+    pub max_wait_ms: Option<i64>,
+    /// resource -> time-weighted mean utilization.
+    pub mean_utilization: BTreeMap<String, f64>,
+    /// queue -> resource -> time-weighted mean share of the cluster.
+    pub mean_queue_share: BTreeMap<String, BTreeMap<String, f64>>,
+    pub cycles: u64,
+    pub binds: u64,
+    pub evictions: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub summary: Summary,
+    pub invariants: Invariants,
+    pub jobs: Vec<JobReport>,
+    pub samples: Vec<Sample>,
+}
+
+fn time_weighted(samples: &[Sample], end: Timestamp, value: impl Fn(&Sample) -> f64) -> f64 {
+    let (Some(first), true) = (samples.first(), end > 0) else {
+        return 0.0;
+    };
+    let mut acc = 0.0;
+    for (i, s) in samples.iter().enumerate() {
+        let until = samples.get(i + 1).map(|n| n.t).unwrap_or(end);
+        acc += value(s) * (until - s.t).max(0) as f64;
+    }
+    let span = (end - first.t).max(1) as f64;
+    acc / span
+}
+
+impl Report {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        scenario: String,
+        seed: u64,
+        end: Timestamp,
+        jobs: Vec<JobReport>,
+        samples: Vec<Sample>,
+        cycles: u64,
+        binds: u64,
+        evictions: u64,
+        partial_gangs: u64,
+        overcommitted_nodes: u64,
+        violations: Vec<String>,
+    ) -> Report {
+        let waits: Vec<i64> = jobs.iter().filter_map(|j| j.wait).collect();
+        let makespan = jobs.iter().filter_map(|j| j.finished).max().unwrap_or(end);
+        let resources: Vec<String> = samples
+            .iter()
+            .flat_map(|s| s.utilization.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let queues: Vec<String> = samples
+            .iter()
+            .flat_map(|s| s.queue_share.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mean_utilization = resources
+            .iter()
+            .map(|r| {
+                (
+                    r.clone(),
+                    time_weighted(&samples, makespan, |s| {
+                        s.utilization.get(r).copied().unwrap_or(0.0)
+                    }),
+                )
+            })
+            .collect();
+        let mean_queue_share = queues
+            .iter()
+            .map(|q| {
+                (
+                    q.clone(),
+                    resources
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.clone(),
+                                time_weighted(&samples, makespan, |s| {
+                                    s.queue_share
+                                        .get(q)
+                                        .and_then(|m| m.get(r))
+                                        .copied()
+                                        .unwrap_or(0.0)
+                                }),
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        Report {
+            scenario,
+            seed,
+            summary: Summary {
+                jobs: jobs.len(),
+                completed: jobs.iter().filter(|j| j.finished.is_some()).count(),
+                never_started: jobs.iter().filter(|j| j.started.is_none()).count(),
+                makespan_ms: makespan,
+                mean_wait_ms: (!waits.is_empty())
+                    .then(|| waits.iter().sum::<i64>() as f64 / waits.len() as f64),
+                max_wait_ms: waits.iter().max().copied(),
+                mean_utilization,
+                mean_queue_share,
+                cycles,
+                binds,
+                evictions,
+            },
+            invariants: Invariants {
+                partial_gangs,
+                overcommitted_nodes,
+                violations,
+            },
+            jobs,
+            samples,
+        }
+    }
+
+    pub fn invariants_hold(&self) -> bool {
+        self.invariants.partial_gangs == 0
+            && self.invariants.overcommitted_nodes == 0
+            && self.invariants.violations.is_empty()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The human report. Long job lists are cut to the first `max_jobs` rows.
+    pub fn to_table(&self, max_jobs: usize) -> String {
+        let mut out = String::new();
+        let s = &self.summary;
+        let _ = writeln!(out, "scenario: {} (seed {})", self.scenario, self.seed);
+        let _ = writeln!(
+            out,
+            "jobs: {} submitted, {} completed, {} never started; makespan {}; {} cycles, {} binds, {} evictions",
+            s.jobs,
+            s.completed,
+            s.never_started,
+            fmt_ms(s.makespan_ms),
+            s.cycles,
+            s.binds,
+            s.evictions
+        );
+        if let (Some(mean), Some(max)) = (s.mean_wait_ms, s.max_wait_ms) {
+            let _ = writeln!(
+                out,
+                "wait: mean {}, max {}",
+                fmt_ms(mean.round() as i64),
+                fmt_ms(max)
+            );
+        }
+        let util: Vec<String> = s
+            .mean_utilization
+            .iter()
+            .map(|(r, v)| format!("{r} {:.1}%", v * 100.0))
+            .collect();
+        let _ = writeln!(out, "mean utilization: {}", util.join(", "));
+        if s.mean_queue_share.len() > 1 {
+            for (q, shares) in &s.mean_queue_share {
+                let parts: Vec<String> = shares
+                    .iter()
+                    .map(|(r, v)| format!("{r} {:.1}%", v * 100.0))
+                    .collect();
+                let _ = writeln!(out, "queue {q}: mean share {}", parts.join(", "));
+            }
+        }
+        let inv = &self.invariants;
+        let _ = writeln!(
+            out,
+            "invariants: partial gangs bound = {}, over-committed nodes = {} ({})",
+            inv.partial_gangs,
+            inv.overcommitted_nodes,
+            if self.invariants_hold() {
+                "OK"
+            } else {
+                "VIOLATED"
+            }
+        );
+        for v in inv.violations.iter().take(10) {
+            let _ = writeln!(out, "  ! {v}");
+        }
+        let _ = writeln!(out);
+        let rows: Vec<[String; 8]> = self
+            .jobs
+            .iter()
+            .take(max_jobs)
+            .map(|j| {
+                [
+                    j.name.clone(),
+                    j.queue.clone(),
+                    format!("{}/{}", j.min_member, j.tasks),
+                    fmt_ms(j.submitted),
+                    j.started.map(fmt_ms).unwrap_or_else(|| "-".into()),
+                    j.finished.map(fmt_ms).unwrap_or_else(|| "-".into()),
+                    j.wait.map(fmt_ms).unwrap_or_else(|| "-".into()),
+                    j.status.clone(),
+                ]
+            })
+            .collect();
+        let header = [
+            "JOB",
+            "QUEUE",
+            "MIN/TASKS",
+            "SUBMIT",
+            "START",
+            "FINISH",
+            "WAIT",
+            "STATUS",
+        ];
+        let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+        for r in &rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.len());
+            }
+        }
+        let line = |cells: &[&str]| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        let _ = writeln!(out, "{}", line(&header));
+        for r in &rows {
+            let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+            let _ = writeln!(out, "{}", line(&cells));
+        }
+        if self.jobs.len() > max_jobs {
+            let _ = writeln!(
+                out,
+                "... {} more jobs (use --output json for all)",
+                self.jobs.len() - max_jobs
+            );
+        }
+        let waiting: Vec<&JobReport> = self.jobs.iter().filter(|j| j.message.is_some()).collect();
+        if !waiting.is_empty() {
+            let _ = writeln!(out, "\nwhy gangs are waiting:");
+            for j in waiting.iter().take(max_jobs) {
+                let _ = writeln!(out, "  {}: {}", j.name, j.message.as_deref().unwrap_or(""));
+            }
+        }
+        out
+    }
+}
+
+/// "1h02m03s", "4m05s", "12.5s".
+pub fn fmt_ms(ms: i64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if ms % 1000 == 0 {
+        format!("{s}s")
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}

@@ -1,0 +1,468 @@
+//! Scenario files: a cluster (node groups), tenant queues, jobs with submit times, roles,
+//! requests and runtimes, and timed events. Errors name the field that is wrong.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Deserializer};
+use thiserror::Error;
+
+use crate::conf::{ConfError, SchedulerConf};
+use crate::model::placement::{NodeSelectorTerm, Taint, Toleration};
+use crate::model::{QueueState, ResourceList};
+
+/// The bundled default scenario: S1 and S2 from SCENARIOS.md plus a mixed workload.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/scenarios/default.yaml");
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: {field}: {message}")]
+    Invalid {
+        file: String,
+        field: String,
+        message: String,
+    },
+    #[error("{file}: config: {source}")]
+    Config {
+        file: String,
+        #[source]
+        source: ConfError,
+    },
+}
+
+/// A duration written as "30s", "10m", "1h 30m" (humantime), in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub i64);
+
+impl<'de> Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_yaml::Value::deserialize(d)?;
+        let text = match &v {
+            serde_yaml::Value::String(s) => s.clone(),
+            serde_yaml::Value::Number(n) if n.as_u64() == Some(0) => "0s".into(),
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "expected a duration such as \"30s\" or \"10m\", got {other:?}"
+                )))
+            }
+        };
+        humantime::parse_duration(&text)
+            .map(|d| Millis(d.as_millis().min(i64::MAX as u128) as i64))
+            .map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "{text:?} is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""
+                ))
+            })
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeGroup {
+    pub name: String,
+    pub count: u32,
+    /// Allocatable resources; `pods` defaults to 110.
+    pub allocatable: ResourceList,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub unschedulable: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueDef {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: u32,
+    #[serde(default)]
+    pub capability: Option<ResourceList>,
+    #[serde(default)]
+    pub guarantee: Option<ResourceList>,
+    #[serde(default = "yes")]
+    pub reclaimable: bool,
+    #[serde(default)]
+    pub state: QueueState,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_namespace() -> String {
+    "default".into()
+}
+fn default_queue() -> String {
+    "default".into()
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskDef {
+    /// Role name (the `volcano.sh/task-spec` of its pods).
+    pub role: String,
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub requests: ResourceList,
+    /// How long a pod runs once started; absent means it runs until the end.
+    #[serde(default)]
+    pub runtime: Option<Millis>,
+    #[serde(default)]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub node_affinity: Vec<NodeSelectorTerm>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// Submit `count` copies of a job, one every `every`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Repeat {
+    pub count: u32,
+    pub every: Millis,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobDef {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default = "default_queue")]
+    pub queue: String,
+    #[serde(default)]
+    pub submit_at: Millis,
+    /// Defaults to every task of the job.
+    #[serde(default)]
+    pub min_member: Option<u32>,
+    #[serde(default)]
+    pub min_task_member: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub min_resources: Option<ResourceList>,
+    #[serde(default)]
+    pub priority: i32,
+    /// Runtime jitter as a fraction (0.2 = ±20%), drawn from the scenario's seed.
+    #[serde(default)]
+    pub runtime_jitter: f64,
+    #[serde(default)]
+    pub repeat: Option<Repeat>,
+    pub tasks: Vec<TaskDef>,
+}
+
+impl JobDef {
+    pub fn task_count(&self) -> u32 {
+        self.tasks.iter().map(|t| t.replicas).sum()
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeChange {
+    pub group: String,
+    pub count: u32,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventDef {
+    pub at: Millis,
+    #[serde(default)]
+    pub add_nodes: Option<NodeChange>,
+    #[serde(default)]
+    pub remove_nodes: Option<NodeChange>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default = "default_period")]
+    pub schedule_period: Millis,
+    /// Stop here even if jobs are still waiting (a gang that can never fit would wait forever).
+    #[serde(default = "default_max_time")]
+    pub max_time: Millis,
+    /// Scheduler configuration (Volcano format) inline; Volcano's default if absent.
+    #[serde(default)]
+    pub config: Option<String>,
+    /// How long an evicted pod takes to terminate.
+    #[serde(default = "default_grace")]
+    pub eviction_grace: Millis,
+    pub node_groups: Vec<NodeGroup>,
+    #[serde(default)]
+    pub queues: Vec<QueueDef>,
+    #[serde(default)]
+    pub jobs: Vec<JobDef>,
+    #[serde(default)]
+    pub events: Vec<EventDef>,
+}
+
+fn default_period() -> Millis {
+    Millis(1000)
+}
+fn default_max_time() -> Millis {
+    Millis(24 * 3600 * 1000)
+}
+fn default_grace() -> Millis {
+    Millis(30_000)
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
+        let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| ScenarioError::Parse {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        scenario.validate(file)?;
+        Ok(scenario)
+    }
+
+    /// The scheduler configuration this scenario runs with.
+    pub fn scheduler_conf(&self, file: &str) -> Result<SchedulerConf, ScenarioError> {
+        match &self.config {
+            None => Ok(SchedulerConf::default_conf()),
+            Some(text) => {
+                SchedulerConf::parse(text, &format!("{file} (config)")).map_err(|source| {
+                    ScenarioError::Config {
+                        file: file.to_string(),
+                        source,
+                    }
+                })
+            }
+        }
+    }
+
+    fn validate(&self, file: &str) -> Result<(), ScenarioError> {
+        let invalid = |field: String, message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            field,
+            message,
+        };
+        if self.schedule_period.0 <= 0 {
+            return Err(invalid(
+                "schedulePeriod".into(),
+                "must be longer than 0s".into(),
+            ));
+        }
+        let mut groups = Vec::new();
+        for (i, g) in self.node_groups.iter().enumerate() {
+            if groups.contains(&g.name.as_str()) {
+                return Err(invalid(
+                    format!("nodeGroups[{i}].name"),
+                    format!("{:?} is used twice", g.name),
+                ));
+            }
+            groups.push(g.name.as_str());
+            if g.allocatable.0.is_empty() {
+                return Err(invalid(
+                    format!("nodeGroups[{i}].allocatable"),
+                    "a node needs some resources, e.g. {cpu: \"8\", memory: 32Gi}".into(),
+                ));
+            }
+        }
+        let mut queues: Vec<&str> = vec!["default"];
+        for (i, q) in self.queues.iter().enumerate() {
+            if q.weight == 0 {
+                return Err(invalid(
+                    format!("queues[{i}].weight"),
+                    "must be at least 1".into(),
+                ));
+            }
+            queues.push(&q.name);
+        }
+        let mut names = Vec::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            let at = format!("jobs[{i}]");
+            if names.contains(&(&j.namespace, &j.name)) {
+                return Err(invalid(
+                    format!("{at}.name"),
+                    format!("{}/{} is used twice", j.namespace, j.name),
+                ));
+            }
+            names.push((&j.namespace, &j.name));
+            if !queues.contains(&j.queue.as_str()) {
+                return Err(invalid(
+                    format!("{at}.queue"),
+                    format!(
+                        "queue {:?} is not defined; defined queues: {}",
+                        j.queue,
+                        queues.join(", ")
+                    ),
+                ));
+            }
+            if j.tasks.is_empty() {
+                return Err(invalid(
+                    format!("{at}.tasks"),
+                    "a job needs at least one task".into(),
+                ));
+            }
+            for (k, t) in j.tasks.iter().enumerate() {
+                if t.replicas == 0 {
+                    return Err(invalid(
+                        format!("{at}.tasks[{k}].replicas"),
+                        "must be at least 1".into(),
+                    ));
+                }
+            }
+            let total = j.task_count();
+            if let Some(min) = j.min_member {
+                if min > total {
+                    return Err(invalid(
+                        format!("{at}.minMember"),
+                        format!("{min} is more than the job's {total} tasks; the gang could never start"),
+                    ));
+                }
+            }
+            for (role, min) in &j.min_task_member {
+                let have: u32 = j
+                    .tasks
+                    .iter()
+                    .filter(|t| &t.role == role)
+                    .map(|t| t.replicas)
+                    .sum();
+                if have < *min {
+                    return Err(invalid(
+                        format!("{at}.minTaskMember.{role}"),
+                        format!("{min} is more than the {have} tasks of role {role:?}"),
+                    ));
+                }
+            }
+            if !(0.0..1.0).contains(&j.runtime_jitter) {
+                return Err(invalid(
+                    format!("{at}.runtimeJitter"),
+                    "must be in [0, 1)".into(),
+                ));
+            }
+            if let Some(r) = &j.repeat {
+                if r.count == 0 {
+                    return Err(invalid(
+                        format!("{at}.repeat.count"),
+                        "must be at least 1".into(),
+                    ));
+                }
+            }
+        }
+        for (i, e) in self.events.iter().enumerate() {
+            let at = format!("events[{i}]");
+            if e.add_nodes.is_none() && e.remove_nodes.is_none() {
+                return Err(invalid(at, "an event needs addNodes or removeNodes".into()));
+            }
+            for (key, change) in [("addNodes", &e.add_nodes), ("removeNodes", &e.remove_nodes)] {
+                if let Some(c) = change {
+                    if !groups.contains(&c.group.as_str()) {
+                        return Err(invalid(
+                            format!("{at}.{key}.group"),
+                            format!(
+                                "node group {:?} is not defined; defined groups: {}",
+                                c.group,
+                                groups.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        self.scheduler_conf(file)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "name: t\nnodeGroups:\n- name: g\n  count: 1\n  allocatable: {cpu: 4}\n";
+
+    #[test]
+    fn bundled_default_parses() {
+        let s = Scenario::parse(DEFAULT_SCENARIO, "default.yaml").unwrap();
+        assert!(!s.jobs.is_empty());
+    }
+
+    #[test]
+    fn errors_point_to_the_field() {
+        let bad_quantity = format!(
+            "{MINIMAL}jobs:\n- name: j\n  tasks:\n  - role: w\n    requests: {{memory: lots}}\n"
+        );
+        let msg = Scenario::parse(&bad_quantity, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("jobs[0].tasks[0].requests"), "{msg}");
+        assert!(msg.contains("memory"), "{msg}");
+
+        let bad_queue =
+            format!("{MINIMAL}jobs:\n- name: j\n  queue: nope\n  tasks:\n  - role: w\n");
+        let msg = Scenario::parse(&bad_queue, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("s.yaml: jobs[0].queue: queue \"nope\" is not defined"),
+            "{msg}"
+        );
+
+        let bad_min = format!(
+            "{MINIMAL}jobs:\n- name: j\n  minMember: 3\n  tasks:\n  - role: w\n    replicas: 2\n"
+        );
+        let msg = Scenario::parse(&bad_min, "s.yaml").unwrap_err().to_string();
+        assert!(
+            msg.contains("jobs[0].minMember: 3 is more than the job's 2 tasks"),
+            "{msg}"
+        );
+
+        let bad_duration =
+            format!("{MINIMAL}jobs:\n- name: j\n  submitAt: soon\n  tasks:\n  - role: w\n");
+        let msg = Scenario::parse(&bad_duration, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("jobs[0].submitAt"), "{msg}");
+
+        let bad_event =
+            format!("{MINIMAL}events:\n- at: 1m\n  addNodes: {{group: gpu, count: 1}}\n");
+        let msg = Scenario::parse(&bad_event, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("events[0].addNodes.group"), "{msg}");
+
+        let unknown_field =
+            format!("{MINIMAL}jobs:\n- name: j\n  minMembers: 1\n  tasks:\n  - role: w\n");
+        let msg = Scenario::parse(&unknown_field, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("minMembers"), "{msg}");
+
+        let bad_conf =
+            format!("{MINIMAL}config: |\n  actions: \"allocate, teleport\"\n  tiers: []\n");
+        let msg = Scenario::parse(&bad_conf, "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("unknown action \"teleport\""), "{msg}");
+    }
+}

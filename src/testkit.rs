@@ -1,0 +1,293 @@
+//! Small builders shared by unit tests, property tests, benchmarks and the simulator: nodes
+//! of a shape, gangs of tasks, queues, and one scheduling cycle with a configuration given
+//! as YAML (or the built-in default). Everything goes through the real `Cache` and engine.
+//!
+//! Quantities are Kubernetes strings (`("cpu", "500m")`, `("memory", "2Gi")`); a bad one is
+//! a bug in the caller, so these helpers panic instead of returning errors.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::cache::{Cache, PodUpdate};
+use crate::conf::SchedulerConf;
+use crate::framework::{Scheduler, Session, SessionResult, Snapshot};
+use crate::model::{
+    JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo, TaskRef,
+    TaskStatus, Timestamp,
+};
+
+/// The namespace every builder uses.
+pub const NAMESPACE: &str = "default";
+
+/// A resource vector from quantity pairs.
+pub fn res(pairs: &[(&str, &str)]) -> Resource {
+    Resource::from_quantities(pairs.iter().copied()).expect("valid test quantities")
+}
+
+/// A ready, schedulable node; `pods` defaults to 110 when not given.
+pub fn node(name: &str, allocatable: &[(&str, &str)]) -> NodeSpec {
+    let mut allocatable = res(allocatable);
+    if allocatable.pods == 0 {
+        allocatable.pods = 110;
+    }
+    NodeSpec {
+        name: name.into(),
+        allocatable,
+        ready: true,
+        ..Default::default()
+    }
+}
+
+/// Adds `count` nodes named `{prefix}-{i:05}` of one shape; returns their names.
+pub fn add_nodes(
+    cache: &mut Cache,
+    prefix: &str,
+    count: usize,
+    allocatable: &[(&str, &str)],
+) -> Vec<String> {
+    let shape = node("", allocatable);
+    (0..count)
+        .map(|i| {
+            let name = format!("{prefix}-{i:05}");
+            cache.apply_node(NodeSpec {
+                name: name.clone(),
+                ..shape.clone()
+            });
+            name
+        })
+        .collect()
+}
+
+/// An open queue with a weight.
+pub fn queue(name: &str, weight: u32) -> QueueInfo {
+    QueueInfo::new(name, weight)
+}
+
+/// A cache with the `default` queue (weight 1), as every cluster has.
+pub fn cache_with_default_queue() -> Cache {
+    let mut cache = Cache::new();
+    cache.apply_queue(queue("default", 1));
+    cache
+}
+
+/// A gang (PodGroup) and its pods, applied to a cache in one call.
+#[derive(Clone, Debug)]
+pub struct Gang {
+    pub spec: JobSpec,
+    pub tasks: Vec<TaskInfo>,
+}
+
+impl Gang {
+    /// `default/{name}` in queue `default`, phase Pending (enqueue admits it), no tasks.
+    pub fn new(name: &str, min_member: u32) -> Self {
+        Gang {
+            spec: JobSpec {
+                uid: format!("{NAMESPACE}/{name}"),
+                namespace: NAMESPACE.into(),
+                name: name.into(),
+                queue: "default".into(),
+                min_member,
+                ..Default::default()
+            },
+            tasks: Vec::new(),
+        }
+    }
+
+    pub fn uid(&self) -> &str {
+        &self.spec.uid
+    }
+
+    pub fn queue(mut self, queue: &str) -> Self {
+        self.spec.queue = queue.into();
+        self
+    }
+
+    /// Sets the gang's priority and that of every task (added before or after).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.spec.priority = priority;
+        for t in &mut self.tasks {
+            t.priority = priority;
+        }
+        self
+    }
+
+    /// Sets the gang's creation time and that of every task added so far.
+    pub fn created(mut self, at: Timestamp) -> Self {
+        self.spec.created = at;
+        for t in &mut self.tasks {
+            t.created = at;
+        }
+        self
+    }
+
+    pub fn phase(mut self, phase: PodGroupPhase) -> Self {
+        self.spec.phase = phase;
+        self
+    }
+
+    pub fn min_resources(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.spec.min_resources = Some(res(pairs));
+        self
+    }
+
+    pub fn min_role(mut self, role: &str, n: u32) -> Self {
+        self.spec.min_task_member.insert(role.into(), n);
+        self
+    }
+
+    /// Adds `n` pending tasks of `role` ("" for none) requesting `request`.
+    pub fn tasks(self, role: &str, n: usize, request: &[(&str, &str)]) -> Self {
+        self.placed_tasks(role, n, request, Placement::default())
+    }
+
+    /// Like `tasks`, with placement rules (selector, affinity, tolerations).
+    pub fn placed_tasks(
+        mut self,
+        role: &str,
+        n: usize,
+        request: &[(&str, &str)],
+        placement: Placement,
+    ) -> Self {
+        let request = res(request);
+        let placement = Arc::new(placement);
+        let first = self.tasks.iter().filter(|t| &*t.role == role).count();
+        for i in first..first + n {
+            let name = if role.is_empty() {
+                format!("{}-{i}", self.spec.name)
+            } else {
+                format!("{}-{role}-{i}", self.spec.name)
+            };
+            self.tasks.push(TaskInfo::new(
+                format!("{NAMESPACE}/{name}"),
+                NAMESPACE,
+                name,
+                role,
+                request.clone(),
+                self.spec.priority,
+                placement.clone(),
+                self.spec.created,
+            ));
+        }
+        self
+    }
+
+    /// Marks the last task added as `status` on `node`.
+    pub fn last_on(mut self, node: &str, status: TaskStatus) -> Self {
+        let t = self.tasks.last_mut().expect("a task to place");
+        t.status = status;
+        t.node = Some(Arc::from(node));
+        self
+    }
+
+    /// Marks the first `nodes.len()` pending tasks Running on those nodes, in order.
+    pub fn running_on(mut self, nodes: &[&str]) -> Self {
+        let mut pending = self
+            .tasks
+            .iter_mut()
+            .filter(|t| t.status == TaskStatus::Pending);
+        for n in nodes {
+            let t = pending.next().expect("enough pending tasks");
+            t.status = TaskStatus::Running;
+            t.node = Some(Arc::from(*n));
+        }
+        self
+    }
+
+    /// Applies the gang and its pods; returns the gang uid.
+    pub fn apply(self, cache: &mut Cache) -> String {
+        let uid = self.spec.uid.clone();
+        cache.apply_job(self.spec);
+        for task in self.tasks {
+            cache.apply_pod(PodUpdate {
+                task,
+                job: Some(uid.clone()),
+            });
+        }
+        uid
+    }
+}
+
+/// A pod that is not ours (another scheduler placed it) running on `node`.
+pub fn foreign_pod(cache: &mut Cache, uid: &str, node: &str, request: &[(&str, &str)]) {
+    let mut task = TaskInfo::new(
+        uid,
+        NAMESPACE,
+        uid,
+        "",
+        res(request),
+        0,
+        Arc::new(Placement::default()),
+        0,
+    );
+    task.status = TaskStatus::Running;
+    task.node = Some(Arc::from(node));
+    cache.apply_pod(PodUpdate { task, job: None });
+}
+
+/// A configuration from YAML, or the built-in default for `None`.
+pub fn conf(yaml: Option<&str>) -> SchedulerConf {
+    match yaml {
+        None => SchedulerConf::default_conf(),
+        Some(text) => SchedulerConf::parse(text, "<test>").unwrap_or_else(|e| panic!("{e}")),
+    }
+}
+
+pub fn scheduler(yaml: Option<&str>) -> Scheduler {
+    Scheduler::new(conf(yaml)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One cycle (every configured action) on a snapshot of `cache`, at time 0.
+pub fn run_cycle(cache: &Cache, yaml: Option<&str>) -> SessionResult {
+    scheduler(yaml)
+        .run_cycle(cache.snapshot(), 0)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Opens a session on a snapshot of `cache` without running any action.
+pub fn open_session(cache: &Cache, yaml: Option<&str>) -> Session {
+    Session::open(cache.snapshot(), Arc::new(conf(yaml)), 0).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Applies a session's result as a driver would once the API server confirms it: bound pods
+/// run on their nodes, evicted pods are gone, gang phases are recorded.
+pub fn apply_result(cache: &mut Cache, result: &SessionResult) {
+    for b in &result.binds {
+        cache.set_pod_status(&b.task, TaskStatus::Running, Some(b.node.clone()));
+    }
+    for e in &result.evictions {
+        cache.delete_pod(&e.task);
+    }
+    for u in &result.job_updates {
+        if let Some(phase) = u.phase {
+            cache.set_job_phase(&u.job, phase);
+        }
+    }
+}
+
+/// Binds per gang uid: node names in bind order.
+pub fn binds_by_job(result: &SessionResult) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for b in &result.binds {
+        m.entry(b.job.to_string())
+            .or_default()
+            .push(b.node.to_string());
+    }
+    m
+}
+
+/// The condition message a session reported for a gang, if any.
+pub fn condition_message(result: &SessionResult, job: &str) -> Option<String> {
+    result
+        .job_updates
+        .iter()
+        .find(|u| &*u.job == job)
+        .and_then(|u| u.condition.as_ref())
+        .map(|c| c.message.clone())
+}
+
+/// Finds a task by pod uid in a snapshot.
+pub fn task_ref(state: &Snapshot, uid: &str) -> Option<TaskRef> {
+    state
+        .jobs()
+        .find_map(|(id, job)| job.task_index(uid).map(|index| TaskRef { job: id, index }))
+}
