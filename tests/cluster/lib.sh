@@ -1,0 +1,24 @@
+# Shared helpers for the tests/cluster scripts. Source it; do not execute.
+# shellcheck source-path=SCRIPTDIR
+# shellcheck shell=bash
+
+RB_CLUSTER_HOME="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$RB_CLUSTER_HOME/versions.env"
+
+RB_CACHE="${RUST_BATCH_CACHE:-${HOME:?HOME is not set}/.cache/rust-batch}"
+K8S_BIN_DIR="$RB_CACHE/bin/k8s-$K8S_VERSION"
+KWOK_BIN_DIR="$RB_CACHE/bin/kwok-$KWOK_VERSION"
+# shellcheck disable=SC2034  # used by the scripts that source this file
+K8S_MINOR="${K8S_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
+
+rb_log() { echo "[$(basename "$0") $(date +%H:%M:%S)] $*" >&2; }
+rb_die() { echo "[$(basename "$0")] ERROR: $*" >&2; exit 1; }
+
+# Binaries the harness needs, with the directory each lives in.
+rb_binaries_present() {
+  local f
+  for f in "$K8S_BIN_DIR/kube-apiserver" "$K8S_BIN_DIR/etcd" "$K8S_BIN_DIR/kubectl" "$KWOK_BIN_DIR/kwok"; do
+    [[ -x "$f" ]] || return 1
+  done
+}
