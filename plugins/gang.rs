@@ -35,10 +35,9 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
         return Some(Invalid {
             reason: "NotEnoughTasks".into(),
             message: format!(
-                "{}/{} tasks in gang unschedulable: only {valid} pods exist, minMember is {}",
-                job.min_member.saturating_sub(valid),
-                job.tasks().len(),
-                job.min_member
+                "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, minMember is {}",
+                job.min_member,
+                n = job.tasks().len()
             ),
         });
     }

@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod conf;
 pub mod framework;
+pub mod kube;
 pub mod model;
 pub mod sim;
 pub mod testkit;

@@ -47,11 +47,37 @@ enum Command {
     },
     /// Validate a scheduler configuration file (Volcano's volcano-scheduler.conf format).
     CheckConfig { file: PathBuf },
+    /// Schedule pods on a Kubernetes cluster (kubeconfig from $KUBECONFIG, ~/.kube/config,
+    /// or the in-cluster service account).
+    Run {
+        /// Pods whose spec.schedulerName is one of these are ours (repeatable; operators
+        /// that hard-code `volcano` need it listed).
+        #[arg(long = "scheduler-name", default_value = "rust-batch")]
+        scheduler_names: Vec<String>,
+        /// Scheduler configuration (Volcano format); Volcano's default if absent.
+        #[arg(long, value_name = "FILE")]
+        scheduler_conf: Option<PathBuf>,
+        /// How often to run a cycle when nothing changes (cycles also run soon after changes).
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        schedule_period: std::time::Duration,
+        /// Binds in flight at once.
+        #[arg(long, default_value_t = 16)]
+        bind_concurrency: usize,
+    },
+    /// Print the CustomResourceDefinitions rust-batch uses (Volcano's PodGroup and Queue),
+    /// or write them into a directory.
+    Crds {
+        #[arg(long, value_name = "DIR")]
+        write: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn")),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(Cli::parse()) {
@@ -65,6 +91,44 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Crds { write: None } => {
+            print!("{}", rust_batch::kube::crd::crd_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crds { write: Some(dir) } => {
+            rust_batch::kube::crd::write_crds(&dir)
+                .with_context(|| format!("writing CRDs into {}", dir.display()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            scheduler_names,
+            scheduler_conf,
+            schedule_period,
+            bind_concurrency,
+        } => {
+            let conf = match scheduler_conf {
+                Some(path) => SchedulerConf::load(&path)?,
+                None => SchedulerConf::default_conf(),
+            };
+            for w in &conf.warnings {
+                tracing::warn!("{}: {w}", conf.source);
+            }
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(async {
+                let client = kube::Client::try_default().await.context("loading the kubeconfig")?;
+                let opts = rust_batch::kube::driver::DriverOptions {
+                    scheduler_names,
+                    schedule_period,
+                    conf,
+                    bind_concurrency,
+                };
+                tokio::select! {
+                    r = rust_batch::kube::driver::run(client, opts) => r.map_err(anyhow::Error::from),
+                    _ = tokio::signal::ctrl_c() => Ok(()),
+                }
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::CheckConfig { file } => {
             let conf = SchedulerConf::load(&file)?;
             print!("{conf}");

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# The one command that runs every test: unit, property, simulator scenario and (once the
-# Kubernetes driver lands) end-to-end tests. Everything it needs is installed by the
-# project's own files; a fresh machine only needs the Rust toolchain.
+# The one command that runs every test: unit, property, simulator scenario and end-to-end
+# tests against a real control plane (kube-apiserver + etcd + kwok, built from Go modules by
+# tests/cluster/build.sh and cached by version outside the tree). A fresh machine needs only
+# the Rust and Go toolchains; the first control-plane build takes several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "==> cargo test (unit, property and simulator scenario tests)"
-cargo test --all-targets --locked
+echo "==> building the control plane (cached after the first run)"
+tests/cluster/build.sh
+
+echo "==> building rust-batch and its tests"
+cargo test --all-targets --locked --no-run
+
+echo "==> every test, with a fresh control plane up (e2e tests fail without it; none skip)"
+tests/cluster/with-cluster.sh cargo test --all-targets --locked
 
 echo "==> the bundled default scenario must run with both invariants at 0"
 cargo run --quiet --locked -- simulate --output json > target/default-report.json

@@ -172,6 +172,16 @@ impl Resource {
         }
     }
 
+    /// Sets a dimension from a value in its canonical unit (see `get`).
+    pub fn set(&mut self, name: &str, value: i64) {
+        match name {
+            CPU => self.milli_cpu = value,
+            MEMORY => self.memory = value,
+            PODS => self.pods = value,
+            _ => self.set_scalar(name, value),
+        }
+    }
+
     pub fn with(mut self, name: &str, quantity: &str) -> Result<Self, QuantityError> {
         let milli = parse_milli(quantity)?;
         self.set_milli(name, milli as i64);

@@ -1,0 +1,386 @@
+//! Kubernetes objects → the engine's model. Bad input (an unparsable quantity, a negative
+//! request) is returned as an error naming the object and field, never a panic; the driver
+//! turns it into an event and keeps serving everyone else.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use thiserror::Error;
+
+use crate::cache::PodUpdate;
+use crate::model::placement::{
+    NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator, Taint, TaintEffect, Toleration,
+    TolerationOperator,
+};
+use crate::model::resource::{pod_requests, QuantityError};
+use crate::model::{NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
+
+/// Pod annotation naming a Volcano / kube-batch PodGroup.
+pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Volcano's own key, as annotation or label.
+pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
+/// The role of a pod within its gang (minTaskMember keys).
+pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
+/// Queue of a pod that has no PodGroup.
+pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
+/// Estimated runtime of a pod (a Go duration such as "30s"), used by backfill and kwok.
+pub const RUNTIME_ANNOTATION: &str = "rust-batch.io/runtime";
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{object}: {field}: {message}")]
+pub struct ConvertError {
+    pub object: String,
+    pub field: String,
+    pub message: String,
+}
+
+pub fn resource_list(list: Option<&BTreeMap<String, Quantity>>) -> Result<Resource, QuantityError> {
+    let Some(list) = list else {
+        return Ok(Resource::new());
+    };
+    Resource::from_quantities(list.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+}
+
+fn requests(r: Option<&ResourceRequirements>) -> Result<Resource, QuantityError> {
+    // As Kubernetes does: limits stand in for missing requests.
+    let Some(r) = r else {
+        return Ok(Resource::new());
+    };
+    let mut out = resource_list(r.limits.as_ref())?;
+    let req = resource_list(r.requests.as_ref())?;
+    for (name, value) in req.dimensions() {
+        out.set(name, value);
+    }
+    Ok(out)
+}
+
+fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Timestamp {
+    t.map(|t| t.0.as_millisecond()).unwrap_or(0)
+}
+
+/// Which gang a pod names, if any (Volcano and kube-batch keys).
+pub fn pod_group_name(pod: &Pod) -> Option<String> {
+    let meta = &pod.metadata;
+    let ann = |k: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .filter(|v| !v.is_empty())
+            .cloned()
+    };
+    let label = |k: &str| {
+        meta.labels
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .filter(|v| !v.is_empty())
+            .cloned()
+    };
+    ann(GROUP_NAME_ANNOTATION)
+        .or_else(|| ann(VOLCANO_GROUP_NAME))
+        .or_else(|| label(VOLCANO_GROUP_NAME))
+}
+
+/// The task status Volcano derives from a pod.
+pub fn pod_status(pod: &Pod) -> TaskStatus {
+    let deleting = pod.metadata.deletion_timestamp.is_some();
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some_and(|n| !n.is_empty());
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => TaskStatus::Succeeded,
+        Some("Failed") => TaskStatus::Failed,
+        Some("Unknown") => TaskStatus::Unknown,
+        _ if deleting => TaskStatus::Releasing,
+        Some("Running") => TaskStatus::Running,
+        _ if bound => TaskStatus::Bound,
+        _ => TaskStatus::Pending,
+    }
+}
+
+fn selector_term(
+    t: &k8s_openapi::api::core::v1::NodeSelectorTerm,
+) -> Result<NodeSelectorTerm, String> {
+    let conv = |rs: &Option<Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| -> Result<Vec<NodeSelectorRequirement>, String> {
+        rs.iter()
+            .flatten()
+            .map(|r| {
+                let operator = match r.operator.as_str() {
+                    "In" => SelectorOperator::In,
+                    "NotIn" => SelectorOperator::NotIn,
+                    "Exists" => SelectorOperator::Exists,
+                    "DoesNotExist" => SelectorOperator::DoesNotExist,
+                    "Gt" => SelectorOperator::Gt,
+                    "Lt" => SelectorOperator::Lt,
+                    other => return Err(format!("unknown operator {other:?}")),
+                };
+                Ok(NodeSelectorRequirement {
+                    key: r.key.clone(),
+                    operator,
+                    values: r.values.clone().unwrap_or_default(),
+                })
+            })
+            .collect()
+    };
+    Ok(NodeSelectorTerm {
+        match_expressions: conv(&t.match_expressions)?,
+        match_fields: conv(&t.match_fields)?,
+    })
+}
+
+fn effect(e: &str) -> Option<TaintEffect> {
+    match e {
+        "NoSchedule" => Some(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Some(TaintEffect::NoExecute),
+        _ => None,
+    }
+}
+
+/// A pod as a task. `job` is the gang key (`namespace/name`) when the pod is ours.
+pub fn pod_to_update(pod: &Pod, job: Option<String>) -> Result<PodUpdate, ConvertError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let object = format!("pod {ns}/{name}");
+    let err = |field: &str, message: String| ConvertError {
+        object: object.clone(),
+        field: field.to_string(),
+        message,
+    };
+    let spec = pod.spec.clone().unwrap_or_default();
+    let mut containers = Vec::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        containers.push(
+            requests(c.resources.as_ref())
+                .map_err(|e| err(&format!("spec.containers[{i}].resources"), e.to_string()))?,
+        );
+    }
+    let mut init = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = requests(c.resources.as_ref()).map_err(|e| {
+            err(
+                &format!("spec.initContainers[{i}].resources"),
+                e.to_string(),
+            )
+        })?;
+        init.push((r, c.restart_policy.as_deref() == Some("Always")));
+    }
+    let overhead =
+        resource_list(spec.overhead.as_ref()).map_err(|e| err("spec.overhead", e.to_string()))?;
+    let resreq = pod_requests(&containers, &init, Some(&overhead));
+
+    let mut affinity = Vec::new();
+    if let Some(required) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    {
+        for (i, t) in required.node_selector_terms.iter().enumerate() {
+            affinity.push(selector_term(t).map_err(|m| {
+                err(&format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"), m)
+            })?);
+        }
+    }
+    let tolerations = spec
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| Toleration {
+            key: t.key.clone().unwrap_or_default(),
+            operator: if t.operator.as_deref() == Some("Exists") {
+                TolerationOperator::Exists
+            } else {
+                TolerationOperator::Equal
+            },
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.as_deref().and_then(effect),
+        })
+        .collect();
+    let placement = Placement {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        node_affinity: affinity,
+        tolerations,
+    };
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let role = annotations
+        .get(TASK_SPEC_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    let uid = pod
+        .metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{ns}/{name}"));
+    let mut task = TaskInfo::new(
+        uid,
+        ns.as_str(),
+        name.as_str(),
+        role.as_str(),
+        resreq,
+        spec.priority.unwrap_or(0),
+        Arc::new(placement),
+        millis(pod.metadata.creation_timestamp.as_ref()),
+    );
+    task.status = pod_status(pod);
+    task.node = spec
+        .node_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .map(|n| Arc::from(n.as_str()));
+    task.critical = ns == "kube-system"
+        || matches!(
+            spec.priority_class_name.as_deref(),
+            Some("system-cluster-critical" | "system-node-critical")
+        );
+    task.runtime_estimate = annotations
+        .get(RUNTIME_ANNOTATION)
+        .and_then(|d| humantime::parse_duration(d).ok())
+        .map(|d| d.as_millis() as i64);
+    Ok(PodUpdate { task, job })
+}
+
+pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let status = node.status.clone().unwrap_or_default();
+    let mut allocatable = resource_list(status.allocatable.as_ref().or(status.capacity.as_ref()))
+        .map_err(|e| ConvertError {
+        object: format!("node {name}"),
+        field: "status.allocatable".into(),
+        message: e.to_string(),
+    })?;
+    if allocatable.pods == 0 {
+        allocatable.pods = 110;
+    }
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let spec = node.spec.clone().unwrap_or_default();
+    let taints = spec
+        .taints
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: effect(&t.effect)?,
+            })
+        })
+        .collect();
+    Ok(NodeSpec {
+        name,
+        allocatable,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        ready,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn pod_requests_group_and_role() {
+        let p = pod(r#"
+metadata:
+  name: w-0
+  namespace: ml
+  uid: u1
+  annotations: {scheduling.k8s.io/group-name: tf, volcano.sh/task-spec: worker}
+spec:
+  schedulerName: rust-batch
+  priority: 100
+  nodeSelector: {pool: gpu}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers:
+  - name: c
+    resources:
+      requests: {cpu: 500m, memory: 1Gi}
+      limits: {nvidia.com/gpu: "2"}
+  initContainers:
+  - name: i
+    resources: {requests: {cpu: "2"}}
+"#);
+        assert_eq!(pod_group_name(&p).as_deref(), Some("tf"));
+        let u = pod_to_update(&p, Some("ml/tf".into())).unwrap();
+        assert_eq!(u.task.resreq.milli_cpu, 2000, "init container peak wins");
+        assert_eq!(u.task.resreq.memory, 1 << 30);
+        assert_eq!(
+            u.task.resreq.scalar("nvidia.com/gpu"),
+            2000,
+            "limits stand in for requests"
+        );
+        assert_eq!(&*u.task.role, "worker");
+        assert_eq!(u.task.priority, 100);
+        assert_eq!(u.task.status, TaskStatus::Pending);
+        assert_eq!(
+            u.task
+                .placement
+                .node_selector
+                .get("pool")
+                .map(String::as_str),
+            Some("gpu")
+        );
+    }
+
+    #[test]
+    fn bad_quantities_name_the_field() {
+        let p = pod(r#"
+metadata: {name: bad, namespace: ns}
+spec:
+  containers:
+  - name: c
+    resources: {requests: {cpu: "-1"}}
+"#);
+        let e = pod_to_update(&p, None).unwrap_err();
+        assert_eq!(e.field, "spec.containers[0].resources");
+        assert!(e.to_string().contains("pod ns/bad"), "{e}");
+        assert!(e.to_string().contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn statuses_follow_volcano() {
+        let bound = pod(
+            "metadata: {name: a}\nspec: {nodeName: n1, containers: []}\nstatus: {phase: Pending}\n",
+        );
+        assert_eq!(pod_status(&bound), TaskStatus::Bound);
+        let deleting = pod("metadata: {name: a, deletionTimestamp: '2024-01-01T00:00:00Z'}\nspec: {nodeName: n1, containers: []}\nstatus: {phase: Running}\n");
+        assert_eq!(pod_status(&deleting), TaskStatus::Releasing);
+        let done = pod("metadata: {name: a}\nspec: {containers: []}\nstatus: {phase: Succeeded}\n");
+        assert_eq!(pod_status(&done), TaskStatus::Succeeded);
+    }
+
+    #[test]
+    fn nodes_convert_with_taints_and_readiness() {
+        let n: Node = serde_yaml::from_str(
+            r#"
+metadata: {name: n1, labels: {pool: gpu}}
+spec:
+  taints: [{key: gpu, value: "yes", effect: NoSchedule}]
+status:
+  allocatable: {cpu: "8", memory: 32Gi, nvidia.com/gpu: "2", pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+"#,
+        )
+        .unwrap();
+        let s = node_to_spec(&n).unwrap();
+        assert!(s.ready);
+        assert_eq!(s.allocatable.scalar("nvidia.com/gpu"), 2000);
+        assert_eq!(s.taints.len(), 1);
+    }
+}

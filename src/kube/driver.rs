@@ -1,0 +1,580 @@
+//! The live driver: one watch per kind feeds the engine cache, a loop runs a scheduling
+//! cycle every period and soon after relevant changes, and the results are applied to the
+//! API server — binds (bounded concurrency), PodGroup status (only what changed) and events.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ::kube::api::{Api, Patch, PatchParams, PostParams};
+use ::kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use ::kube::runtime::watcher::{self, Event};
+use ::kube::runtime::WatchStreamExt;
+use ::kube::{Client, Resource, ResourceExt};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, Semaphore};
+use tracing::{debug, info, warn};
+
+use super::convert::{node_to_spec, pod_group_name, pod_to_update, QUEUE_NAME_ANNOTATION};
+use super::crd::{PodGroup, Queue};
+use super::groups::{pod_group_to_job, queue_to_info, status_patch, GroupStatus};
+use crate::cache::Cache;
+use crate::conf::SchedulerConf;
+use crate::framework::{ConditionKind, Scheduler, SessionResult};
+use crate::model::{JobSpec, PodGroupPhase, QueueInfo, TaskStatus};
+
+pub struct DriverOptions {
+    pub scheduler_names: Vec<String>,
+    pub schedule_period: Duration,
+    pub conf: SchedulerConf,
+    pub bind_concurrency: usize,
+}
+
+/// What the watches know, behind one short-held lock.
+#[derive(Default)]
+struct State {
+    cache: Cache,
+    names: Vec<String>,
+    priority_classes: HashMap<String, i32>,
+    /// Real PodGroups by `namespace/name`, as last seen.
+    pod_groups: HashMap<String, PodGroup>,
+    /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
+    implicit: HashMap<String, usize>,
+    /// Pods we sent a bind for, until the watch shows them bound (or the bind fails).
+    assumed: HashMap<String, Arc<str>>,
+    /// uid -> (namespace, name, job key) of every pod we track.
+    pods: HashMap<String, (String, String, Option<String>)>,
+    nodes: HashSet<String>,
+    queues: HashSet<String>,
+    /// Last message sent per pod, so events are not repeated every cycle.
+    reported: HashMap<String, String>,
+    /// Events to send: (object reference, type, reason, message).
+    outbox: Vec<(ObjectReference, EventType, String, String)>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn pod_ref(ns: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(ns.into()),
+        name: Some(name.into()),
+        uid: Some(uid.into()),
+        ..Default::default()
+    }
+}
+
+impl State {
+    fn ours(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        self.names.iter().any(|n| n == name)
+    }
+
+    fn report(&mut self, r: ObjectReference, kind: EventType, reason: &str, message: String) {
+        let key = format!("{}/{}", r.uid.clone().unwrap_or_default(), reason);
+        if self.reported.get(&key) == Some(&message) {
+            return;
+        }
+        self.reported.insert(key, message.clone());
+        self.outbox.push((r, kind, reason.to_string(), message));
+    }
+
+    fn apply_pod(&mut self, pod: &Pod) {
+        let uid = pod.uid().unwrap_or_default();
+        let ns = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let ours = self.ours(pod);
+        let job = if ours {
+            Some(match pod_group_name(pod) {
+                Some(group) => format!("{ns}/{group}"),
+                None => {
+                    let key = format!("{ns}/podgroup-{uid}");
+                    if !self.implicit.contains_key(&key) {
+                        let queue = pod
+                            .annotations()
+                            .get(QUEUE_NAME_ANNOTATION)
+                            .cloned()
+                            .unwrap_or_else(|| "default".into());
+                        self.cache.apply_job(JobSpec {
+                            uid: key.clone(),
+                            namespace: ns.clone(),
+                            name: format!("podgroup-{uid}"),
+                            queue,
+                            min_member: 1,
+                            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+                            created: pod
+                                .metadata
+                                .creation_timestamp
+                                .as_ref()
+                                .map(|t| t.0.as_millisecond())
+                                .unwrap_or(0),
+                            phase: PodGroupPhase::Inqueue,
+                            ..Default::default()
+                        });
+                    }
+                    self.implicit.insert(key.clone(), 1);
+                    key
+                }
+            })
+        } else {
+            None
+        };
+        match pod_to_update(pod, job.clone()) {
+            Ok(mut update) => {
+                if update.task.node.is_some() {
+                    self.assumed.remove(&uid);
+                } else if let Some(node) = self.assumed.get(&uid) {
+                    // Our bind is in flight; the watch has not caught up yet.
+                    update.task.status = TaskStatus::Binding;
+                    update.task.node = Some(node.clone());
+                }
+                self.pods
+                    .insert(uid.clone(), (ns.clone(), name.clone(), job.clone()));
+                if ours && update.task.status == TaskStatus::Pending {
+                    if let Some(key) = &job {
+                        if !self.implicit.contains_key(key) && !self.pod_groups.contains_key(key) {
+                            let group = key.split_once('/').map(|x| x.1).unwrap_or(key).to_string();
+                            self.report(
+                                pod_ref(&ns, &name, &uid),
+                                EventType::Warning,
+                                "FailedScheduling",
+                                format!("PodGroup {group} does not exist in namespace {ns}; the pod waits for it"),
+                            );
+                        }
+                    }
+                }
+                self.cache.apply_pod(update);
+            }
+            Err(e) => {
+                self.cache.delete_pod(&uid);
+                if ours {
+                    self.report(
+                        pod_ref(&ns, &name, &uid),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        format!("cannot schedule: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn delete_pod(&mut self, uid: &str) {
+        self.cache.delete_pod(uid);
+        self.assumed.remove(uid);
+        if let Some((_, _, Some(job))) = self.pods.remove(uid) {
+            if self.implicit.remove(&job).is_some() {
+                self.cache.delete_job(&job);
+            }
+        }
+    }
+
+    fn apply_pod_group(&mut self, pg: &PodGroup) {
+        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
+        match pod_group_to_job(pg, &self.priority_classes) {
+            Ok(spec) => self.cache.apply_job(spec),
+            Err(e) => {
+                self.cache.delete_job(&key);
+                self.report(
+                    pg.object_ref(&()),
+                    EventType::Warning,
+                    "Invalid",
+                    e.to_string(),
+                );
+            }
+        }
+        self.pod_groups.insert(key, pg.clone());
+    }
+
+    fn delete_pod_group(&mut self, key: &str) {
+        self.pod_groups.remove(key);
+        self.cache.delete_job(key);
+        let members: Vec<(String, String, String)> = self
+            .pods
+            .iter()
+            .filter(|(_, (_, _, j))| j.as_deref() == Some(key))
+            .map(|(uid, (ns, name, _))| (uid.clone(), ns.clone(), name.clone()))
+            .collect();
+        for (uid, ns, name) in members {
+            self.report(
+                pod_ref(&ns, &name, &uid),
+                EventType::Warning,
+                "FailedScheduling",
+                format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again"),
+            );
+        }
+    }
+}
+
+/// Locks the state. A poisoned lock means a watch handler panicked mid-update; the state is
+/// still a valid cache (every update is a sequence of complete steps), so carry on.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One watch: apply, delete, and on a (re)list, forget what the list no longer has.
+/// Objects are keyed by uid for pods, `namespace/name` for other namespaced kinds, and
+/// name for cluster-scoped ones.
+async fn watch<K, A, D, L>(
+    api: Api<K>,
+    state: Arc<Mutex<State>>,
+    wake: Arc<Notify>,
+    apply: A,
+    delete: D,
+    known: L,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+    A: Fn(&mut State, &K) + Send + 'static,
+    D: Fn(&mut State, &str) + Send + 'static,
+    L: Fn(&State) -> Vec<String> + Send + 'static,
+{
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut listed: HashSet<String> = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => listed.clear(),
+            Ok(Event::InitApply(obj)) => {
+                apply(&mut lock(&state), &obj);
+                listed.insert(key_of(&obj));
+            }
+            Ok(Event::InitDone) => {
+                let mut s = lock(&state);
+                for key in known(&s) {
+                    if !listed.contains(&key) {
+                        delete(&mut s, &key);
+                    }
+                }
+                drop(s);
+                wake.notify_one();
+            }
+            Ok(Event::Apply(obj)) => {
+                apply(&mut lock(&state), &obj);
+                wake.notify_one();
+            }
+            Ok(Event::Delete(obj)) => {
+                delete(&mut lock(&state), &key_of(&obj));
+                wake.notify_one();
+            }
+            Err(e) => {
+                warn!(error = %e, kind = %K::kind(&K::DynamicType::default()), "watch failed; retrying with backoff")
+            }
+        }
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> String
+where
+    K::DynamicType: Default,
+{
+    let meta = obj.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    if K::kind(&K::DynamicType::default()) == "Pod" {
+        return meta.uid.clone().unwrap_or(name);
+    }
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    }
+}
+
+/// Runs the scheduler until the process is stopped.
+pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
+    let scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let state = Arc::new(Mutex::new(State {
+        names: opts.scheduler_names.clone(),
+        ..Default::default()
+    }));
+    let wake = Arc::new(Notify::new());
+    ensure_default_queue(&client, &state).await;
+
+    let s = state.clone();
+    let w = wake.clone();
+    tokio::spawn(watch(
+        Api::<Pod>::all(client.clone()),
+        s,
+        w,
+        |st: &mut State, p: &Pod| st.apply_pod(p),
+        |st: &mut State, uid: &str| st.delete_pod(uid),
+        |st: &State| st.pods.keys().cloned().collect(),
+    ));
+    tokio::spawn(watch(
+        Api::<Node>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, n: &Node| match node_to_spec(n) {
+            Ok(spec) => {
+                st.nodes.insert(spec.name.clone());
+                st.cache.apply_node(spec);
+            }
+            Err(e) => warn!(error = %e, "node ignored"),
+        },
+        |st: &mut State, name: &str| {
+            st.nodes.remove(name);
+            st.cache.delete_node(name);
+        },
+        |st: &State| st.nodes.iter().cloned().collect(),
+    ));
+    tokio::spawn(watch(
+        Api::<PodGroup>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, pg: &PodGroup| st.apply_pod_group(pg),
+        |st: &mut State, key: &str| st.delete_pod_group(key),
+        |st: &State| st.pod_groups.keys().cloned().collect(),
+    ));
+    tokio::spawn(watch(
+        Api::<Queue>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, q: &Queue| match queue_to_info(q) {
+            Ok(info) => {
+                st.queues.insert(info.name.to_string());
+                st.cache.apply_queue(info);
+            }
+            Err(e) => {
+                let r = q.object_ref(&());
+                st.report(r, EventType::Warning, "InvalidQueue", e.to_string());
+            }
+        },
+        |st: &mut State, name: &str| {
+            st.queues.remove(name);
+            st.cache.delete_queue(name);
+        },
+        |st: &State| st.queues.iter().cloned().collect(),
+    ));
+    tokio::spawn(watch(
+        Api::<PriorityClass>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, pc: &PriorityClass| {
+            st.priority_classes.insert(pc.name_any(), pc.value);
+        },
+        |st: &mut State, name: &str| {
+            st.priority_classes.remove(name);
+        },
+        |st: &State| st.priority_classes.keys().cloned().collect(),
+    ));
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "rust-batch".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let binds = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
+    info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(opts.schedule_period) => {}
+            _ = wake.notified() => {
+                // Let a burst of changes (a gang's pods arriving) land before deciding.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let snapshot = lock(&state).cache.snapshot();
+        let result = match scheduler.run_cycle(snapshot, now_ms()) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "cycle failed");
+                continue;
+            }
+        };
+        apply_result(&client, &state, &wake, &recorder, &binds, result).await;
+    }
+}
+
+async fn ensure_default_queue(client: &Client, state: &Arc<Mutex<State>>) {
+    let api = Api::<Queue>::all(client.clone());
+    let queue: Queue = match serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "default"},
+        "spec": {"weight": 1, "reclaimable": true}
+    })) {
+        Ok(q) => q,
+        Err(e) => {
+            warn!(error = %e, "cannot build the default queue");
+            return;
+        }
+    };
+    match api.create(&PostParams::default(), &queue).await {
+        Ok(_) => info!("created queue default"),
+        Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
+        Err(e) => {
+            // Without the Queue CRD nothing could be scheduled; keep an in-memory default.
+            warn!(error = %e, "cannot create queue default; using an in-memory default queue");
+            lock(state).cache.apply_queue(QueueInfo::new("default", 1));
+        }
+    }
+}
+
+async fn apply_result(
+    client: &Client,
+    state: &Arc<Mutex<State>>,
+    wake: &Arc<Notify>,
+    recorder: &Recorder,
+    binds: &Arc<Semaphore>,
+    result: SessionResult,
+) {
+    let mut patches = Vec::new();
+    let outbox;
+    {
+        let mut s = lock(state);
+        for b in &result.binds {
+            s.assumed.insert(b.task.to_string(), b.node.clone());
+            s.cache
+                .set_pod_status(&b.task, TaskStatus::Binding, Some(b.node.clone()));
+        }
+        for u in &result.job_updates {
+            if let Some(phase) = u.phase {
+                s.cache.set_job_phase(&u.job, phase);
+            }
+            if let Some(c) = &u.condition {
+                if c.kind == ConditionKind::Unschedulable {
+                    for (uid, why) in &u.task_reasons {
+                        if let Some((ns, name, _)) = s.pods.get(&**uid).cloned() {
+                            let message = format!("{}; this pod: {why}", c.message);
+                            s.report(
+                                pod_ref(&ns, &name, uid),
+                                EventType::Warning,
+                                "FailedScheduling",
+                                message,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // PodGroup status: phase, counts and conditions, written only when they differ.
+        let conditions: HashMap<&str, _> = result
+            .job_updates
+            .iter()
+            .filter_map(|u| u.condition.as_ref().map(|c| (&*u.job, c)))
+            .collect();
+        let snapshot = s.cache.snapshot();
+        for (key, pg) in &s.pod_groups {
+            let Some(id) = snapshot.job_by_uid(key) else {
+                continue;
+            };
+            let job = snapshot.job(id);
+            let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
+            if let Some(patch) = status_patch(pg, &desired, now_ms()) {
+                patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
+            }
+        }
+        outbox = std::mem::take(&mut s.outbox);
+    }
+    for b in result.binds {
+        let permit = binds.clone().acquire_owned().await;
+        let client = client.clone();
+        let state = state.clone();
+        let wake = wake.clone();
+        let recorder = recorder.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let api = Api::<Pod>::namespaced(client, &b.namespace);
+            let body = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": &*b.name, "namespace": &*b.namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
+            });
+            let r = pod_ref(&b.namespace, &b.name, &b.task);
+            match api
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &b.name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await
+            {
+                Ok(_) => {
+                    debug!(pod = %b.name, node = %b.node, "bound");
+                    publish(
+                        &recorder,
+                        &r,
+                        EventType::Normal,
+                        "Scheduled",
+                        format!(
+                            "Successfully assigned {}/{} to {}",
+                            b.namespace, b.name, b.node
+                        ),
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    warn!(pod = %b.name, node = %b.node, error = %e, "bind failed; the task goes back to pending");
+                    {
+                        let mut s = lock(&state);
+                        s.assumed.remove(&*b.task);
+                        if s.cache
+                            .pod(&b.task)
+                            .is_some_and(|p| p.task.status == TaskStatus::Binding)
+                        {
+                            s.cache.set_pod_status(&b.task, TaskStatus::Pending, None);
+                        }
+                    }
+                    publish(
+                        &recorder,
+                        &r,
+                        EventType::Warning,
+                        "FailedScheduling",
+                        format!("binding to {} failed: {e}", b.node),
+                    )
+                    .await;
+                    wake.notify_one();
+                }
+            }
+        });
+    }
+    for (ns, name, patch) in patches {
+        let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
+        if let Err(e) = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
+        }
+    }
+    for (r, kind, reason, message) in outbox {
+        publish(recorder, &r, kind, &reason, message).await;
+    }
+}
+
+async fn publish(
+    recorder: &Recorder,
+    r: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let ev = KubeEvent {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Scheduling".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, r).await {
+        debug!(error = %e, "event not recorded");
+    }
+}

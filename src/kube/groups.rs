@@ -1,0 +1,244 @@
+//! Volcano PodGroups and Queues → the engine's gangs and queues, and the PodGroup status the
+//! scheduler writes back (phase, counts, conditions), patched only when it changed.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::convert::{resource_list, ConvertError};
+use super::crd::{PodGroup, Queue, DEFAULT_QUEUE};
+use crate::framework::{ConditionKind, JobCondition};
+use crate::model::{JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus};
+use ::kube::ResourceExt;
+
+pub fn phase_from_str(s: &str) -> PodGroupPhase {
+    match s {
+        "Inqueue" => PodGroupPhase::Inqueue,
+        "Running" => PodGroupPhase::Running,
+        "Unknown" => PodGroupPhase::Unknown,
+        "Completed" => PodGroupPhase::Completed,
+        _ => PodGroupPhase::Pending,
+    }
+}
+
+pub fn phase_str(p: PodGroupPhase) -> &'static str {
+    match p {
+        PodGroupPhase::Pending => "Pending",
+        PodGroupPhase::Inqueue => "Inqueue",
+        PodGroupPhase::Running => "Running",
+        PodGroupPhase::Unknown => "Unknown",
+        PodGroupPhase::Completed => "Completed",
+    }
+}
+
+pub fn pod_group_to_job(
+    pg: &PodGroup,
+    priority_classes: &HashMap<String, i32>,
+) -> Result<JobSpec, ConvertError> {
+    let ns = pg.namespace().unwrap_or_default();
+    let name = pg.name_any();
+    let err = |field: &str, message: String| ConvertError {
+        object: format!("podgroup {ns}/{name}"),
+        field: field.into(),
+        message,
+    };
+    let spec = &pg.spec;
+    let min_member = spec.min_member.unwrap_or(1);
+    if min_member < 0 {
+        return Err(err(
+            "spec.minMember",
+            format!("must be >= 0, got {min_member}"),
+        ));
+    }
+    let mut min_task_member = std::collections::BTreeMap::new();
+    for (role, n) in spec.min_task_member.iter().flatten() {
+        if *n < 0 {
+            return Err(err(
+                &format!("spec.minTaskMember.{role}"),
+                format!("must be >= 0, got {n}"),
+            ));
+        }
+        min_task_member.insert(role.clone(), *n as u32);
+    }
+    let min_resources = match &spec.min_resources {
+        None => None,
+        Some(r) => {
+            Some(resource_list(Some(r)).map_err(|e| err("spec.minResources", e.to_string()))?)
+        }
+    };
+    let priority = spec
+        .priority_class_name
+        .as_ref()
+        .and_then(|c| priority_classes.get(c))
+        .copied()
+        .unwrap_or(0);
+    Ok(JobSpec {
+        uid: format!("{ns}/{name}"),
+        namespace: ns.clone(),
+        name: name.clone(),
+        queue: spec
+            .queue
+            .clone()
+            .filter(|q| !q.is_empty())
+            .unwrap_or_else(|| DEFAULT_QUEUE.into()),
+        min_member: min_member as u32,
+        min_task_member,
+        min_resources,
+        priority,
+        created: pg
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+            .unwrap_or(0),
+        phase: pg
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| phase_from_str(p.as_str()))
+            .unwrap_or_default(),
+    })
+}
+
+pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
+    let name = q.name_any();
+    let err = |field: &str, message: String| ConvertError {
+        object: format!("queue {name}"),
+        field: field.into(),
+        message,
+    };
+    let weight = q.spec.weight.unwrap_or(1);
+    if weight <= 0 {
+        return Err(err(
+            "spec.weight",
+            format!("must be at least 1, got {weight}"),
+        ));
+    }
+    let mut info = QueueInfo::new(&name, weight as u32);
+    if let Some(c) = &q.spec.capability {
+        info.capability =
+            Some(resource_list(Some(c)).map_err(|e| err("spec.capability", e.to_string()))?);
+    }
+    if let Some(g) = q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()) {
+        info.guarantee = Some(
+            resource_list(Some(g)).map_err(|e| err("spec.guarantee.resource", e.to_string()))?,
+        );
+    }
+    if let Some(d) = &q.spec.deserved {
+        info.deserved =
+            Some(resource_list(Some(d)).map_err(|e| err("spec.deserved", e.to_string()))?);
+    }
+    info.reclaimable = q.spec.reclaimable.unwrap_or(true);
+    info.parent = q.spec.parent.as_deref().map(Into::into);
+    info.state = match q
+        .status
+        .as_ref()
+        .and_then(|s| s.state.as_ref())
+        .map(|s| s.as_str().to_string())
+        .as_deref()
+    {
+        Some("Closed") => QueueState::Closed,
+        Some("Closing") => QueueState::Closing,
+        _ => QueueState::Open,
+    };
+    info.created = q
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+        .unwrap_or(0);
+    Ok(info)
+}
+
+/// The status the scheduler wants a PodGroup to have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupStatus {
+    pub phase: PodGroupPhase,
+    pub running: i32,
+    pub succeeded: i32,
+    pub failed: i32,
+    pub condition: Option<JobCondition>,
+}
+
+impl GroupStatus {
+    pub fn of(job: &JobInfo, condition: Option<&JobCondition>) -> Self {
+        let n = |s: TaskStatus| job.count(s) as i32;
+        GroupStatus {
+            phase: job.phase,
+            running: n(TaskStatus::Running) + n(TaskStatus::Bound) + n(TaskStatus::Binding),
+            succeeded: n(TaskStatus::Succeeded),
+            failed: n(TaskStatus::Failed),
+            condition: condition.cloned(),
+        }
+    }
+}
+
+fn condition_type(kind: ConditionKind) -> &'static str {
+    match kind {
+        ConditionKind::Scheduled => "Scheduled",
+        ConditionKind::Unschedulable => "Unschedulable",
+    }
+}
+
+/// A merge patch for the PodGroup's status, or None when it already says all this. The
+/// PodGroup has no status subresource, so the patch goes to the object itself.
+pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option<Value> {
+    let current = pg.status.clone().unwrap_or_default();
+    let phase = phase_str(desired.phase);
+    let mut changed = current.phase.as_ref().map(|p| p.as_str()) != Some(phase)
+        || current.running.unwrap_or(0) != desired.running
+        || current.succeeded.unwrap_or(0) != desired.succeeded
+        || current.failed.unwrap_or(0) != desired.failed;
+    let mut conditions: Vec<Value> = current
+        .conditions
+        .iter()
+        .flatten()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    if let Some(c) = &desired.condition {
+        let kind = condition_type(c.kind);
+        let existing = conditions.iter().position(|v| v["type"] == kind);
+        let same = existing.is_some_and(|i| {
+            conditions[i]["message"] == c.message.as_str()
+                && conditions[i]["reason"] == c.reason.as_str()
+                && conditions[i]["status"] == "True"
+        });
+        if !same {
+            changed = true;
+            let time = k8s_openapi::jiff::Timestamp::from_millisecond(now_ms)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            let value = json!({
+                "type": kind,
+                "status": "True",
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": time,
+                "transitionID": format!("{now_ms}"),
+            });
+            match existing {
+                Some(i) => conditions[i] = value,
+                None => conditions.push(value),
+            }
+            // Scheduled and Unschedulable exclude each other.
+            let other = match c.kind {
+                ConditionKind::Scheduled => "Unschedulable",
+                ConditionKind::Unschedulable => "Scheduled",
+            };
+            for v in conditions.iter_mut() {
+                if v["type"] == other && v["status"] == "True" {
+                    v["status"] = "False".into();
+                }
+            }
+        }
+    }
+    changed.then(|| {
+        json!({"status": {
+            "phase": phase,
+            "running": desired.running,
+            "succeeded": desired.succeeded,
+            "failed": desired.failed,
+            "conditions": conditions,
+        }})
+    })
+}

@@ -1,0 +1,19 @@
+//! The Kubernetes driver: the API types rust-batch reads and writes, and (to come) the
+//! watchers, binder, evictor and status writer that connect the engine to an API server.
+//!
+//! Inside this module tree the name `kube` means this module; the external crate is
+//! `::kube`.
+
+pub mod convert;
+pub mod crd;
+pub mod driver;
+pub mod groups;
+
+/// What can stop the live driver.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error(transparent)]
+    Config(#[from] crate::conf::ConfError),
+    #[error("cannot reach the Kubernetes API: {0}")]
+    Client(#[from] ::kube::Error),
+}

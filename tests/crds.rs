@@ -1,0 +1,312 @@
+//! The checked-in CRDs match the Rust types, and the types and schemas take upstream Volcano
+//! objects as they are.
+
+use std::path::Path;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+use kube::core::crd::v1::CustomResourceExt;
+use rust_batch::kube::crd::{
+    crd_files, crd_yaml, write_crds, NetworkTopologyMode, PodGroup, PodGroupConditionType,
+    PodGroupPhase, Queue, QueueState,
+};
+use serde_json::json;
+
+const CRDS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
+
+/// With `UPDATE_CRDS=1` this rewrites `crds/` first, as `rust-batch crds --write crds` does.
+#[test]
+fn checked_in_crds_are_up_to_date() {
+    if std::env::var_os("UPDATE_CRDS").is_some() {
+        write_crds(Path::new(CRDS_DIR)).expect("writing crds/");
+    }
+    let expected = crd_files();
+    for (name, contents) in &expected {
+        let path = Path::new(CRDS_DIR).join(name);
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == *contents,
+            "{} is stale or missing: run `cargo run -- crds --write crds` \
+             (or `UPDATE_CRDS=1 cargo test --test crds`) and commit the result",
+            path.display()
+        );
+    }
+    let mut stray: Vec<String> = std::fs::read_dir(CRDS_DIR)
+        .expect("crds/ exists")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".yaml") && !expected.iter().any(|(n, _)| n == name))
+        .collect();
+    stray.sort();
+    assert!(
+        stray.is_empty(),
+        "crds/ holds files no type generates: {stray:?}; delete them or add their types"
+    );
+}
+
+#[test]
+fn crd_yaml_holds_every_crd_and_is_deterministic() {
+    let yaml = crd_yaml();
+    assert_eq!(yaml, crd_yaml());
+    let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&yaml)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect();
+    let names: Vec<_> = docs
+        .iter()
+        .map(|d| d.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "podgroups.scheduling.volcano.sh",
+            "queues.scheduling.volcano.sh"
+        ]
+    );
+}
+
+/// A PodGroup as training-operator creates it and Volcano's scheduler then updates it, plus
+/// fields we do not model: one in spec, one in status, one inside a condition.
+const UPSTREAM_PODGROUP: &str = r#"
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: pytorch-mnist
+  namespace: team-a
+  uid: 5b0c2a6e-3f7d-4c1e-9a55-0d3e1c2b7f10
+  resourceVersion: "48213"
+  creationTimestamp: "2025-03-04T10:00:00Z"
+  ownerReferences:
+  - apiVersion: kubeflow.org/v1
+    kind: PyTorchJob
+    name: pytorch-mnist
+    uid: 1f2e3d4c-5b6a-4789-8a7b-6c5d4e3f2a1b
+    controller: true
+    blockOwnerDeletion: true
+spec:
+  minMember: 3
+  minTaskMember:
+    master: 1
+    worker: 2
+  queue: research
+  priorityClassName: high-priority
+  minResources:
+    cpu: "12"
+    memory: 48Gi
+    nvidia.com/gpu: 3
+  networkTopology:
+    mode: hard
+    highestTierAllowed: 2
+  subGroupPolicy:
+  - name: worker
+    subGroupSize: 2
+    labelSelector:
+      matchLabels:
+        training.kubeflow.org/replica-type: worker
+    matchLabelKeys: [training.kubeflow.org/job-name]
+  futureKnob: {enabled: true}
+status:
+  phase: Running
+  running: 3
+  succeeded: 0
+  conditions:
+  - type: Scheduled
+    status: "True"
+    transitionID: 0f6c3b52-7d4e-4a3b-9c1d-2e5f6a7b8c9d
+    lastTransitionTime: "2025-03-04T10:00:05Z"
+    reason: tasks in gang are ready to be scheduled
+    message: ""
+    observedGeneration: 4
+  futureCounter: 7
+"#;
+
+#[test]
+fn upstream_podgroup_round_trips_without_loss() {
+    let original: serde_json::Value = serde_yaml::from_str(UPSTREAM_PODGROUP).unwrap();
+    let pg: PodGroup = serde_json::from_value(original.clone()).unwrap();
+
+    assert_eq!(pg.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(pg.spec.min_member, Some(3));
+    let min_task_member = pg.spec.min_task_member.as_ref().unwrap();
+    assert_eq!(min_task_member["worker"], 2);
+    assert_eq!(pg.spec.queue.as_deref(), Some("research"));
+    let min_resources = pg.spec.min_resources.as_ref().unwrap();
+    assert_eq!(min_resources["nvidia.com/gpu"].0, "3");
+    assert_eq!(min_resources["memory"].0, "48Gi");
+    let topology = pg.spec.network_topology.as_ref().unwrap();
+    assert_eq!(topology.mode, Some(NetworkTopologyMode::Hard));
+    assert_eq!(topology.highest_tier_allowed, Some(2));
+    assert_eq!(pg.spec.extra["futureKnob"], json!({"enabled": true}));
+
+    let status = pg.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(PodGroupPhase::Running));
+    assert_eq!(status.running, Some(3));
+    let condition = &status.conditions.as_ref().unwrap()[0];
+    assert_eq!(condition.type_, Some(PodGroupConditionType::Scheduled));
+    assert_eq!(condition.status.as_deref(), Some("True"));
+    assert_eq!(condition.extra["observedGeneration"], 4);
+
+    // Writing it back gives the same object (the quantity written as an integer comes back
+    // as a string, which is how the API server returns it to Go clients too).
+    let mut expected = original;
+    expected["spec"]["minResources"]["nvidia.com/gpu"] = json!("3");
+    assert_eq!(serde_json::to_value(&pg).unwrap(), expected);
+}
+
+#[test]
+fn upstream_queue_round_trips_without_loss() {
+    let original = json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "research"},
+        "spec": {
+            "weight": 4,
+            "reclaimable": false,
+            "parent": "root",
+            "capability": {"cpu": "64", "nvidia.com/gpu": "8"},
+            "deserved": {"cpu": "32"},
+            "guarantee": {"resource": {"cpu": "8"}},
+            "affinity": {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["ng1"]}},
+            "extendClusters": [{"name": "east", "weight": 1, "capacity": {"cpu": "100"}}],
+            "priority": 10,
+            "dequeueStrategy": "traverse",
+            "state": "Open"
+        },
+        "status": {
+            "state": "Closing",
+            "pending": 1,
+            "running": 2,
+            "reservation": {"nodes": ["n1"], "resource": {"cpu": "4"}},
+            "allocated": {"cpu": "12"}
+        }
+    });
+    let q: Queue = serde_json::from_value(original.clone()).unwrap();
+    assert_eq!(q.spec.weight, Some(4));
+    assert_eq!(q.spec.parent.as_deref(), Some("root"));
+    assert_eq!(q.spec.extra["state"], "Open");
+    let status = q.status.as_ref().unwrap();
+    assert_eq!(status.state, Some(QueueState::Closing));
+    assert_eq!(status.allocated["cpu"].0, "12");
+    assert_eq!(serde_json::to_value(&q).unwrap(), original);
+}
+
+fn version_schema(crd: &CustomResourceDefinition) -> &JSONSchemaProps {
+    crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap()
+}
+
+/// Every object schema with properties under `schema`, with its path.
+fn objects<'a>(
+    path: String,
+    schema: &'a JSONSchemaProps,
+    out: &mut Vec<(String, &'a JSONSchemaProps)>,
+) {
+    if schema.properties.is_some() {
+        out.push((path.clone(), schema));
+    }
+    for (name, property) in schema.properties.iter().flatten() {
+        objects(format!("{path}.{name}"), property, out);
+    }
+    match &schema.items {
+        Some(JSONSchemaPropsOrArray::Schema(item)) => objects(format!("{path}[]"), item, out),
+        Some(JSONSchemaPropsOrArray::Schemas(items)) => {
+            for item in items {
+                objects(format!("{path}[]"), item, out);
+            }
+        }
+        None => {}
+    }
+}
+
+#[test]
+fn every_object_in_spec_and_status_keeps_unknown_fields() {
+    for crd in [PodGroup::crd(), Queue::crd()] {
+        let root = version_schema(&crd);
+        let props = root.properties.as_ref().unwrap();
+        for part in ["spec", "status"] {
+            let mut found = Vec::new();
+            objects(part.to_string(), &props[part], &mut found);
+            assert!(
+                found.iter().any(|(path, _)| path == part),
+                "{part} has properties"
+            );
+            for (path, schema) in found {
+                assert_eq!(
+                    schema.x_kubernetes_preserve_unknown_fields,
+                    Some(true),
+                    "{}: {path} would prune unknown fields",
+                    crd.spec.names.kind
+                );
+            }
+        }
+        assert!(root.required.is_none(), "no top-level field is required");
+    }
+}
+
+#[test]
+fn quantities_are_int_or_string() {
+    let crd = PodGroup::crd();
+    let spec = &version_schema(&crd).properties.as_ref().unwrap()["spec"];
+    let min_resources = &spec.properties.as_ref().unwrap()["minResources"];
+    let Some(JSONSchemaPropsOrBool::Schema(quantity)) = &min_resources.additional_properties else {
+        panic!("minResources is a map: {min_resources:?}");
+    };
+    assert_eq!(quantity.x_kubernetes_int_or_string, Some(true));
+}
+
+#[test]
+fn subresources_scope_and_names_match_upstream() {
+    let pg = PodGroup::crd();
+    assert_eq!(pg.spec.scope, "Namespaced");
+    assert!(
+        pg.spec.versions[0]
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_none(),
+        "PodGroup must not have a status subresource: Volcano's clients write status with updates"
+    );
+    assert_eq!(
+        pg.spec.names.short_names.as_deref(),
+        Some(&["pg".to_string(), "podgroup-v1beta1".to_string()][..])
+    );
+    let columns: Vec<_> = pg.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("STATUS", ".status.phase"),
+            ("minMember", ".spec.minMember"),
+            ("RUNNINGS", ".status.running"),
+            ("AGE", ".metadata.creationTimestamp"),
+            ("QUEUE", ".spec.queue"),
+        ]
+    );
+
+    let q = Queue::crd();
+    assert_eq!(q.spec.scope, "Cluster");
+    assert!(q.spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .is_some());
+    assert_eq!(
+        q.spec.names.short_names.as_deref(),
+        Some(&["q".to_string(), "queue-v1beta1".to_string()][..])
+    );
+    let columns: Vec<_> = q.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["PARENT", "AGE"]);
+}
