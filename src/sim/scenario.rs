@@ -237,9 +237,28 @@ impl Scenario {
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
-        let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| ScenarioError::Parse {
-            file: file.to_string(),
-            message: e.to_string(),
+        // serde_path_to_error names the exact field ("jobs[0].submitAt"), which serde_yaml
+        // alone loses for values with their own deserializers (quantities, durations).
+        let scenario: Scenario = serde_path_to_error::deserialize(
+            serde_yaml::Deserializer::from_str(text),
+        )
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            // serde_yaml prefixes its own (shorter) path; keep ours.
+            let inner = inner
+                .split_once(": ")
+                .filter(|(p, _)| !p.contains(' '))
+                .map(|(_, m)| m.to_string())
+                .unwrap_or(inner);
+            ScenarioError::Parse {
+                file: file.to_string(),
+                message: if path.is_empty() || path == "." {
+                    inner.to_string()
+                } else {
+                    format!("{path}: {inner}")
+                },
+            }
         })?;
         scenario.validate(file)?;
         Ok(scenario)
@@ -416,7 +435,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("jobs[0].tasks[0].requests"), "{msg}");
-        assert!(msg.contains("memory"), "{msg}");
+        assert!(msg.contains("resource memory"), "{msg}");
 
         let bad_queue =
             format!("{MINIMAL}jobs:\n- name: j\n  queue: nope\n  tasks:\n  - role: w\n");

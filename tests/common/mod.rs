@@ -1,0 +1,289 @@
+//! Helpers shared by the end-to-end tests: they talk to the real control plane started by
+//! tests/cluster/with-cluster.sh (KUBECONFIG), run the real `rust-batch` binary, and check
+//! the two invariants from what the API server reports.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use rust_batch::kube::convert::{node_to_spec, pod_to_update};
+use rust_batch::kube::crd::{crd_files, PodGroup};
+use rust_batch::model::Resource;
+use serde_json::json;
+
+pub struct Scheduler(pub Child);
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub async fn client() -> Client {
+    let path = std::env::var("KUBECONFIG").expect(
+        "KUBECONFIG is not set: e2e tests need the test control plane; run tests/run.sh, which starts it",
+    );
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "KUBECONFIG {path} does not exist"
+    );
+    Client::try_default().await.expect("kubeconfig loads")
+}
+
+pub async fn install_crds(client: &Client) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    for (_, yaml) in crd_files() {
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(&yaml).expect("generated CRD parses");
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("rust-batch-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("CRD applies");
+        wait_for(Duration::from_secs(30), "CRD established", || async {
+            let c = api.get(&name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// Starts `rust-batch run` answering to `name` (each test uses its own name, namespace and
+/// nodes, so tests running side by side never share pods).
+pub fn start_scheduler(name: &str) -> Scheduler {
+    let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "run",
+            "--scheduler-name",
+            name,
+            "--schedule-period",
+            "500ms",
+        ])
+        .env("RUST_LOG", "info,kube=warn,kube_client=error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("rust-batch starts");
+    Scheduler(child)
+}
+
+pub async fn wait_for<F, Fut, T>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn namespace(client: &Client, name: &str) {
+    let api = Api::<Namespace>::all(client.clone());
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+    )
+    .await
+    .expect("namespace created (each run uses a fresh cluster)");
+}
+
+pub async fn fake_node(client: &Client, name: &str, pool: &str, alloc: serde_json::Value) {
+    let mut alloc = alloc;
+    alloc["pods"] = "110".into();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"pool": pool, "type": "kwok"}},
+        "status": {"allocatable": alloc.clone(), "capacity": alloc}
+    }))
+    .unwrap();
+    let api = Api::<Node>::all(client.clone());
+    api.create(&PostParams::default(), &node)
+        .await
+        .expect("node created");
+    // No node-lifecycle controller runs here: once kwok reports the node Ready, lift the
+    // not-ready taint the API server put on it at creation, as that controller would.
+    wait_for(Duration::from_secs(30), "node Ready", || async {
+        let n = api.get(name).await.ok()?;
+        n.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"taints": []}})),
+    )
+    .await
+    .expect("taints cleared");
+}
+
+pub async fn pod_group(client: &Client, ns: &str, name: &str, min: i32) {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": min, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pg)
+        .await
+        .expect("podgroup created");
+}
+
+/// Where a test's pods go: its namespace and its own pool of nodes.
+pub struct Place<'a> {
+    pub client: &'a Client,
+    pub ns: &'a str,
+    pub pool: &'a str,
+    pub scheduler: &'a str,
+}
+
+impl Place<'_> {
+    async fn pod(
+        &self,
+        group: &str,
+        name: &str,
+        role: &str,
+        requests: serde_json::Value,
+        runtime: Option<&str>,
+    ) {
+        let mut annotations =
+            json!({"scheduling.k8s.io/group-name": group, "volcano.sh/task-spec": role});
+        if let Some(r) = runtime {
+            annotations["rust-batch.io/runtime"] = r.into();
+        }
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": self.ns, "annotations": annotations},
+            "spec": {
+                "schedulerName": self.scheduler,
+                "nodeSelector": {"pool": self.pool},
+                "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests.clone(), "limits": requests}}]
+            }
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(self.client.clone(), self.ns)
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("pod created");
+    }
+}
+
+/// The two invariants, from what the API server says: no gang bound partially, no node
+/// holding more than its allocatable. Returns pods by name.
+pub async fn check_invariants(client: &Client, ns: &str) -> BTreeMap<String, Pod> {
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut used: HashMap<String, Resource> = HashMap::new();
+    for p in &pods {
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            if phase != "Succeeded" && phase != "Failed" {
+                used.entry(node)
+                    .or_default()
+                    .add(&pod_to_update(p, None).unwrap().task.resreq);
+            }
+        }
+    }
+    for n in &nodes {
+        let spec = node_to_spec(n).unwrap();
+        if let Some(u) = used.get(&spec.name) {
+            assert!(
+                u.fits(&spec.allocatable),
+                "node {} over-committed: {u} on {}",
+                spec.name,
+                spec.allocatable
+            );
+        }
+    }
+    let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mine: BTreeMap<String, Pod> = pods
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .map(|p| (p.metadata.name.clone().unwrap(), p))
+        .collect();
+    for g in groups {
+        let name = g.metadata.name.clone().unwrap();
+        let min = g.spec.min_member.unwrap_or(1) as usize;
+        let placed = mine
+            .values()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("scheduling.k8s.io/group-name"))
+                    == Some(&name)
+            })
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .count();
+        assert!(
+            placed == 0 || placed >= min,
+            "gang {ns}/{name} bound partially: {placed} of min {min}"
+        );
+    }
+    mine
+}
+
+pub fn node_of(p: &Pod) -> Option<String> {
+    p.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+pub fn phase(p: &Pod) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+pub async fn condition_message(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()?;
+    pg.status?
+        .conditions?
+        .into_iter()
+        .find(|c| {
+            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+                && c.status.as_deref() == Some("True")
+        })
+        .and_then(|c| c.message)
+}
