@@ -162,7 +162,7 @@ pub struct Place<'a> {
 }
 
 impl Place<'_> {
-    async fn pod(
+    pub async fn pod(
         &self,
         group: &str,
         name: &str,
