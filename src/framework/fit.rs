@@ -11,7 +11,7 @@ use crate::model::{NodeInfo, TaskInfo};
 /// Room for the task's requests (extended resources and one pod included) now or once the
 /// node's releasing pods are gone; the action decides whether to allocate or pipeline.
 pub fn resource_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
-    match task.resreq.shortfall_with(|n| node.future_idle(n)) {
+    match node.future_shortfall(&task.resreq) {
         None => Ok(()),
         Some(s) if &*s.resource == PODS => Err(Unfit::TooManyPods {
             limit: node.allocatable.pods,
@@ -81,6 +81,21 @@ impl NodeRejections {
             let best = self
                 .best_shortfall
                 .entry(s.resource.to_string())
+                .or_insert_with(|| s.clone());
+            if s.free > best.free {
+                *best = s.clone();
+            }
+        }
+    }
+
+    pub fn merge(&mut self, other: &NodeRejections) {
+        for (kind, n) in &other.counts {
+            self.add_n(kind.clone(), *n);
+        }
+        for (resource, s) in &other.best_shortfall {
+            let best = self
+                .best_shortfall
+                .entry(resource.clone())
                 .or_insert_with(|| s.clone());
             if s.free > best.free {
                 *best = s.clone();

@@ -182,6 +182,24 @@ struct Candidates {
     synced: usize,
 }
 
+/// The nodes found and scored for the previous task placed through `best_feasible_node`,
+/// kept while the same gang places more tasks of the same template. Such tasks are
+/// interchangeable (same request and placement), so instead of scanning and scoring a fresh
+/// sample for every pod of a role, only the nodes whose usage changed since (usually just
+/// the one the previous pod went to) are checked and scored again. Relies on predicates
+/// and node-order functions depending only on the task's template and the node.
+struct Window {
+    job: JobId,
+    template: u64,
+    /// In scan order, so ties go to the node found first, as in a fresh scan.
+    nodes: Vec<(NodeId, f64)>,
+    /// How much of `Session::touched` the scores account for.
+    synced: usize,
+}
+
+/// Beyond this many node changes, a window is scanned afresh rather than patched.
+const WINDOW_MAX_CHANGES: usize = 32;
+
 pub struct Session {
     pub now: Timestamp,
     state: ClusterState,
@@ -201,6 +219,11 @@ pub struct Session {
     epoch: u64,
     unfit_memo: HashMap<u64, (u64, TaskUnfit)>,
     scan_offset: usize,
+    /// Every node whose usage changed during the session, in order.
+    touched: Vec<NodeId>,
+    window: Option<Window>,
+    /// Allocatable of schedulable nodes, as the session opened.
+    total_allocatable: Resource,
 }
 
 impl Session {
@@ -226,8 +249,10 @@ impl Session {
                 })?);
             }
         }
+        let total_allocatable = snapshot.total_allocatable();
         let mut ssn = Session {
             now,
+            total_allocatable,
             state: snapshot,
             conf,
             votes: Votes::default(),
@@ -243,6 +268,8 @@ impl Session {
             epoch: 0,
             unfit_memo: HashMap::new(),
             scan_offset: 0,
+            touched: Vec::new(),
+            window: None,
         };
         for plugin in &mut plugins {
             plugin.on_session_open(&mut ssn);
@@ -386,6 +413,12 @@ impl Session {
 
     pub fn conf(&self) -> &SchedulerConf {
         &self.conf
+    }
+
+    /// Allocatable of schedulable nodes when the session opened (computed once: several
+    /// plugins need it).
+    pub fn total_allocatable(&self) -> &Resource {
+        &self.total_allocatable
     }
 
     pub fn node(&self, id: NodeId) -> &NodeInfo {
@@ -648,8 +681,7 @@ impl Session {
 
     /// Sum of every node-order plugin's score.
     pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
-        let (t, n) = (self.task(task), self.node(node));
-        self.votes.node_order.all().map(|f| f(t, n)).sum()
+        node_score(&self.votes, self.task(task), self.node(node))
     }
 
     /// All predicates, static and dynamic, for one task on one node.
@@ -752,17 +784,77 @@ impl Session {
             return Ok(found);
         }
         // Nothing fits: say why, from every node (once per template until a release).
-        let mut rejections = fit.rejections.clone();
+        // The headline reason comes from the nodes the task could run on but for their
+        // current load (what the user can act on); selector or taint misses on other pools
+        // only when no node passes those.
+        let mut near = NodeRejections::default();
         for &id in &fit.nodes {
             let node = self.state.node(id);
             if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
-                rejections.add(&unfit);
+                near.add(&unfit);
             }
         }
-        let unfit = TaskUnfit::from_rejections(&rejections);
+        let mut all = fit.rejections.clone();
+        all.merge(&near);
+        let reason = if near.nodes > 0 {
+            near.dominant()
+        } else {
+            all.dominant()
+        };
+        let unfit = TaskUnfit {
+            reason,
+            detail: all.summary(),
+        };
         self.unfit_memo
             .insert(template, (self.epoch, unfit.clone()));
         Err(unfit)
+    }
+
+    /// The best node for `task` among up to `want` feasible nodes (the highest score; the
+    /// first found wins ties), or why none fits. Consecutive tasks of one gang with the same
+    /// template share one sample of nodes (see `Window`); other tasks scan afresh with
+    /// `feasible_nodes`.
+    pub fn best_feasible_node(&mut self, task: TaskRef, want: usize) -> Result<NodeId, TaskUnfit> {
+        let template = self.state.task(task).template;
+        if let Some(mut w) = self.window.take() {
+            let changed = &self.touched[w.synced..];
+            if w.job == task.job && w.template == template && changed.len() <= WINDOW_MAX_CHANGES {
+                let t = self.state.task(task);
+                if !changed.is_empty() {
+                    let (state, votes) = (&self.state, &self.votes);
+                    w.nodes.retain_mut(|(id, score)| {
+                        if !changed.contains(id) {
+                            return true;
+                        }
+                        let node = state.node(*id);
+                        if dynamic_fit(votes, t, node).is_err() {
+                            return false;
+                        }
+                        *score = node_score(votes, t, node);
+                        true
+                    });
+                }
+                w.synced = self.touched.len();
+                if let Some(best) = highest(&w.nodes) {
+                    self.window = Some(w);
+                    return Ok(best);
+                }
+            }
+        }
+        let nodes = self.feasible_nodes(task, want)?;
+        let t = self.state.task(task);
+        let scored: Vec<(NodeId, f64)> = nodes
+            .iter()
+            .map(|&n| (n, node_score(&self.votes, t, self.state.node(n))))
+            .collect();
+        let best = highest(&scored).expect("feasible_nodes returns at least one node");
+        self.window = Some(Window {
+            job: task.job,
+            template,
+            nodes: scored,
+            synced: self.touched.len(),
+        });
+        Ok(best)
     }
 
     // ----- recording outcomes --------------------------------------------------------
@@ -840,6 +932,8 @@ impl Session {
         let t = self.state.task(task);
         let (uid, prev_status) = (t.uid.clone(), t.status);
         let prev_node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
+        self.touched.extend(prev_node);
+        self.touched.extend(node.filter(|n| Some(*n) != prev_node));
         if let Some(p) = prev_node {
             self.state.node_mut(p).remove_task(&uid);
             // Resources come free unless the task stays on the node, holding the same way.
@@ -959,6 +1053,21 @@ impl Session {
             self.state.jobs().map(|(_, j)| j.clone()).collect(),
         )
     }
+}
+
+fn node_score(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> f64 {
+    votes.node_order.all().map(|f| f(t, n)).sum()
+}
+
+/// The node with the highest score; the first one wins ties.
+fn highest(nodes: &[(NodeId, f64)]) -> Option<NodeId> {
+    let mut best: Option<(NodeId, f64)> = None;
+    for &(n, score) in nodes {
+        if best.is_none_or(|(_, b)| score > b) {
+            best = Some((n, score));
+        }
+    }
+    best.map(|(n, _)| n)
 }
 
 /// Resource fit (always, whatever the configuration) and the plugins' dynamic predicates.

@@ -135,6 +135,9 @@ pub type StaticPredicateFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> Result<(), Unfi
 /// turn it false, releasing them can only turn it true (the session relies on this to drop
 /// nodes from a template's candidate list until something is released).
 pub type PredicateFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> Result<(), Unfit>>;
+/// A node score. Like predicates, it must depend only on the task's template (request and
+/// placement rules) and the node: the session reuses scores across identical tasks of a gang
+/// and re-scores only nodes whose usage changed.
 pub type NodeOrderFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> f64>;
 pub type JobValidFn = Box<dyn Fn(&JobInfo) -> Option<Invalid>>;
 pub type JobCheckFn = Box<dyn Fn(&JobInfo) -> bool>;

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ::kube::api::{Api, Patch, PatchParams, PostParams};
-use ::kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::runtime::WatchStreamExt;
 use ::kube::{Client, Resource, ResourceExt};
@@ -50,6 +49,9 @@ struct State {
     pods: HashMap<String, (String, String, Option<String>)>,
     nodes: HashSet<String>,
     queues: HashSet<String>,
+    /// Pods of other schedulers that name a group, by group key: a PodGroup whose pods all
+    /// belong to another scheduler is not ours to write.
+    foreign_members: HashMap<String, HashSet<String>>,
     /// Last message sent per pod, so events are not repeated every cycle.
     reported: HashMap<String, String>,
     /// Events to send: (object reference, type, reason, message).
@@ -131,6 +133,12 @@ impl State {
                 }
             })
         } else {
+            if let Some(group) = pod_group_name(pod) {
+                self.foreign_members
+                    .entry(format!("{ns}/{group}"))
+                    .or_default()
+                    .insert(uid.clone());
+            }
             None
         };
         match pod_to_update(pod, job.clone()) {
@@ -175,6 +183,10 @@ impl State {
 
     fn delete_pod(&mut self, uid: &str) {
         self.cache.delete_pod(uid);
+        for members in self.foreign_members.values_mut() {
+            members.remove(uid);
+        }
+        self.foreign_members.retain(|_, m| !m.is_empty());
         self.assumed.remove(uid);
         if let Some((_, _, Some(job))) = self.pods.remove(uid) {
             if self.implicit.remove(&job).is_some() {
@@ -372,13 +384,10 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         |st: &State| st.priority_classes.keys().cloned().collect(),
     ));
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "rust-batch".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
+    let recorder = EventSink {
+        client: client.clone(),
+        instance: std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into()),
+    };
     let binds = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     loop {
@@ -390,6 +399,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             }
         }
         let snapshot = lock(&state).cache.snapshot();
+        let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
         let result = match scheduler.run_cycle(snapshot, now_ms()) {
             Ok(r) => r,
             Err(e) => {
@@ -397,6 +407,13 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
                 continue;
             }
         };
+        debug!(
+            nodes,
+            jobs,
+            binds = result.binds.len(),
+            updates = result.job_updates.len(),
+            "cycle"
+        );
         apply_result(&client, &state, &wake, &recorder, &binds, result).await;
     }
 }
@@ -430,7 +447,7 @@ async fn apply_result(
     client: &Client,
     state: &Arc<Mutex<State>>,
     wake: &Arc<Notify>,
-    recorder: &Recorder,
+    recorder: &EventSink,
     binds: &Arc<Semaphore>,
     result: SessionResult,
 ) {
@@ -475,6 +492,9 @@ async fn apply_result(
                 continue;
             };
             let job = snapshot.job(id);
+            if job.tasks().is_empty() && s.foreign_members.contains_key(key) {
+                continue; // another scheduler's gang
+            }
             let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
             if let Some(patch) = status_patch(pg, &desired, now_ms()) {
                 patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
@@ -547,6 +567,7 @@ async fn apply_result(
         });
     }
     for (ns, name, patch) in patches {
+        debug!(podgroup = %format!("{ns}/{name}"), %patch, "status update");
         let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
         if let Err(e) = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -560,21 +581,61 @@ async fn apply_result(
     }
 }
 
+/// Whether an event reports something normal or a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventType {
+    Normal,
+    Warning,
+}
+
+/// Writes events.k8s.io/v1 Events. Every event is its own object: kube's `Recorder` folds
+/// events with the same reason into a series that keeps the first note, which would show a
+/// stale gang message in `kubectl describe`. Repeats are suppressed by `State::report`.
+#[derive(Clone)]
+struct EventSink {
+    client: Client,
+    instance: String,
+}
+
 async fn publish(
-    recorder: &Recorder,
+    recorder: &EventSink,
     r: &ObjectReference,
     type_: EventType,
     reason: &str,
     note: String,
 ) {
-    let ev = KubeEvent {
-        type_,
-        reason: reason.into(),
+    use k8s_openapi::api::events::v1::Event as ApiEvent;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let ns = r
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let base = r.name.clone().unwrap_or_else(|| "object".into());
+    let event = ApiEvent {
+        metadata: ObjectMeta {
+            name: Some(format!("{base}.{:x}", now.as_nanosecond())),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        event_time: Some(MicroTime(now)),
+        reporting_controller: Some("rust-batch".into()),
+        reporting_instance: Some(recorder.instance.clone()),
+        action: Some("Scheduling".into()),
+        reason: Some(reason.into()),
         note: Some(note.chars().take(1000).collect()),
-        action: "Scheduling".into(),
-        secondary: None,
+        type_: Some(match type_ {
+            EventType::Normal => "Normal".into(),
+            EventType::Warning => "Warning".into(),
+        }),
+        regarding: Some(r.clone()),
+        ..Default::default()
     };
-    if let Err(e) = recorder.publish(&ev, r).await {
+    if let Err(e) = Api::<ApiEvent>::namespaced(recorder.client.clone(), &ns)
+        .create(&PostParams::default(), &event)
+        .await
+    {
         debug!(error = %e, "event not recorded");
     }
 }

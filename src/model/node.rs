@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::resource::{Shortfall, CPU, MEMORY, PODS};
 use super::{Resource, Taint, TaskStatus};
 
 /// What a driver knows about a node from its spec and status.
@@ -130,7 +131,40 @@ impl NodeInfo {
     }
 
     pub fn fits_future_idle(&self, req: &Resource) -> bool {
-        req.shortfall_with(|n| self.future_idle(n)).is_none()
+        self.future_shortfall(req).is_none()
+    }
+
+    /// The first dimension of `req` (in `Resource::dimensions` order) that does not fit in
+    /// what will be free once releasing tasks are gone and pipelined tasks arrive. The same
+    /// answer as `req.shortfall_with(|n| self.future_idle(n))`, without looking dimensions up
+    /// by name: this runs for every candidate node of every task.
+    pub fn future_shortfall(&self, req: &Resource) -> Option<Shortfall> {
+        let (i, r, p) = (&self.idle, &self.releasing, &self.pipelined);
+        let fixed = [
+            (CPU, req.milli_cpu, i.milli_cpu + r.milli_cpu - p.milli_cpu),
+            (MEMORY, req.memory, i.memory + r.memory - p.memory),
+            (PODS, req.pods, i.pods + r.pods - p.pods),
+        ];
+        for (name, need, free) in fixed {
+            if need != 0 && need > free {
+                return Some(Shortfall {
+                    resource: Arc::from(name),
+                    need,
+                    free,
+                });
+            }
+        }
+        for (name, need) in &req.scalars {
+            let free = i.scalar(name) + r.scalar(name) - p.scalar(name);
+            if *need != 0 && *need > free {
+                return Some(Shortfall {
+                    resource: name.clone(),
+                    need: *need,
+                    free,
+                });
+            }
+        }
+        None
     }
 
     /// Whether the node can take pods at all.

@@ -298,6 +298,22 @@ impl Resource {
         if other.scalars.is_empty() && self.scalars.is_empty() {
             return;
         }
+        // The same extended resources on both sides (a GPU pod on a GPU node), or none on
+        // the other side: update in place rather than merge into a new vector.
+        if other.scalars.is_empty()
+            || self.scalars.len() == other.scalars.len()
+                && self
+                    .scalars
+                    .iter()
+                    .zip(&other.scalars)
+                    .all(|(a, b)| a.0 == b.0)
+        {
+            for (i, (_, v)) in self.scalars.iter_mut().enumerate() {
+                *v = op(*v, other.scalars.get(i).map_or(0, |s| s.1));
+            }
+            self.scalars.retain(|(_, v)| *v != 0);
+            return;
+        }
         // Merge two sorted lists; dimensions missing on either side count as 0.
         let mut merged = Vec::with_capacity(self.scalars.len().max(other.scalars.len()));
         let (mut i, mut j) = (0, 0);

@@ -141,10 +141,14 @@ pub async fn fake_node(client: &Client, name: &str, pool: &str, alloc: serde_jso
 }
 
 pub async fn pod_group(client: &Client, ns: &str, name: &str, min: i32) {
+    pod_group_in(client, ns, name, min, "default").await
+}
+
+pub async fn pod_group_in(client: &Client, ns: &str, name: &str, min: i32, queue: &str) {
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"minMember": min, "queue": "default"}
+        "spec": {"minMember": min, "queue": queue}
     }))
     .unwrap();
     Api::<PodGroup>::namespaced(client.clone(), ns)
@@ -230,34 +234,23 @@ pub async fn check_invariants(client: &Client, ns: &str) -> BTreeMap<String, Pod
             );
         }
     }
-    let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
     let mine: BTreeMap<String, Pod> = pods
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
         .map(|p| (p.metadata.name.clone().unwrap(), p))
         .collect();
-    for g in groups {
-        let name = g.metadata.name.clone().unwrap();
-        let min = g.spec.min_member.unwrap_or(1) as usize;
-        let placed = mine
-            .values()
-            .filter(|p| {
-                p.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("scheduling.k8s.io/group-name"))
-                    == Some(&name)
-            })
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-            .count();
-        assert!(
-            placed == 0 || placed >= min,
-            "gang {ns}/{name} bound partially: {placed} of min {min}"
-        );
+    // Binding a gang is one API call per pod, so for a moment an observer can see part of a
+    // gang bound while the rest of its binds are in flight. A gang that still looks partial
+    // after the binds have had time to land was bound partially: fail.
+    let partial = partial_gangs(client, ns).await;
+    if !partial.is_empty() {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for (gang, placed, min) in partial_gangs(client, ns).await {
+            assert!(
+                !partial.iter().any(|(g, _, _)| *g == gang),
+                "gang {ns}/{gang} bound partially: {placed} of min {min}"
+            );
+        }
     }
     mine
 }
@@ -286,4 +279,70 @@ pub async fn condition_message(client: &Client, ns: &str, name: &str) -> Option<
                 && c.status.as_deref() == Some("True")
         })
         .and_then(|c| c.message)
+}
+
+/// Events (events.k8s.io/v1) about a pod: (reason, note).
+pub async fn pod_events(client: &Client, ns: &str, pod: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Creates a pod another scheduler owns, optionally already bound to `node`.
+pub async fn foreign_pod(client: &Client, ns: &str, name: &str, node: Option<&str>, cpu: &str) {
+    let mut spec = json!({
+        "schedulerName": "other-scheduler",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]
+    });
+    if let Some(n) = node {
+        spec["nodeName"] = n.into();
+    }
+    let p: Pod =
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns}, "spec": spec}))
+            .unwrap();
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("foreign pod created");
+}
+
+/// Gangs of `ns` with some but fewer than minMember pods bound: (name, bound, min).
+pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usize)> {
+    let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut out = Vec::new();
+    for g in groups {
+        let name = g.metadata.name.clone().unwrap();
+        let min = g.spec.min_member.unwrap_or(1) as usize;
+        let placed = pods
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("scheduling.k8s.io/group-name"))
+                    == Some(&name)
+            })
+            .filter(|p| node_of(p).is_some())
+            .count();
+        if placed > 0 && placed < min {
+            out.push((name, placed, min));
+        }
+    }
+    out
 }

@@ -1,0 +1,317 @@
+//! End-to-end robustness of the live driver on the real control plane: other schedulers'
+//! pods, deleted PodGroups, restarts, bad input. Each test runs its own `rust-batch`
+//! process under its own scheduler name, in its own namespace and node pool.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+use kube::Client;
+use rust_batch::kube::crd::PodGroup;
+use serde_json::json;
+
+async fn setup(ns: &str) -> Client {
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, ns).await;
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_schedulers_pods_are_never_touched_and_their_capacity_is_respected() {
+    let (ns, pool, name) = ("e2e-foreign", "e2e-foreign", "rb-foreign");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "foreign-n1",
+        pool,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let _scheduler = start_scheduler(name);
+    foreign_pod(&client, ns, "theirs-pending", None, "1").await;
+    foreign_pod(&client, ns, "theirs-bound", Some("foreign-n1"), "3").await;
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    pod_group(&client, ns, "ours", 1).await;
+    place
+        .pod("ours", "ours-0", "main", json!({"cpu": "2"}), None)
+        .await;
+
+    // 3 of 4 CPUs are taken by the other scheduler's pod: ours must wait, and say why.
+    let message = wait_for(
+        Duration::from_secs(30),
+        "Insufficient cpu condition",
+        || async {
+            check_invariants(&client, ns).await;
+            condition_message(&client, ns, "ours")
+                .await
+                .filter(|m| m.contains("Insufficient cpu"))
+        },
+    )
+    .await;
+    assert!(
+        message.contains("1/1 tasks in gang unschedulable"),
+        "{message}"
+    );
+    let pods = check_invariants(&client, ns).await;
+    assert_eq!(node_of(&pods["ours-0"]), None);
+
+    // The other scheduler's pod goes away: ours binds.
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .delete("theirs-bound", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        Duration::from_secs(30),
+        "our pod bound once the capacity is free",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            node_of(&pods["ours-0"]).map(|_| ())
+        },
+    )
+    .await;
+    let pods = check_invariants(&client, ns).await;
+    assert_eq!(
+        node_of(&pods["theirs-pending"]),
+        None,
+        "a pod of another scheduler is never bound by us"
+    );
+    assert!(
+        pod_events(&client, ns, "theirs-pending").await.is_empty(),
+        "nor does it get our events"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_pod_group_leaves_its_pods_pending_with_an_event() {
+    let (ns, pool, name) = ("e2e-delete", "e2e-delete", "rb-delete");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "delete-n1",
+        pool,
+        json!({"cpu": "2", "memory": "8Gi"}),
+    )
+    .await;
+    let mut scheduler = start_scheduler(name);
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    pod_group(&client, ns, "big", 2).await;
+    place
+        .pod("big", "big-0", "main", json!({"cpu": "2"}), None)
+        .await;
+    place
+        .pod("big", "big-1", "main", json!({"cpu": "2"}), None)
+        .await;
+    wait_for(
+        Duration::from_secs(30),
+        "gang reported unschedulable",
+        || async {
+            condition_message(&client, ns, "big")
+                .await
+                .filter(|m| m.contains("Insufficient cpu"))
+        },
+    )
+    .await;
+    Api::<PodGroup>::namespaced(client.clone(), ns)
+        .delete("big", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(
+        Duration::from_secs(30),
+        "an event saying the group is gone",
+        || async {
+            let events = pod_events(&client, ns, "big-0").await;
+            events
+                .iter()
+                .any(|(reason, note)| reason == "FailedScheduling" && note.contains("was deleted"))
+                .then_some(())
+        },
+    )
+    .await;
+    // Its pods stay pending, and the scheduler keeps serving others.
+    pod_group(&client, ns, "small", 1).await;
+    place
+        .pod("small", "small-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    wait_for(
+        Duration::from_secs(30),
+        "another gang still schedules",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            node_of(&pods["small-0"]).map(|_| ())
+        },
+    )
+    .await;
+    let pods = check_invariants(&client, ns).await;
+    assert_eq!(node_of(&pods["big-0"]), None);
+    assert_eq!(node_of(&pods["big-1"]), None);
+    assert!(
+        scheduler.0.try_wait().unwrap().is_none(),
+        "rust-batch did not crash"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_mid_run_completes_gangs_without_duplicate_binds() {
+    let (ns, pool, name) = ("e2e-restart", "e2e-restart", "rb-restart");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "restart-n1",
+        pool,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    fake_node(
+        &client,
+        "restart-n2",
+        pool,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    let first = start_scheduler(name);
+    pod_group(&client, ns, "a", 2).await;
+    for i in 0..2 {
+        place
+            .pod("a", &format!("a-{i}"), "main", json!({"cpu": "2"}), None)
+            .await;
+    }
+    let before = wait_for(Duration::from_secs(30), "gang a bound", || async {
+        let pods = check_invariants(&client, ns).await;
+        ["a-0", "a-1"]
+            .iter()
+            .map(|p| pods.get(*p).and_then(node_of))
+            .collect::<Option<Vec<_>>>()
+    })
+    .await;
+    drop(first); // killed mid-run
+    pod_group(&client, ns, "b", 2).await;
+    for i in 0..2 {
+        place
+            .pod("b", &format!("b-{i}"), "main", json!({"cpu": "2"}), None)
+            .await;
+    }
+    let _second = start_scheduler(name);
+    wait_for(
+        Duration::from_secs(30),
+        "gang b bound by the restarted scheduler",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            ["b-0", "b-1"]
+                .iter()
+                .all(|p| pods.get(*p).and_then(node_of).is_some())
+                .then_some(())
+        },
+    )
+    .await;
+    let pods = check_invariants(&client, ns).await;
+    let after: Vec<String> = ["a-0", "a-1"]
+        .iter()
+        .filter_map(|p| node_of(&pods[*p]))
+        .collect();
+    assert_eq!(before, after, "gang a was not moved or rebound");
+    for p in ["a-0", "a-1", "b-0", "b-1"] {
+        let scheduled = pod_events(&client, ns, p)
+            .await
+            .into_iter()
+            .filter(|(r, _)| r == "Scheduled")
+            .count();
+        assert_eq!(scheduled, 1, "{p} bound exactly once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_reported_and_everyone_else_keeps_scheduling() {
+    let (ns, pool, name) = ("e2e-bad", "e2e-bad", "rb-bad");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "bad-n1",
+        pool,
+        json!({"cpu": "8", "memory": "16Gi"}),
+    )
+    .await;
+    let _scheduler = start_scheduler(name);
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    // minMember larger than the pods that exist.
+    pod_group(&client, ns, "too-big", 3).await;
+    place
+        .pod("too-big", "too-big-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    place
+        .pod("too-big", "too-big-1", "main", json!({"cpu": "1"}), None)
+        .await;
+    // A PodGroup naming a queue that does not exist.
+    pod_group_in(&client, ns, "lost", 1, "nope").await;
+    place
+        .pod("lost", "lost-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    // A pod whose group does not exist.
+    place
+        .pod("ghost", "ghost-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    // And a good gang, which must schedule regardless.
+    pod_group(&client, ns, "fine", 1).await;
+    place
+        .pod("fine", "fine-0", "main", json!({"cpu": "1"}), None)
+        .await;
+
+    wait_for(Duration::from_secs(30), "the good gang binds", || async {
+        let pods = check_invariants(&client, ns).await;
+        node_of(&pods["fine-0"]).map(|_| ())
+    })
+    .await;
+    let too_big = wait_for(
+        Duration::from_secs(30),
+        "NotEnoughTasks condition",
+        || async { condition_message(&client, ns, "too-big").await },
+    )
+    .await;
+    assert!(
+        too_big.contains("only 2 pods exist, minMember is 3"),
+        "{too_big}"
+    );
+    let lost = wait_for(
+        Duration::from_secs(30),
+        "missing-queue condition",
+        || async { condition_message(&client, ns, "lost").await },
+    )
+    .await;
+    assert!(lost.contains("queue \"nope\" does not exist"), "{lost}");
+    wait_for(Duration::from_secs(30), "missing-group event", || async {
+        let events = pod_events(&client, ns, "ghost-0").await;
+        events
+            .iter()
+            .any(|(_, note)| note.contains("PodGroup ghost does not exist"))
+            .then_some(())
+    })
+    .await;
+    let pods = check_invariants(&client, ns).await;
+    for p in ["too-big-0", "too-big-1", "lost-0", "ghost-0"] {
+        assert_eq!(node_of(&pods[p]), None, "{p} stays Pending");
+    }
+}
