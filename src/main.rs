@@ -63,6 +63,9 @@ enum Command {
         /// Binds in flight at once.
         #[arg(long, default_value_t = 16)]
         bind_concurrency: usize,
+        /// Address for /metrics, /healthz and /readyz, or "off".
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        http_address: String,
     },
     /// Print the CustomResourceDefinitions rust-batch uses (Volcano's PodGroup and Queue),
     /// or write them into a directory.
@@ -105,7 +108,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             scheduler_conf,
             schedule_period,
             bind_concurrency,
+            http_address,
         } => {
+            let http_address = match http_address.as_str() {
+                "off" | "" => None,
+                a => Some(a.parse().with_context(|| {
+                    format!("--http-address {a:?} is not HOST:PORT or \"off\"")
+                })?),
+            };
             let conf = match scheduler_conf {
                 Some(path) => SchedulerConf::load(&path)?,
                 None => SchedulerConf::default_conf(),
@@ -121,6 +131,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     schedule_period,
                     conf,
                     bind_concurrency,
+                    http_address,
                 };
                 tokio::select! {
                     r = rust_batch::kube::driver::run(client, opts) => r.map_err(anyhow::Error::from),

@@ -189,7 +189,35 @@ async fn s2(client: &Client) {
 async fn volcano_podgroups_s1_s2_on_a_real_control_plane() {
     let client = client().await;
     install_crds(&client).await;
-    let _scheduler = start_scheduler("rust-batch");
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let _scheduler = start_scheduler_with("rust-batch", &["--http-address", &address]);
+    wait_for(Duration::from_secs(30), "/readyz ready", || async {
+        http_get(port, "/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    assert_eq!(http_get(port, "/healthz").await.map(|r| r.0), Some(200));
     s1(&client).await;
     s2(&client).await;
+    // Every bind of S1 (5) and S2 (4 + 3) is counted; the latency histograms have samples.
+    let (_, metrics) = http_get(port, "/metrics").await.expect("/metrics answers");
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} missing in /metrics:\n{metrics}"))
+    };
+    assert_eq!(value("rust_batch_pods_bound_total"), 12.0);
+    assert_eq!(value("rust_batch_bind_failures_total"), 0.0);
+    assert!(value("rust_batch_e2e_scheduling_latency_seconds_count") >= 12.0);
+    assert!(value("rust_batch_cycle_latency_seconds_count") > 0.0);
+    assert!(
+        metrics.contains("rust_batch_action_latency_seconds_count{action=\"allocate\"}"),
+        "{metrics}"
+    );
 }

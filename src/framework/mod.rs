@@ -60,9 +60,22 @@ impl Scheduler {
         snapshot: Snapshot,
         now: Timestamp,
     ) -> Result<SessionResult, ConfError> {
+        self.run_cycle_observed(snapshot, now, &mut |_, _| {})
+    }
+
+    /// Like `run_cycle`, telling `observe` when each action starts (`true`) and ends
+    /// (`false`), so a driver can time actions without the engine reading a clock.
+    pub fn run_cycle_observed(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+        observe: &mut dyn FnMut(&'static str, bool),
+    ) -> Result<SessionResult, ConfError> {
         let mut ssn = Session::open(snapshot, self.conf.clone(), now)?;
         for action in &self.actions {
+            observe(action.name(), true);
             action.execute(&mut ssn);
+            observe(action.name(), false);
         }
         Ok(ssn.close())
     }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::kube::api::{Api, Patch, PatchParams, PostParams};
 use ::kube::runtime::watcher::{self, Event};
@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use super::convert::{node_to_spec, pod_group_name, pod_to_update, QUEUE_NAME_ANNOTATION};
 use super::crd::{PodGroup, Queue};
 use super::groups::{pod_group_to_job, queue_to_info, status_patch, GroupStatus};
+use super::metrics::Metrics;
 use crate::cache::Cache;
 use crate::conf::SchedulerConf;
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
@@ -31,6 +32,8 @@ pub struct DriverOptions {
     pub schedule_period: Duration,
     pub conf: SchedulerConf,
     pub bind_concurrency: usize,
+    /// Where to serve /metrics, /healthz and /readyz (None: nowhere).
+    pub http_address: Option<std::net::SocketAddr>,
 }
 
 /// What the watches know, behind one short-held lock.
@@ -54,6 +57,8 @@ struct State {
     foreign_members: HashMap<String, HashSet<String>>,
     /// Last message sent per pod, so events are not repeated every cycle.
     reported: HashMap<String, String>,
+    /// Kinds whose first list is complete.
+    synced: HashSet<String>,
     /// Events to send: (object reference, type, reason, message).
     outbox: Vec<(ObjectReference, EventType, String, String)>,
 }
@@ -268,6 +273,8 @@ async fn watch<K, A, D, L>(
             }
             Ok(Event::InitDone) => {
                 let mut s = lock(&state);
+                s.synced
+                    .insert(K::kind(&K::DynamicType::default()).to_string());
                 for key in known(&s) {
                     if !listed.contains(&key) {
                         delete(&mut s, &key);
@@ -309,6 +316,15 @@ where
 /// Runs the scheduler until the process is stopped.
 pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
     let scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
+    if let Some(addr) = opts.http_address {
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = super::metrics::serve(addr, m).await {
+                warn!(address = %addr, error = %e, "cannot serve /metrics, /healthz, /readyz");
+            }
+        });
+    }
     let state = Arc::new(Mutex::new(State {
         names: opts.scheduler_names.clone(),
         ..Default::default()
@@ -398,15 +414,47 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        let snapshot = lock(&state).cache.snapshot();
+        let snapshot = {
+            let s = lock(&state);
+            let ready = s.synced.contains("Pod") && s.synced.contains("Node");
+            metrics
+                .ready
+                .store(ready, std::sync::atomic::Ordering::Relaxed);
+            s.cache.snapshot()
+        };
         let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
-        let result = match scheduler.run_cycle(snapshot, now_ms()) {
+        let cycle_start = Instant::now();
+        let mut action_start = Instant::now();
+        let mut observe = |action: &'static str, starting: bool| {
+            if starting {
+                action_start = Instant::now();
+            } else {
+                metrics
+                    .action_latency
+                    .with_label_values(&[action])
+                    .observe(action_start.elapsed().as_secs_f64());
+            }
+        };
+        let result = match scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe) {
             Ok(r) => r,
             Err(e) => {
                 warn!(error = %e, "cycle failed");
                 continue;
             }
         };
+        metrics
+            .cycle_latency
+            .observe(cycle_start.elapsed().as_secs_f64());
+        let unschedulable = result
+            .job_updates
+            .iter()
+            .filter(|u| {
+                u.condition
+                    .as_ref()
+                    .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
+            })
+            .count();
+        metrics.unschedulable_gangs.set(unschedulable as i64);
         debug!(
             nodes,
             jobs,
@@ -414,7 +462,15 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             updates = result.job_updates.len(),
             "cycle"
         );
-        apply_result(&client, &state, &wake, &recorder, &binds, result).await;
+        let ctx = Applier {
+            client: &client,
+            state: &state,
+            wake: &wake,
+            events: &recorder,
+            binds: &binds,
+            metrics: &metrics,
+        };
+        ctx.apply(result).await;
     }
 }
 
@@ -443,141 +499,164 @@ async fn ensure_default_queue(client: &Client, state: &Arc<Mutex<State>>) {
     }
 }
 
-async fn apply_result(
-    client: &Client,
-    state: &Arc<Mutex<State>>,
-    wake: &Arc<Notify>,
-    recorder: &EventSink,
-    binds: &Arc<Semaphore>,
-    result: SessionResult,
-) {
-    let mut patches = Vec::new();
-    let outbox;
-    {
-        let mut s = lock(state);
-        for b in &result.binds {
-            s.assumed.insert(b.task.to_string(), b.node.clone());
-            s.cache
-                .set_pod_status(&b.task, TaskStatus::Binding, Some(b.node.clone()));
-        }
-        for u in &result.job_updates {
-            if let Some(phase) = u.phase {
-                s.cache.set_job_phase(&u.job, phase);
+/// What applying a cycle's result needs.
+struct Applier<'a> {
+    client: &'a Client,
+    state: &'a Arc<Mutex<State>>,
+    wake: &'a Arc<Notify>,
+    events: &'a EventSink,
+    binds: &'a Arc<Semaphore>,
+    metrics: &'a Arc<Metrics>,
+}
+
+impl Applier<'_> {
+    /// Binds (async, bounded), PodGroup status patches and events of one cycle.
+    async fn apply(&self, result: SessionResult) {
+        let Applier {
+            client,
+            state,
+            wake,
+            events: recorder,
+            binds,
+            metrics,
+        } = *self;
+        let mut patches = Vec::new();
+        let outbox;
+        {
+            let mut s = lock(state);
+            for b in &result.binds {
+                s.assumed.insert(b.task.to_string(), b.node.clone());
+                s.cache
+                    .set_pod_status(&b.task, TaskStatus::Binding, Some(b.node.clone()));
             }
-            if let Some(c) = &u.condition {
-                if c.kind == ConditionKind::Unschedulable {
-                    for (uid, why) in &u.task_reasons {
-                        if let Some((ns, name, _)) = s.pods.get(&**uid).cloned() {
-                            let message = format!("{}; this pod: {why}", c.message);
-                            s.report(
-                                pod_ref(&ns, &name, uid),
-                                EventType::Warning,
-                                "FailedScheduling",
-                                message,
-                            );
+            for u in &result.job_updates {
+                if let Some(phase) = u.phase {
+                    s.cache.set_job_phase(&u.job, phase);
+                }
+                if let Some(c) = &u.condition {
+                    if c.kind == ConditionKind::Unschedulable {
+                        for (uid, why) in &u.task_reasons {
+                            if let Some((ns, name, _)) = s.pods.get(&**uid).cloned() {
+                                let message = format!("{}; this pod: {why}", c.message);
+                                s.report(
+                                    pod_ref(&ns, &name, uid),
+                                    EventType::Warning,
+                                    "FailedScheduling",
+                                    message,
+                                );
+                            }
                         }
                     }
                 }
             }
-        }
-        // PodGroup status: phase, counts and conditions, written only when they differ.
-        let conditions: HashMap<&str, _> = result
-            .job_updates
-            .iter()
-            .filter_map(|u| u.condition.as_ref().map(|c| (&*u.job, c)))
-            .collect();
-        let snapshot = s.cache.snapshot();
-        for (key, pg) in &s.pod_groups {
-            let Some(id) = snapshot.job_by_uid(key) else {
-                continue;
-            };
-            let job = snapshot.job(id);
-            if job.tasks().is_empty() && s.foreign_members.contains_key(key) {
-                continue; // another scheduler's gang
+            // PodGroup status: phase, counts and conditions, written only when they differ.
+            let conditions: HashMap<&str, _> = result
+                .job_updates
+                .iter()
+                .filter_map(|u| u.condition.as_ref().map(|c| (&*u.job, c)))
+                .collect();
+            let snapshot = s.cache.snapshot();
+            for (key, pg) in &s.pod_groups {
+                let Some(id) = snapshot.job_by_uid(key) else {
+                    continue;
+                };
+                let job = snapshot.job(id);
+                if job.tasks().is_empty() && s.foreign_members.contains_key(key) {
+                    continue; // another scheduler's gang
+                }
+                let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
+                if let Some(patch) = status_patch(pg, &desired, now_ms()) {
+                    patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
+                }
             }
-            let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
-            if let Some(patch) = status_patch(pg, &desired, now_ms()) {
-                patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
-            }
+            outbox = std::mem::take(&mut s.outbox);
         }
-        outbox = std::mem::take(&mut s.outbox);
-    }
-    for b in result.binds {
-        let permit = binds.clone().acquire_owned().await;
-        let client = client.clone();
-        let state = state.clone();
-        let wake = wake.clone();
-        let recorder = recorder.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let api = Api::<Pod>::namespaced(client, &b.namespace);
-            let body = serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": {"name": &*b.name, "namespace": &*b.namespace},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
+        for b in result.binds {
+            let permit = binds.clone().acquire_owned().await;
+            let client = client.clone();
+            let state = state.clone();
+            let wake = wake.clone();
+            let recorder = recorder.clone();
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let api = Api::<Pod>::namespaced(client, &b.namespace);
+                let body = serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": &*b.name, "namespace": &*b.namespace},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
+                });
+                let r = pod_ref(&b.namespace, &b.name, &b.task);
+                match api
+                    .create_subresource::<_, serde_json::Value>(
+                        "binding",
+                        &b.name,
+                        &PostParams::default(),
+                        &body,
+                    )
+                    .await
+                {
+                    Ok(_) => {
+                        debug!(pod = %b.name, node = %b.node, "bound");
+                        metrics.pods_bound.inc();
+                        let created = lock(&state).cache.pod(&b.task).map(|p| p.task.created);
+                        if let Some(created) = created.filter(|c| *c > 0) {
+                            metrics
+                                .e2e_latency
+                                .observe((now_ms() - created).max(0) as f64 / 1000.0);
+                        }
+                        publish(
+                            &recorder,
+                            &r,
+                            EventType::Normal,
+                            "Scheduled",
+                            format!(
+                                "Successfully assigned {}/{} to {}",
+                                b.namespace, b.name, b.node
+                            ),
+                        )
+                        .await;
+                    }
+                    Err(e) => {
+                        warn!(pod = %b.name, node = %b.node, error = %e, "bind failed; the task goes back to pending");
+                        metrics.bind_failures.inc();
+                        {
+                            let mut s = lock(&state);
+                            s.assumed.remove(&*b.task);
+                            if s.cache
+                                .pod(&b.task)
+                                .is_some_and(|p| p.task.status == TaskStatus::Binding)
+                            {
+                                s.cache.set_pod_status(&b.task, TaskStatus::Pending, None);
+                            }
+                        }
+                        publish(
+                            &recorder,
+                            &r,
+                            EventType::Warning,
+                            "FailedScheduling",
+                            format!("binding to {} failed: {e}", b.node),
+                        )
+                        .await;
+                        wake.notify_one();
+                    }
+                }
             });
-            let r = pod_ref(&b.namespace, &b.name, &b.task);
-            match api
-                .create_subresource::<_, serde_json::Value>(
-                    "binding",
-                    &b.name,
-                    &PostParams::default(),
-                    &body,
-                )
+        }
+        for (ns, name, patch) in patches {
+            debug!(podgroup = %format!("{ns}/{name}"), %patch, "status update");
+            let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
+            if let Err(e) = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => {
-                    debug!(pod = %b.name, node = %b.node, "bound");
-                    publish(
-                        &recorder,
-                        &r,
-                        EventType::Normal,
-                        "Scheduled",
-                        format!(
-                            "Successfully assigned {}/{} to {}",
-                            b.namespace, b.name, b.node
-                        ),
-                    )
-                    .await;
-                }
-                Err(e) => {
-                    warn!(pod = %b.name, node = %b.node, error = %e, "bind failed; the task goes back to pending");
-                    {
-                        let mut s = lock(&state);
-                        s.assumed.remove(&*b.task);
-                        if s.cache
-                            .pod(&b.task)
-                            .is_some_and(|p| p.task.status == TaskStatus::Binding)
-                        {
-                            s.cache.set_pod_status(&b.task, TaskStatus::Pending, None);
-                        }
-                    }
-                    publish(
-                        &recorder,
-                        &r,
-                        EventType::Warning,
-                        "FailedScheduling",
-                        format!("binding to {} failed: {e}", b.node),
-                    )
-                    .await;
-                    wake.notify_one();
-                }
+                warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
             }
-        });
-    }
-    for (ns, name, patch) in patches {
-        debug!(podgroup = %format!("{ns}/{name}"), %patch, "status update");
-        let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
-        if let Err(e) = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
         }
-    }
-    for (r, kind, reason, message) in outbox {
-        publish(recorder, &r, kind, &reason, message).await;
+        for (r, kind, reason, message) in outbox {
+            publish(recorder, &r, kind, &reason, message).await;
+        }
     }
 }
 

@@ -14,6 +14,9 @@ pub mod groups;
 pub enum KubeError {
     #[error(transparent)]
     Config(#[from] crate::conf::ConfError),
+    #[error("cannot set up metrics: {0}")]
+    Metrics(String),
     #[error("cannot reach the Kubernetes API: {0}")]
     Client(#[from] ::kube::Error),
 }
+pub mod metrics;

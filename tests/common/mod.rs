@@ -64,6 +64,10 @@ pub async fn install_crds(client: &Client) {
 /// Starts `rust-batch run` answering to `name` (each test uses its own name, namespace and
 /// nodes, so tests running side by side never share pods).
 pub fn start_scheduler(name: &str) -> Scheduler {
+    start_scheduler_with(name, &["--http-address", "off"])
+}
+
+pub fn start_scheduler_with(name: &str, extra: &[&str]) -> Scheduler {
     let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
         .args([
             "run",
@@ -72,6 +76,7 @@ pub fn start_scheduler(name: &str) -> Scheduler {
             "--schedule-period",
             "500ms",
         ])
+        .args(extra)
         .env("RUST_LOG", "info,kube=warn,kube_client=error")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -345,4 +350,33 @@ pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usi
         }
     }
     out
+}
+
+/// A free port on 127.0.0.1 (bound, then released for the scheduler to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET http://127.0.0.1:{port}{path}: (status code, body). Plain HTTP/1.0, no client crate.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
 }
