@@ -91,13 +91,12 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
                 continue;
             }
         }
-        match stmt.feasible_nodes(task, want_nodes) {
+        match stmt.best_feasible_node(task, want_nodes) {
             Err(unfit) => {
                 stmt.record_task_unfit(task, unfit);
                 failed += 1;
             }
-            Ok(nodes) if placeable || failed == 0 => {
-                let node = best_node(stmt, task, &nodes);
+            Ok(node) if placeable || failed == 0 => {
                 let req = &stmt.task(task).resreq;
                 if stmt.node(node).fits_idle(req) {
                     stmt.allocate(task, node);
@@ -163,5 +162,324 @@ impl Action for Allocate {
                 stmt.discard();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{PodGroupPhase, QueueInfo, Resource, TaskStatus};
+    use crate::testkit::*;
+
+    const GPU_NODE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "32Gi"), ("nvidia.com/gpu", "2")];
+
+    fn tf_smoke(cache: &mut crate::cache::Cache) -> String {
+        Gang::new("tf-smoke-gpu", 5)
+            .tasks("ps", 1, &[("cpu", "1")])
+            .tasks("worker", 4, &[("nvidia.com/gpu", "2")])
+            .apply(cache)
+    }
+
+    #[test]
+    fn a_gang_that_cannot_fully_fit_binds_nothing_and_says_why() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "gpu", 2, GPU_NODE);
+        let job = tf_smoke(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert!(
+            result.binds.is_empty(),
+            "not even the PS: {:?}",
+            result.binds
+        );
+        let update = result.job_updates.iter().find(|u| *u.job == *job).unwrap();
+        let cond = update.condition.as_ref().unwrap();
+        assert_eq!(cond.kind, crate::framework::ConditionKind::Unschedulable);
+        assert_eq!(cond.reason, "NotEnoughResources");
+        assert_eq!(
+            cond.message,
+            "2/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node \
+             has 0 free); gang is short of 4 nvidia.com/gpu"
+        );
+        assert_eq!(
+            update.phase,
+            Some(PodGroupPhase::Inqueue),
+            "admitted, not running"
+        );
+        // Every pending pod gets a reason; the two that found no node name the resource.
+        assert_eq!(update.task_reasons.len(), 5);
+        let short: Vec<_> = update
+            .task_reasons
+            .iter()
+            .filter(|(_, why)| why.contains("Insufficient nvidia.com/gpu"))
+            .collect();
+        assert_eq!(short.len(), 2, "{:?}", update.task_reasons);
+
+        // The session left the cluster as it found it: the next cycle sees the same.
+        let again = run_cycle(&cache, None);
+        assert!(again.binds.is_empty());
+    }
+
+    #[test]
+    fn a_gang_that_fits_binds_whole_with_every_worker_on_two_free_gpus() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "gpu", 2, GPU_NODE);
+        let job = tf_smoke(&mut cache);
+        let first = run_cycle(&cache, None);
+        assert!(first.binds.is_empty());
+        apply_result(&mut cache, &first);
+        add_nodes(&mut cache, "more", 2, GPU_NODE);
+        let result = run_cycle(&cache, None);
+        let binds = binds_by_job(&result);
+        assert_eq!(binds[&job].len(), 5, "{:?}", result.binds);
+        let mut gpus_per_node = std::collections::BTreeMap::<String, i32>::new();
+        for b in result.binds.iter().filter(|b| b.task.contains("worker")) {
+            *gpus_per_node.entry(b.node.to_string()).or_default() += 2;
+        }
+        assert_eq!(
+            gpus_per_node.len(),
+            4,
+            "one worker per node: {gpus_per_node:?}"
+        );
+        assert!(gpus_per_node.values().all(|g| *g == 2));
+        let update = result.job_updates.iter().find(|u| *u.job == *job).unwrap();
+        assert_eq!(update.phase, Some(PodGroupPhase::Running));
+        assert_eq!(
+            update.condition.as_ref().unwrap().kind,
+            crate::framework::ConditionKind::Scheduled
+        );
+    }
+
+    #[test]
+    fn two_gangs_one_fits_the_second_binds_whole_when_the_first_finishes() {
+        // S2 (kube-batch walkthrough).
+        let mut cache = cache_with_default_queue();
+        add_nodes(
+            &mut cache,
+            "n",
+            4,
+            &[("cpu", "4"), ("memory", "16Gi"), ("nvidia.com/gpu", "1")],
+        );
+        let job1 = Gang::new("job1", 4)
+            .created(1)
+            .tasks("ps", 1, &[("cpu", "1")])
+            .tasks("worker", 3, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let job2 = Gang::new("job2", 3)
+            .created(2)
+            .tasks("ps", 1, &[("cpu", "1")])
+            .tasks("worker", 2, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        let binds = binds_by_job(&result);
+        assert_eq!(binds.get(&job1).map(Vec::len), Some(4));
+        assert_eq!(binds.get(&job2), None, "no PS, no worker of job2");
+        assert_eq!(
+            condition_message(&result, &job2).as_deref(),
+            Some(
+                "1/3 tasks in gang unschedulable: 1 Insufficient nvidia.com/gpu (need 1, best \
+                 node has 0 free); gang is short of 1 nvidia.com/gpu"
+            )
+        );
+        apply_result(&mut cache, &result);
+        for b in &result.binds {
+            cache.set_pod_status(&b.task, TaskStatus::Succeeded, Some(b.node.clone()));
+        }
+        let result = run_cycle(&cache, None);
+        assert_eq!(binds_by_job(&result).get(&job2).map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn queues_go_in_queue_order_and_jobs_in_job_order() {
+        // Room for two 1-cpu gangs. Queue "b" already uses its share, "a" uses nothing: a's
+        // gang goes first. Within "a", the higher-priority gang goes first.
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(QueueInfo::new("a", 1));
+        cache.apply_queue(QueueInfo::new("b", 1));
+        add_nodes(&mut cache, "n", 1, &[("cpu", "3"), ("memory", "8Gi")]);
+        Gang::new("b-running", 1)
+            .queue("b")
+            .tasks("", 1, &[("cpu", "1")])
+            .running_on(&["n-00000"])
+            .phase(PodGroupPhase::Running)
+            .apply(&mut cache);
+        let b_new = Gang::new("b-new", 1)
+            .queue("b")
+            .created(1)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let a_low = Gang::new("a-low", 1)
+            .queue("a")
+            .created(1)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let a_high = Gang::new("a-high", 1)
+            .queue("a")
+            .created(2)
+            .priority(10)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        let order: Vec<&str> = result.binds.iter().map(|b| &*b.job).collect();
+        assert_eq!(
+            order,
+            [a_high.as_str(), a_low.as_str()],
+            "b-new waits: {b_new}"
+        );
+    }
+
+    #[test]
+    fn pipelining_onto_releasing_resources_binds_nothing() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "4"), ("memory", "8Gi")]);
+        // Both nodes are taken by pods being evicted: their resources come free soon.
+        Gang::new("old", 2)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("cpu", "4")])
+            .last_on("n-00000", TaskStatus::Releasing)
+            .tasks("", 1, &[("cpu", "4")])
+            .last_on("n-00001", TaskStatus::Releasing)
+            .apply(&mut cache);
+        let job = Gang::new("new", 2)
+            .tasks("", 2, &[("cpu", "3")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        let update = result.job_updates.iter().find(|u| *u.job == *job).unwrap();
+        assert_ne!(
+            update.condition.as_ref().map(|c| c.kind),
+            Some(crate::framework::ConditionKind::Unschedulable),
+            "a pipelined gang is waiting for resources, not unschedulable: {update:?}"
+        );
+        // Once the evicted pods are gone the gang binds whole.
+        cache.delete_pod("default/old-0");
+        cache.delete_pod("default/old-1");
+        apply_result(&mut cache, &result);
+        let result = run_cycle(&cache, None);
+        assert_eq!(binds_by_job(&result).get(&job).map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn a_pipelined_gang_holds_its_place_within_the_session() {
+        // "first" is pipelined onto the releasing node; "second" (same size, later) must not
+        // be placed against the same releasing resources.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4"), ("memory", "8Gi")]);
+        Gang::new("old", 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("cpu", "4")])
+            .last_on("n-00000", TaskStatus::Releasing)
+            .apply(&mut cache);
+        let first = Gang::new("first", 1)
+            .created(1)
+            .tasks("", 1, &[("cpu", "4")]);
+        let second = Gang::new("second", 1)
+            .created(2)
+            .tasks("", 1, &[("cpu", "4")]);
+        first.apply(&mut cache);
+        let second = second.apply(&mut cache);
+        // Without proportion, which would (rightly) call the queue's share used up first.
+        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+        let mut ssn = open_session(&cache, Some(conf));
+        for name in ["enqueue", "allocate"] {
+            let args = ssn.conf().action_arguments(name);
+            crate::actions::builder(name).unwrap()(&args)
+                .unwrap()
+                .execute(&mut ssn);
+        }
+        let state = ssn.state();
+        let t1 = task_ref(state, "default/first-0").unwrap();
+        let t2 = task_ref(state, "default/second-0").unwrap();
+        assert_eq!(state.task(t1).status, TaskStatus::Pipelined);
+        assert_eq!(state.task(t2).status, TaskStatus::Pending);
+        let result = ssn.close();
+        assert!(result.binds.is_empty());
+        assert_eq!(
+            condition_message(&result, &second).as_deref(),
+            Some(
+                "1/1 tasks in gang unschedulable: 1 Insufficient cpu (need 4, best node has 0 \
+                 free); gang is short of 4 cpu"
+            )
+        );
+    }
+
+    #[test]
+    fn a_job_in_a_missing_queue_is_reported_not_scheduled() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        let job = Gang::new("lost", 1)
+            .queue("nowhere")
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert!(result.binds.is_empty());
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some("queue \"nowhere\" does not exist")
+        );
+    }
+
+    #[test]
+    fn gangs_already_running_grow_task_by_task() {
+        // minMember 2 reached by running pods: each extra pod may bind on its own.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let job = Gang::new("elastic", 2)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 4, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00000"])
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert_eq!(binds_by_job(&result).get(&job).map(Vec::len), Some(2));
+        assert!(result.binds.iter().all(|b| &*b.node == "n-00001"));
+    }
+
+    #[test]
+    fn identical_pods_of_a_gang_see_where_the_previous_ones_went() {
+        // Three nodes, one gang of three identical pods, spreading scores: the pods share
+        // one scored sample of nodes, and each placement must lower that node's score for the
+        // next pod (or drop it once full), not leave a stale best.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 3, &[("cpu", "2"), ("memory", "4Gi")]);
+        let job = Gang::new("spread", 3)
+            .tasks("", 3, &[("cpu", "1"), ("memory", "1Gi")])
+            .apply(&mut cache);
+        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n";
+        let result = run_cycle(&cache, Some(conf));
+        let mut nodes = binds_by_job(&result)[&job].clone();
+        nodes.sort();
+        assert_eq!(nodes, ["n-00000", "n-00001", "n-00002"]);
+        // Packing: two pods fill a node, the third must go elsewhere.
+        let packing = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: binpack\n";
+        let result = run_cycle(&cache, Some(packing));
+        let mut per_node = std::collections::BTreeMap::<String, usize>::new();
+        for n in &binds_by_job(&result)[&job] {
+            *per_node.entry(n.clone()).or_default() += 1;
+        }
+        let mut counts: Vec<usize> = per_node.into_values().collect();
+        counts.sort();
+        assert_eq!(counts, [1, 2]);
+    }
+
+    #[test]
+    fn arguments_are_validated() {
+        use crate::conf::Arguments;
+        let args = |k: &str, v: u64| {
+            let mut a = Arguments::new("configurations[0].arguments", Default::default());
+            a.values.insert(k.into(), serde_yaml::Value::from(v));
+            a
+        };
+        assert!(super::build(&args("percentageOfNodesToFind", 101)).is_err());
+        assert!(super::build(&args("percentageOfNodesToFind", 100)).is_ok());
+        assert!(
+            super::build(&args("minNodesToFind", 0)).is_ok(),
+            "clamped to 1"
+        );
+        let a = super::Allocate {
+            min_nodes_to_find: 100,
+            percentage_of_nodes_to_find: 5,
+        };
+        assert_eq!(a.nodes_to_find(10), 100);
+        assert_eq!(a.nodes_to_find(5000), 250);
+        let _ = Resource::new();
     }
 }

@@ -44,3 +44,100 @@ impl Action for Enqueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{PodGroupPhase, QueueState};
+    use crate::testkit::*;
+
+    const ENQUEUE: &str = "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: overcommit\n    arguments: {overcommit-factor: 1.0}\n  - name: proportion\n";
+
+    fn phase(result: &crate::framework::SessionResult, job: &str) -> Option<PodGroupPhase> {
+        result
+            .job_updates
+            .iter()
+            .find(|u| *u.job == *job)
+            .and_then(|u| u.phase)
+    }
+
+    #[test]
+    fn admissible_gangs_go_from_pending_to_inqueue() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let plain = Gang::new("plain", 2)
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let sized = Gang::new("sized", 2)
+            .min_resources(&[("cpu", "4")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(ENQUEUE));
+        assert_eq!(phase(&result, &plain), Some(PodGroupPhase::Inqueue));
+        assert_eq!(
+            phase(&result, &sized),
+            Some(PodGroupPhase::Inqueue),
+            "admitted before any pod exists (training-operator waits for this)"
+        );
+        assert!(result.binds.is_empty(), "enqueue binds nothing");
+        // Applied back, the phase sticks and is not reported again.
+        apply_result(&mut cache, &result);
+        let again = run_cycle(&cache, Some(ENQUEUE));
+        assert_eq!(phase(&again, &plain), None);
+    }
+
+    #[test]
+    fn a_closed_queue_admits_none() {
+        let mut cache = cache_with_default_queue();
+        let mut closed = queue("closed", 1);
+        closed.state = QueueState::Closed;
+        cache.apply_queue(closed);
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let job = Gang::new("j", 1)
+            .queue("closed")
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert_eq!(phase(&result, &job), None);
+        assert!(result.binds.is_empty());
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some("queue \"closed\" is not open")
+        );
+    }
+
+    #[test]
+    fn not_admitted_while_min_resources_do_not_fit() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8"), ("memory", "16Gi")]);
+        let first = Gang::new("first", 1)
+            .created(1)
+            .min_resources(&[("cpu", "6")])
+            .apply(&mut cache);
+        let second = Gang::new("second", 1)
+            .created(2)
+            .min_resources(&[("cpu", "6")])
+            .apply(&mut cache);
+        let too_big = Gang::new("too-big", 1)
+            .created(3)
+            .min_resources(&[("cpu", "1"), ("memory", "32Gi")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(ENQUEUE));
+        assert_eq!(phase(&result, &first), Some(PodGroupPhase::Inqueue));
+        assert_eq!(phase(&result, &second), None, "6 + 6 cpu > 8");
+        assert_eq!(phase(&result, &too_big), None);
+        let msg = condition_message(&result, &second).unwrap();
+        assert!(msg.starts_with("not admitted"), "{msg}");
+    }
+
+    #[test]
+    fn already_admitted_gangs_are_left_alone() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "1")]);
+        let job = Gang::new("running", 1)
+            .phase(PodGroupPhase::Inqueue)
+            .min_resources(&[("cpu", "100")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(ENQUEUE));
+        assert_eq!(phase(&result, &job), None);
+        assert_eq!(condition_message(&result, &job), None);
+    }
+}

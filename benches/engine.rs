@@ -1,1 +1,156 @@
-fn main() {}
+//! Engine benchmarks at the size the issue sets: 5,000 nodes and 50,000 pending pods in
+//! 6,250 gangs of 8.
+//!
+//! - `allocate_5000_nodes_50000_pods`: one full cycle (enqueue, allocate, backfill) with the
+//!   default configuration, from a fresh snapshot each time (target < 500 ms on one core);
+//! - `open_session_nothing_changed`: the same cluster after everything that fits is bound,
+//!   opening and closing a session with nothing to do (target < 5 ms);
+//! - `snapshot`: taking a snapshot of the cache (O(1)).
+//!
+//! The cluster is built once, outside the timed part.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode};
+use rust_batch::cache::Cache;
+use rust_batch::model::{NodeSpec, Placement, Taint, TaintEffect, Toleration};
+use rust_batch::testkit::{self, Gang};
+
+const CPU_NODES: usize = 4_000;
+const GPU_NODES: usize = 1_000;
+const GANGS: usize = 6_250;
+const GANG_SIZE: usize = 8;
+/// One gang in five asks for GPUs: 1,250 GPU gangs of 8 one-GPU pods want 10,000 GPUs of
+/// the 8,000 there are, so 1,000 of them fit and 250 stay pending (and must say why).
+const GPU_EVERY: usize = 5;
+const QUEUES: usize = 4;
+
+fn cluster() -> Cache {
+    let mut cache = testkit::cache_with_default_queue();
+    for q in 0..QUEUES {
+        cache.apply_queue(testkit::queue(&format!("team-{q}"), 1));
+    }
+    testkit::add_nodes(
+        &mut cache,
+        "cpu",
+        CPU_NODES,
+        &[("cpu", "64"), ("memory", "256Gi"), ("pods", "110")],
+    );
+    let gpu_taint = Taint {
+        key: "nvidia.com/gpu".into(),
+        value: "present".into(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let gpu_shape = testkit::node(
+        "",
+        &[
+            ("cpu", "64"),
+            ("memory", "512Gi"),
+            ("nvidia.com/gpu", "8"),
+            ("pods", "110"),
+        ],
+    );
+    for i in 0..GPU_NODES {
+        cache.apply_node(NodeSpec {
+            name: format!("gpu-{i:05}"),
+            taints: vec![gpu_taint.clone()],
+            ..gpu_shape.clone()
+        });
+    }
+    let tolerate_gpu = Placement {
+        tolerations: vec![Toleration {
+            key: "nvidia.com/gpu".into(),
+            operator: rust_batch::model::placement::TolerationOperator::Exists,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    for g in 0..GANGS {
+        let gang = Gang::new(&format!("job-{g:05}"), GANG_SIZE as u32)
+            .queue(&format!("team-{}", g % QUEUES))
+            .priority((g % 3) as i32)
+            .created(g as i64);
+        let gang = if g % GPU_EVERY == 0 {
+            gang.placed_tasks(
+                "worker",
+                GANG_SIZE,
+                &[("cpu", "4"), ("memory", "32Gi"), ("nvidia.com/gpu", "1")],
+                tolerate_gpu.clone(),
+            )
+        } else {
+            gang.tasks("ps", 1, &[("cpu", "2"), ("memory", "4Gi")])
+                .tasks("worker", GANG_SIZE - 1, &[("cpu", "4"), ("memory", "8Gi")])
+        };
+        gang.apply(&mut cache);
+    }
+    cache
+}
+
+fn benches(c: &mut Criterion) {
+    let start = Instant::now();
+    let mut cache = cluster();
+    eprintln!(
+        "built {CPU_NODES} + {GPU_NODES} nodes, {GANGS} gangs of {GANG_SIZE} in {:?}",
+        start.elapsed()
+    );
+    let scheduler = testkit::scheduler(None);
+
+    // One untimed cycle: what the cycle decides, for the record.
+    let start = Instant::now();
+    let result = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+    let gangs_bound = testkit::binds_by_job(&result).len();
+    eprintln!(
+        "one cycle: {} pods bound in {gangs_bound} gangs, {} gang updates, in {:?}",
+        result.binds.len(),
+        result.job_updates.len(),
+        start.elapsed()
+    );
+    {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        for b in &result.binds {
+            (&*b.task, &*b.node).hash(&mut h);
+        }
+        format!("{:?}", result.job_updates).hash(&mut h);
+        // Changes when the decisions change: handy when optimizing what must not.
+        eprintln!("decision digest {:x}", h.finish());
+    }
+    assert!(
+        gangs_bound >= GANGS * 9 / 10,
+        "most gangs should fit: {gangs_bound}"
+    );
+
+    let mut group = c.benchmark_group("engine");
+    // Flat sampling: ten cycles, not 1 + 2 + … + 10 of them.
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("allocate_5000_nodes_50000_pods", |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, 0).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+
+    // Everything that fits is bound and running; nothing changes from here on.
+    testkit::apply_result(&mut cache, &result);
+    group
+        .sampling_mode(SamplingMode::Auto)
+        .measurement_time(Duration::from_secs(3));
+    group.bench_function("open_session_nothing_changed", |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.open_close(snapshot, 1).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("snapshot", |b| b.iter(|| black_box(cache.snapshot())));
+    group.finish();
+}
+
+criterion_group!(engine, benches);
+criterion_main!(engine);

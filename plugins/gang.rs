@@ -114,3 +114,212 @@ impl Plugin for Gang {
         ssn.add_reclaimable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::{ConditionKind, Statement};
+    use crate::model::PodGroupPhase;
+    use crate::testkit::{self as kit, *};
+
+    const GANG: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+
+    fn job_of(cache: &crate::cache::Cache, uid: &str) -> JobInfo {
+        let s = cache.snapshot();
+        s.job(s.job_by_uid(uid).unwrap()).clone()
+    }
+
+    fn set(job: &mut JobInfo, statuses: &[TaskStatus]) {
+        for (i, s) in statuses.iter().enumerate() {
+            let node = (*s != TaskStatus::Pending).then(|| std::sync::Arc::from("n"));
+            job.set_task_status(i as u32, *s, node);
+        }
+    }
+
+    #[test]
+    fn valid_needs_min_member_pods_and_min_task_member_per_role() {
+        let mut cache = cache_with_default_queue();
+        let few = kit::Gang::new("few", 3)
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let invalid = job_valid(&job_of(&cache, &few)).unwrap();
+        assert_eq!(invalid.reason, "NotEnoughTasks");
+        assert_eq!(
+            invalid.message,
+            "2/2 tasks in gang unschedulable: only 2 pods exist, minMember is 3"
+        );
+        let roles = kit::Gang::new("roles", 2)
+            .min_role("ps", 1)
+            .min_role("worker", 2)
+            .tasks("worker", 1, &[("cpu", "1")])
+            .tasks("ps", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let invalid = job_valid(&job_of(&cache, &roles)).unwrap();
+        assert_eq!(
+            invalid.message,
+            "gang not valid: role worker has 1 pods, minTaskMember is 2"
+        );
+        let ok = kit::Gang::new("ok", 2)
+            .min_role("worker", 2)
+            .tasks("worker", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        assert_eq!(job_valid(&job_of(&cache, &ok)), None);
+        // Failed pods do not count.
+        let mut job = job_of(&cache, &ok);
+        job.set_task_status(0, TaskStatus::Failed, None);
+        assert!(job_valid(&job).is_some());
+
+        // The allocate action reports it and binds nothing.
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let result = run_cycle(&cache, Some(GANG));
+        let update = result.job_updates.iter().find(|u| *u.job == *few).unwrap();
+        let cond = update.condition.as_ref().unwrap();
+        assert_eq!(cond.kind, ConditionKind::Unschedulable);
+        assert_eq!(cond.reason, "NotEnoughTasks");
+        assert!(!result
+            .binds
+            .iter()
+            .any(|b| *b.job == *few || *b.job == *roles));
+        assert_eq!(binds_by_job(&result).get(&ok).map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn ready_and_pipelined_count_the_right_statuses() {
+        let mut cache = cache_with_default_queue();
+        let uid = kit::Gang::new("j", 3)
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let mut job = job_of(&cache, &uid);
+        use TaskStatus::*;
+        set(&mut job, &[Allocated, Bound, Pending, Pending]);
+        assert!(!job_ready(&job) && !job_pipelined(&job));
+        set(&mut job, &[Allocated, Bound, Pipelined, Pending]);
+        assert!(!job_ready(&job), "pipelined tasks are not ready");
+        assert!(job_pipelined(&job));
+        set(&mut job, &[Allocated, Running, Succeeded, Pending]);
+        assert!(job_ready(&job), "succeeded pods count, as in Volcano");
+        set(&mut job, &[Binding, Running, Releasing, Pending]);
+        assert!(!job_ready(&job), "releasing pods do not count");
+    }
+
+    #[test]
+    fn min_task_member_is_required_per_role() {
+        // minMember 2 would be met by the PS and one worker, but workers need 2.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8"), ("nvidia.com/gpu", "1")]);
+        let job = kit::Gang::new("tf", 2)
+            .min_role("ps", 1)
+            .min_role("worker", 2)
+            .tasks("ps", 1, &[("cpu", "1")])
+            .tasks("worker", 2, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let mut info = job_of(&cache, &job);
+        set(&mut info, &[TaskStatus::Allocated, TaskStatus::Allocated]);
+        assert_eq!(info.ready_count(), 2);
+        assert!(!job_ready(&info), "role worker has 1 of 2");
+        assert!(!job_pipelined(&info));
+        let result = run_cycle(&cache, Some(GANG));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        // With a second GPU the gang binds whole.
+        add_nodes(&mut cache, "m", 1, &[("cpu", "8"), ("nvidia.com/gpu", "1")]);
+        let result = run_cycle(&cache, Some(GANG));
+        assert_eq!(binds_by_job(&result).get(&job).map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn starving_and_job_order_put_waiting_gangs_first() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let started = kit::Gang::new("started", 1)
+            .created(1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 2, &[("cpu", "1")])
+            .running_on(&["n-00000"])
+            .apply(&mut cache);
+        let waiting = kit::Gang::new("waiting", 1)
+            .created(2)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let ssn = open_session(&cache, Some(GANG));
+        let (s, w) = (
+            ssn.state().job_by_uid(&started).unwrap(),
+            ssn.state().job_by_uid(&waiting).unwrap(),
+        );
+        assert!(!ssn.job_starving(s));
+        assert!(ssn.job_starving(w));
+        assert_eq!(
+            ssn.job_order(w, s),
+            std::cmp::Ordering::Less,
+            "a gang that is not ready goes before an older ready one"
+        );
+    }
+
+    #[test]
+    fn victims_never_take_a_gang_below_min_member() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let all = ["n-00000"; 4];
+        kit::Gang::new("min2", 2)
+            .tasks("", 4, &[("cpu", "1")])
+            .running_on(&all)
+            .apply(&mut cache);
+        kit::Gang::new("min1", 1)
+            .tasks("", 2, &[("cpu", "1")])
+            .running_on(&all[..2])
+            .apply(&mut cache);
+        kit::Gang::new("exact", 2)
+            .tasks("", 2, &[("cpu", "1")])
+            .running_on(&all[..2])
+            .apply(&mut cache);
+        let preemptor = kit::Gang::new("hi", 1)
+            .priority(100)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let conf = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n";
+        let ssn = open_session(&cache, Some(conf));
+        let state = ssn.state().clone();
+        let running: Vec<_> = ["min2", "min1", "exact"]
+            .iter()
+            .flat_map(|g| {
+                let id = state.job_by_uid(&format!("default/{g}")).unwrap();
+                (0..state.job(id).tasks().len() as u32)
+                    .map(move |index| crate::model::TaskRef { job: id, index })
+            })
+            .collect();
+        let p = task_ref(&state, &format!("{preemptor}-0")).unwrap();
+        let victims = ssn.preemptable(p, &running);
+        let count = |g: &str| {
+            let id = state.job_by_uid(&format!("default/{g}")).unwrap();
+            victims.iter().filter(|v| v.job == id).count()
+        };
+        assert_eq!(count("min2"), 2, "4 running, min 2: 2 spare");
+        assert_eq!(count("min1"), 2, "min 1: any");
+        assert_eq!(count("exact"), 0, "at its minimum: none");
+        assert_eq!(ssn.reclaimable(p, &running), victims);
+    }
+
+    #[test]
+    fn a_statement_for_a_gang_that_is_not_ready_is_discarded_exactly() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let job = kit::Gang::new("j", 3)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 3, &[("cpu", "2")])
+            .apply(&mut cache);
+        let mut ssn = open_session(&cache, Some(GANG));
+        let before = ssn.fingerprint();
+        let id = ssn.state().job_by_uid(&job).unwrap();
+        let tasks = ssn.tasks_in(id, TaskStatus::Pending);
+        let nodes = ssn.node_ids();
+        {
+            let mut stmt = Statement::new(&mut ssn);
+            stmt.allocate(tasks[0], nodes[0]);
+            stmt.allocate(tasks[1], nodes[1]);
+            assert!(!stmt.job_ready(id));
+            assert!(!stmt.job_pipelined(id));
+            stmt.discard();
+        }
+        assert!(ssn.fingerprint() == before);
+        assert!(ssn.close().binds.is_empty());
+    }
+}

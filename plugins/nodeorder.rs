@@ -4,7 +4,6 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Plugin, Session};
-use crate::model::resource::{CPU, MEMORY};
 use crate::model::{NodeInfo, TaintEffect, TaskInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,46 +33,60 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
     }))
 }
 
-/// Fraction of `name` the node would have in use with the task on it.
-fn fraction_after(task: &TaskInfo, node: &NodeInfo, name: &str) -> Option<f64> {
-    let cap = node.allocatable.get(name);
-    (cap > 0).then(|| {
-        let used = node.used.get(name) + node.pipelined.get(name) + task.resreq.get(name);
-        (used as f64 / cap as f64).clamp(0.0, 1.0)
-    })
+/// Fraction of a dimension the node would have in use with the task on it, if the node
+/// has any of it.
+fn fraction(allocatable: i64, used: i64) -> Option<f64> {
+    (allocatable > 0).then(|| (used as f64 / allocatable as f64).clamp(0.0, 1.0))
 }
 
-pub fn least_requested(task: &TaskInfo, node: &NodeInfo) -> f64 {
-    let f: Vec<f64> = [CPU, MEMORY]
-        .iter()
-        .filter_map(|r| fraction_after(task, node, r))
-        .collect();
-    if f.is_empty() {
-        return 0.0;
+/// The cpu and memory fractions the node would have in use with the task on it. Read from
+/// the fields directly: scores run for every candidate node of every task.
+fn fractions(task: &TaskInfo, node: &NodeInfo) -> (Option<f64>, Option<f64>) {
+    let (a, u, p, r) = (&node.allocatable, &node.used, &node.pipelined, &task.resreq);
+    (
+        fraction(a.milli_cpu, u.milli_cpu + p.milli_cpu + r.milli_cpu),
+        fraction(a.memory, u.memory + p.memory + r.memory),
+    )
+}
+
+/// Mean of `f` over the fractions the node has (cpu, then memory); 0 if it has neither.
+fn mean(cpu: Option<f64>, memory: Option<f64>, f: impl Fn(f64) -> f64) -> f64 {
+    match (cpu, memory) {
+        (Some(c), Some(m)) => (f(c) + f(m)) / 2.0,
+        (Some(x), None) | (None, Some(x)) => f(x),
+        (None, None) => 0.0,
     }
-    f.iter().map(|x| (1.0 - x) * 100.0).sum::<f64>() / f.len() as f64
 }
 
-pub fn most_requested(task: &TaskInfo, node: &NodeInfo) -> f64 {
-    let f: Vec<f64> = [CPU, MEMORY]
-        .iter()
-        .filter_map(|r| fraction_after(task, node, r))
-        .collect();
-    if f.is_empty() {
-        return 0.0;
-    }
-    f.iter().map(|x| x * 100.0).sum::<f64>() / f.len() as f64
+fn least_of(cpu: Option<f64>, memory: Option<f64>) -> f64 {
+    mean(cpu, memory, |x| (1.0 - x) * 100.0)
 }
 
-pub fn balanced(task: &TaskInfo, node: &NodeInfo) -> f64 {
-    let (Some(c), Some(m)) = (
-        fraction_after(task, node, CPU),
-        fraction_after(task, node, MEMORY),
-    ) else {
+fn most_of(cpu: Option<f64>, memory: Option<f64>) -> f64 {
+    mean(cpu, memory, |x| x * 100.0)
+}
+
+fn balanced_of(cpu: Option<f64>, memory: Option<f64>) -> f64 {
+    let (Some(c), Some(m)) = (cpu, memory) else {
         return 0.0;
     };
     // Standard deviation of two fractions is half their distance.
     (1.0 - (c - m).abs() / 2.0) * 100.0
+}
+
+pub fn least_requested(task: &TaskInfo, node: &NodeInfo) -> f64 {
+    let (c, m) = fractions(task, node);
+    least_of(c, m)
+}
+
+pub fn most_requested(task: &TaskInfo, node: &NodeInfo) -> f64 {
+    let (c, m) = fractions(task, node);
+    most_of(c, m)
+}
+
+pub fn balanced(task: &TaskInfo, node: &NodeInfo) -> f64 {
+    let (c, m) = fractions(task, node);
+    balanced_of(c, m)
 }
 
 pub fn taint_toleration(task: &TaskInfo, node: &NodeInfo) -> f64 {
@@ -102,15 +115,16 @@ impl Plugin for NodeOrder {
         ssn.add_node_order_fn(
             self.name(),
             Box::new(move |t, n| {
+                let (c, m) = fractions(t, n);
                 let mut score = 0.0;
                 if w.least_requested > 0.0 {
-                    score += w.least_requested * least_requested(t, n);
+                    score += w.least_requested * least_of(c, m);
                 }
                 if w.most_requested > 0.0 {
-                    score += w.most_requested * most_requested(t, n);
+                    score += w.most_requested * most_of(c, m);
                 }
                 if w.balanced > 0.0 {
-                    score += w.balanced * balanced(t, n);
+                    score += w.balanced * balanced_of(c, m);
                 }
                 if w.taint_toleration > 0.0 && !n.taints.is_empty() {
                     score += w.taint_toleration * taint_toleration(t, n);
@@ -136,5 +150,121 @@ impl Plugin for NodeOrder {
                 "volumebinding.",
             ],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NodeTask, Taint, TaskStatus};
+    use crate::testkit::*;
+
+    fn node_using(name: &str, alloc: &[(&str, &str)], used: &[(&str, &str)]) -> NodeInfo {
+        let mut n = NodeInfo::new(node(name, alloc));
+        if !used.is_empty() {
+            n.add_task(
+                std::sync::Arc::from("x"),
+                NodeTask {
+                    resreq: res(used),
+                    status: TaskStatus::Running,
+                    job: None,
+                    priority: 0,
+                },
+            );
+        }
+        n
+    }
+
+    fn task(req: &[(&str, &str)]) -> TaskInfo {
+        TaskInfo::new("t", "default", "t", "", res(req), 0, Default::default(), 0)
+    }
+
+    const SHAPE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "8Gi")];
+
+    #[test]
+    fn least_requested_prefers_the_emptier_node() {
+        let t = task(&[("cpu", "1"), ("memory", "1Gi")]);
+        let empty = node_using("e", SHAPE, &[]);
+        let busy = node_using("b", SHAPE, &[("cpu", "4"), ("memory", "4Gi")]);
+        assert_eq!(least_requested(&t, &empty), 87.5);
+        assert_eq!(least_requested(&t, &busy), 37.5);
+        assert_eq!(most_requested(&t, &busy), 62.5);
+        assert!(most_requested(&t, &busy) > most_requested(&t, &empty));
+    }
+
+    #[test]
+    fn balanced_prefers_a_node_used_alike_in_cpu_and_memory() {
+        let t = task(&[("cpu", "1"), ("memory", "1Gi")]);
+        let skewed = node_using("s", SHAPE, &[("cpu", "6")]);
+        let even = node_using("e", SHAPE, &[("cpu", "3"), ("memory", "3Gi")]);
+        assert_eq!(balanced(&t, &even), 100.0);
+        assert!(balanced(&t, &skewed) < balanced(&t, &even));
+    }
+
+    #[test]
+    fn untolerated_prefer_no_schedule_taints_lower_the_score() {
+        let t = task(&[("cpu", "1")]);
+        let mut soft = node_using("s", SHAPE, &[]);
+        soft.taints.push(Taint {
+            key: "k".into(),
+            value: String::new(),
+            effect: TaintEffect::PreferNoSchedule,
+        });
+        assert_eq!(taint_toleration(&t, &node_using("p", SHAPE, &[])), 100.0);
+        assert_eq!(taint_toleration(&t, &soft), 50.0);
+    }
+
+    fn spread(conf: &str) -> Vec<String> {
+        // Four one-pod gangs on two nodes, one of which is half used.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, SHAPE);
+        foreign_pod(
+            &mut cache,
+            "other",
+            "n-00001",
+            &[("cpu", "4"), ("memory", "4Gi")],
+        );
+        for i in 0..4 {
+            Gang::new(&format!("j{i}"), 1)
+                .created(i)
+                .tasks("", 1, &[("cpu", "1"), ("memory", "1Gi")])
+                .apply(&mut cache);
+        }
+        run_cycle(&cache, Some(conf))
+            .binds
+            .iter()
+            .map(|b| b.node.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn least_requested_spreads_and_most_requested_packs() {
+        let conf = |args: &str| {
+            format!(
+                "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n    arguments: {{{args}}}\n"
+            )
+        };
+        let least = spread(&conf(
+            "leastrequested.weight: 1, balancedresource.weight: 0",
+        ));
+        // The empty node takes pods until it is as used as the other (4 + 4 = 8 after all).
+        assert_eq!(least, ["n-00000"; 4]);
+        let most = spread(&conf("leastrequested.weight: 0, mostrequested.weight: 1"));
+        assert_eq!(most, ["n-00001"; 4], "packs onto the used node");
+    }
+
+    #[test]
+    fn unknown_weights_are_warnings_known_ones_are_parsed() {
+        let conf = crate::conf::SchedulerConf::parse(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n    arguments: {leastrequested.weight: 2, nodeaffinity.weight: 3, magic.weight: 1}\n",
+            "s.conf",
+        )
+        .unwrap();
+        assert_eq!(
+            conf.warnings,
+            ["tiers[0].plugins[0].arguments.magic.weight"]
+        );
+        let args = &conf.plugin("nodeorder").unwrap().arguments;
+        assert!(build(args).is_ok());
     }
 }

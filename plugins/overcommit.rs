@@ -39,7 +39,6 @@ impl Plugin for Overcommit {
             }
         }
         let idle = ssn
-            .state()
             .total_allocatable()
             .scaled(self.factor)
             .minus(&used)
@@ -47,8 +46,9 @@ impl Plugin for Overcommit {
         let mut inqueue = Resource::new();
         for (_, job) in ssn.state().jobs() {
             if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-                let mut waiting = job.min_request().without_pods();
-                waiting.sub(&job.allocated.without_pods());
+                let mut waiting = job.min_request();
+                waiting.sub(&job.allocated);
+                waiting.pods = 0;
                 waiting.max_with(&Resource::new());
                 inqueue.add(&waiting);
             }
@@ -77,5 +77,75 @@ impl Plugin for Overcommit {
 
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
         args.unknown_keys(&["overcommit-factor"], &[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::conf::Arguments;
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    fn conf(factor: &str) -> String {
+        format!(
+            "actions: enqueue\ntiers:\n- plugins:\n  - name: overcommit\n    arguments: {{overcommit-factor: {factor}}}\n"
+        )
+    }
+
+    fn admitted(cache: &crate::cache::Cache, factor: &str) -> Vec<String> {
+        let result = run_cycle(cache, Some(&conf(factor)));
+        result
+            .job_updates
+            .iter()
+            .filter(|u| u.phase == Some(PodGroupPhase::Inqueue))
+            .map(|u| u.job.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn gangs_are_admitted_up_to_the_factor_times_idle() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "10")]);
+        // Running pods count as used; an admitted gang not yet running counts as waiting.
+        cache.apply_queue(queue("q", 1));
+        Gang::new("running", 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("cpu", "2")])
+            .running_on(&["n-00000"])
+            .apply(&mut cache);
+        Gang::new("waiting", 1)
+            .phase(PodGroupPhase::Inqueue)
+            .min_resources(&[("cpu", "2")])
+            .apply(&mut cache);
+        let a = Gang::new("a", 1)
+            .created(1)
+            .min_resources(&[("cpu", "5")])
+            .apply(&mut cache);
+        let b = Gang::new("b", 1)
+            .created(2)
+            .min_resources(&[("cpu", "3")])
+            .apply(&mut cache);
+        let free = Gang::new("no-min-resources", 1)
+            .created(3)
+            .tasks("", 1, &[("cpu", "100")])
+            .apply(&mut cache);
+        // 10 cpu, 2 used, 2 waiting: 6 left at factor 1.0 → a (5) only.
+        assert_eq!(admitted(&cache, "1.0"), [a.clone(), free.clone()]);
+        // factor 1.5: 15 - 2 - 2 = 11 ≥ 5 + 3.
+        assert_eq!(admitted(&cache, "1.5"), [a, b, free]);
+    }
+
+    #[test]
+    fn the_factor_is_validated() {
+        let args = |v: f64| {
+            let mut a = Arguments::new("tiers[0].plugins[0].arguments", Default::default());
+            a.values
+                .insert("overcommit-factor".into(), serde_yaml::Value::from(v));
+            a
+        };
+        assert!(super::build(&args(0.5)).is_err());
+        assert!(super::build(&args(1.0)).is_ok());
+        let err = crate::conf::SchedulerConf::parse(&conf("\"lots\""), "s.conf").unwrap_err();
+        assert!(err.to_string().contains("overcommit-factor"), "{err}");
     }
 }

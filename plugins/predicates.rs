@@ -42,3 +42,202 @@ impl Plugin for Predicates {
         args.unknown_keys(&[], &["predicate."])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::model::placement::{
+        NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator, TolerationOperator,
+    };
+    use crate::model::{NodeSpec, Placement, Taint, TaintEffect, Toleration};
+    use crate::testkit::*;
+
+    const PREDICATES: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+
+    fn labelled(name: &str, labels: &[(&str, &str)]) -> NodeSpec {
+        NodeSpec {
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..node(name, &[("cpu", "4")])
+        }
+    }
+
+    /// Runs one cycle with a single one-pod gang; returns the node it was bound to, or the
+    /// gang's condition message.
+    fn place(cache: &mut crate::cache::Cache, placement: Placement) -> Result<String, String> {
+        let job = Gang::new("p", 1)
+            .placed_tasks("", 1, &[("cpu", "1")], placement)
+            .apply(cache);
+        let result = run_cycle(cache, Some(PREDICATES));
+        cache.delete_job(&job);
+        cache.delete_pod("default/p-0");
+        match result.binds.first() {
+            Some(b) => Ok(b.node.to_string()),
+            None => Err(condition_message(&result, &job).unwrap()),
+        }
+    }
+
+    #[test]
+    fn node_selector_and_required_affinity() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(labelled("a", &[("zone", "a")]));
+        cache.apply_node(labelled("b", &[("zone", "b"), ("gpus", "8")]));
+        let selector = |zone: &str| Placement {
+            node_selector: BTreeMap::from([("zone".to_string(), zone.to_string())]),
+            ..Default::default()
+        };
+        assert_eq!(place(&mut cache, selector("a")), Ok("a".into()));
+        assert_eq!(place(&mut cache, selector("b")), Ok("b".into()));
+        assert_eq!(
+            place(&mut cache, selector("c")),
+            Err("1/1 tasks in gang unschedulable: 1 node(s) didn't match node selector".into())
+        );
+        let affinity = |op: SelectorOperator, value: &str| Placement {
+            node_affinity: vec![NodeSelectorTerm {
+                match_expressions: vec![NodeSelectorRequirement {
+                    key: "gpus".into(),
+                    operator: op,
+                    values: vec![value.into()],
+                }],
+                match_fields: vec![],
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            place(&mut cache, affinity(SelectorOperator::Gt, "4")),
+            Ok("b".into())
+        );
+        assert_eq!(
+            place(&mut cache, affinity(SelectorOperator::Gt, "8")),
+            Err(
+                "1/1 tasks in gang unschedulable: 1 node(s) didn't match required node affinity"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn taints_need_tolerations_and_prefer_no_schedule_only_prefers() {
+        let mut cache = cache_with_default_queue();
+        let taint = |key: &str, effect| Taint {
+            key: key.into(),
+            value: "yes".into(),
+            effect,
+        };
+        cache.apply_node(NodeSpec {
+            taints: vec![taint("gpu", TaintEffect::NoSchedule)],
+            ..node("tainted", &[("cpu", "4")])
+        });
+        assert_eq!(
+            place(&mut cache, Placement::default()),
+            Err(
+                "1/1 tasks in gang unschedulable: 1 node(s) had untolerated taint {gpu: yes}"
+                    .into()
+            )
+        );
+        let tolerate = Placement {
+            tolerations: vec![Toleration {
+                key: "gpu".into(),
+                operator: TolerationOperator::Exists,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(place(&mut cache, tolerate), Ok("tainted".into()));
+        cache.apply_node(NodeSpec {
+            taints: vec![taint("soft", TaintEffect::PreferNoSchedule)],
+            ..node("tainted", &[("cpu", "4")])
+        });
+        assert_eq!(
+            place(&mut cache, Placement::default()),
+            Ok("tainted".into())
+        );
+    }
+
+    #[test]
+    fn unschedulable_and_not_ready_nodes_take_nothing() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(NodeSpec {
+            unschedulable: true,
+            ..node("cordoned", &[("cpu", "4")])
+        });
+        cache.apply_node(NodeSpec {
+            ready: false,
+            ..node("down", &[("cpu", "4")])
+        });
+        assert_eq!(
+            place(&mut cache, Placement::default()),
+            Err("1/1 tasks in gang unschedulable: 1 node(s) were not ready".into())
+        );
+        cache.apply_node(node("up", &[("cpu", "4")]));
+        assert_eq!(place(&mut cache, Placement::default()), Ok("up".into()));
+        let s = cache.snapshot();
+        let t = crate::model::TaskInfo::new(
+            "t",
+            "default",
+            "t",
+            "",
+            res(&[("cpu", "1")]),
+            0,
+            Default::default(),
+            0,
+        );
+        let n = |name: &str| s.node(s.node_by_name(name).unwrap()).clone();
+        assert_eq!(
+            super::static_fit(&t, &n("cordoned")),
+            Err(crate::framework::fit::Unfit::NodeUnschedulable)
+        );
+        assert_eq!(
+            super::static_fit(&t, &n("down")),
+            Err(crate::framework::fit::Unfit::NodeNotReady)
+        );
+    }
+
+    #[test]
+    fn pod_count_and_extended_resources_are_fitted_by_the_framework() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8"), ("pods", "2")]);
+        let job = Gang::new("many", 1)
+            .tasks("", 3, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREDICATES));
+        assert_eq!(binds_by_job(&result).get(&job).map(Vec::len), Some(2));
+
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8"), ("pods", "2")]);
+        let job = Gang::new("many", 3)
+            .tasks("", 3, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREDICATES));
+        assert!(result.binds.is_empty());
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some("1/3 tasks in gang unschedulable: 1 Too many pods")
+        );
+
+        // No predicates plugin at all: resources are still fitted.
+        let mut cache = cache_with_default_queue();
+        add_nodes(
+            &mut cache,
+            "n",
+            1,
+            &[("cpu", "8"), ("example.com/fpga", "1")],
+        );
+        let job = Gang::new("fpga", 2)
+            .tasks("", 2, &[("example.com/fpga", "1")])
+            .apply(&mut cache);
+        let bare = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n";
+        let result = run_cycle(&cache, Some(bare));
+        assert!(result.binds.is_empty());
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some(
+                "1/2 tasks in gang unschedulable: 1 Insufficient example.com/fpga (need 1, best \
+                 node has 0 free); gang is short of 1 example.com/fpga"
+            )
+        );
+    }
+}

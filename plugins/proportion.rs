@@ -27,11 +27,13 @@ pub struct QueueShare {
     pub request: Resource,
     /// Requests of admitted gangs that are not running yet.
     pub inqueue: Resource,
-    /// min(capability, cluster total).
+    /// The cluster total, lowered to the queue's capability in the dimensions it names.
     pub capability: Resource,
-    /// Whether the queue set a capability (otherwise the cluster is the only limit, and
-    /// the framework's resource fit already enforces it).
-    pub capped: bool,
+    /// The queue's capability as written: only the dimensions it names are limited (a
+    /// capability of `{cpu: 10}` says nothing about memory or GPUs). Empty when the queue
+    /// has none: then the cluster is the only limit, and the framework's resource fit
+    /// enforces it with a message that names the resource.
+    pub limit: Resource,
     pub guarantee: Resource,
 }
 
@@ -57,6 +59,22 @@ impl QueueShare {
         let d = &self.deserved;
         d.dimensions().next().is_some() && d.fits(&self.allocated)
     }
+
+    /// Whether `extra` more fits under the queue's capability, in the dimensions it names.
+    pub fn within_limit(&self, extra: &Resource) -> bool {
+        self.limit
+            .dimensions()
+            .all(|(n, cap)| self.allocated.get(n) + extra.get(n) <= cap)
+    }
+}
+
+/// The cluster total with the dimensions a queue's capability names lowered to it.
+pub fn effective_capability(total: &Resource, limit: &Resource) -> Resource {
+    let mut capability = total.clone();
+    for (name, cap) in limit.dimensions() {
+        capability.set(name, cap.min(total.get(name)));
+    }
+    capability
 }
 
 /// Water-filling of `total` over queues by weight, capped by request and capability.
@@ -106,23 +124,22 @@ impl Plugin for Proportion {
     }
 
     fn on_session_open(&mut self, ssn: &mut Session) {
-        let total = ssn.state().total_allocatable().without_pods();
+        let total = ssn.total_allocatable().without_pods();
         let mut queues: BTreeMap<Arc<str>, QueueShare> = ssn
             .state()
             .queues()
             .map(|q: &QueueInfo| {
-                let mut capability = q
+                let limit = q
                     .capability
                     .as_ref()
                     .map(Resource::without_pods)
-                    .unwrap_or_else(|| total.clone());
-                capability.min_with(&total);
+                    .unwrap_or_default();
                 (
                     q.name.clone(),
                     QueueShare {
                         weight: q.weight,
-                        capability,
-                        capped: q.capability.is_some(),
+                        capability: effective_capability(&total, &limit),
+                        limit,
                         guarantee: q
                             .guarantee
                             .as_ref()
@@ -137,11 +154,17 @@ impl Plugin for Proportion {
             let Some(q) = queues.get_mut(&job.queue) else {
                 continue;
             };
-            q.allocated.add(&job.allocated.without_pods());
-            q.request.add(&job.total_request.without_pods());
+            // Pod counts are dropped once below, rather than copying every vector here.
+            q.allocated.add(&job.allocated);
+            q.request.add(&job.total_request);
             if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-                q.inqueue.add(&job.min_request().without_pods());
+                q.inqueue.add(&job.min_request());
             }
+        }
+        for q in queues.values_mut() {
+            q.allocated.pods = 0;
+            q.request.pods = 0;
+            q.inqueue.pods = 0;
         }
         deserved_shares(&total, &mut queues);
         let state = Rc::new(RefCell::new(queues));
@@ -165,12 +188,12 @@ impl Plugin for Proportion {
             self.name(),
             Box::new(move |q, t| {
                 let queues = s.borrow();
-                let Some(share) = queues.get(&q.name).filter(|s| s.capped) else {
+                let Some(share) = queues.get(&q.name) else {
                     return true;
                 };
-                t.resreq
-                    .without_pods()
-                    .fits(&share.capability.minus(&share.allocated))
+                // Only the queue's own limit: what does not fit in the cluster is the
+                // nodes' answer to give, with the resource and the shortfall.
+                share.within_limit(&t.resreq)
             }),
         );
         let s = state.clone();
@@ -279,5 +302,173 @@ mod tests {
         assert_eq!(q["a"].deserved.milli_cpu, 4000);
         assert_eq!(q["b"].deserved.milli_cpu, 5000);
         assert_eq!(q["c"].deserved.milli_cpu, 27000);
+    }
+
+    use crate::framework::ConditionKind;
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const CONF: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n  - name: predicates\n";
+
+    fn capped(name: &str, weight: u32, capability: &[(&str, &str)]) -> QueueInfo {
+        let mut q = QueueInfo::new(name, weight);
+        q.capability = Some(res(capability));
+        q
+    }
+
+    #[test]
+    fn queues_below_their_share_go_first() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(QueueInfo::new("a", 1));
+        cache.apply_queue(QueueInfo::new("b", 1));
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        Gang::new("a-run", 1)
+            .queue("a")
+            .tasks("", 3, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00000"])
+            .apply(&mut cache);
+        Gang::new("b-run", 1)
+            .queue("b")
+            .tasks("", 2, &[("cpu", "1")])
+            .running_on(&["n-00000"])
+            .apply(&mut cache);
+        let ssn = open_session(&cache, Some(CONF));
+        let (a, b) = (ssn.queue("a").unwrap(), ssn.queue("b").unwrap());
+        // Each deserves what it asks for (3 and 2 cpu, both under half of 8): a uses 2/3 of
+        // its share, b 1/2: b goes first.
+        assert_eq!(ssn.queue_order(b, a), std::cmp::Ordering::Less);
+        assert_eq!(ssn.queue_order(a, b), std::cmp::Ordering::Greater);
+    }
+
+    #[test]
+    fn an_overused_queue_gets_nothing_more() {
+        // Two queues of equal weight on 4 cpu: each deserves 2. "a" already uses 2.
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(QueueInfo::new("a", 1));
+        cache.apply_queue(QueueInfo::new("b", 1));
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        Gang::new("a-run", 1)
+            .queue("a")
+            .phase(PodGroupPhase::Running)
+            .tasks("", 2, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00000"])
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let a_new = Gang::new("a-new", 1)
+            .queue("a")
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let b_new = Gang::new("b-new", 1)
+            .queue("b")
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let ssn = open_session(&cache, Some(CONF));
+        assert!(ssn.overused(ssn.queue("a").unwrap()));
+        assert!(!ssn.overused(ssn.queue("b").unwrap()));
+        drop(ssn);
+        let result = run_cycle(&cache, Some(CONF));
+        let binds = binds_by_job(&result);
+        assert_eq!(binds.get(&b_new).map(Vec::len), Some(2), "{binds:?}");
+        assert!(!binds.contains_key("default/a-run"));
+        assert!(!binds.contains_key(&a_new));
+        assert_eq!(
+            condition_message(&result, &a_new).as_deref(),
+            Some("queue \"a\" is using its whole deserved share")
+        );
+    }
+
+    #[test]
+    fn nothing_is_allocated_beyond_a_queue_capability() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(capped("q", 1, &[("cpu", "2")]));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "8"), ("memory", "16Gi")]);
+        let job = Gang::new("j", 1)
+            .queue("q")
+            .tasks("", 3, &[("cpu", "1"), ("memory", "1Gi")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert_eq!(
+            binds_by_job(&result).get(&job).map(Vec::len),
+            Some(2),
+            "a cpu-only capability caps cpu and leaves memory unlimited"
+        );
+    }
+
+    #[test]
+    fn a_capability_limits_only_the_resources_it_names() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(capped("q", 1, &[("nvidia.com/gpu", "2")]));
+        add_nodes(
+            &mut cache,
+            "n",
+            1,
+            &[("cpu", "8"), ("memory", "16Gi"), ("nvidia.com/gpu", "4")],
+        );
+        let job = Gang::new("j", 2)
+            .queue("q")
+            .min_resources(&[("cpu", "2"), ("memory", "2Gi"), ("nvidia.com/gpu", "2")])
+            .tasks(
+                "",
+                2,
+                &[("cpu", "1"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")],
+            )
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert_eq!(binds_by_job(&result).get(&job).map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn a_gang_is_admitted_only_if_its_min_resources_fit_under_the_capability() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(capped("q", 1, &[("cpu", "4")]));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "8"), ("memory", "16Gi")]);
+        let big = Gang::new("big", 5)
+            .queue("q")
+            .min_resources(&[("cpu", "5")])
+            .tasks("", 5, &[("cpu", "1")])
+            .apply(&mut cache);
+        let small = Gang::new("small", 4)
+            .queue("q")
+            .min_resources(&[("cpu", "4"), ("memory", "1Gi")])
+            .tasks("", 4, &[("cpu", "1"), ("memory", "256Mi")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        let update = |j: &str| result.job_updates.iter().find(|u| *u.job == *j).cloned();
+        let big_u = update(&big).unwrap();
+        assert_eq!(big_u.phase, None, "stays Pending");
+        assert!(big_u.condition.unwrap().message.contains("not admitted"));
+        let small_u = update(&small).unwrap();
+        assert_eq!(small_u.phase, Some(PodGroupPhase::Running));
+        assert_eq!(small_u.condition.unwrap().kind, ConditionKind::Scheduled);
+    }
+
+    #[test]
+    fn admitted_gangs_count_against_the_capability_until_they_run() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(capped("q", 1, &[("cpu", "6")]));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "8")]);
+        let first = Gang::new("first", 1)
+            .queue("q")
+            .created(1)
+            .min_resources(&[("cpu", "4")])
+            .tasks("", 1, &[("cpu", "4")])
+            .apply(&mut cache);
+        let second = Gang::new("second", 1)
+            .queue("q")
+            .created(2)
+            .min_resources(&[("cpu", "4")])
+            .tasks("", 1, &[("cpu", "4")])
+            .apply(&mut cache);
+        let conf = "actions: enqueue\ntiers:\n- plugins:\n  - name: proportion\n";
+        let result = run_cycle(&cache, Some(conf));
+        let phase = |j: &str| {
+            result
+                .job_updates
+                .iter()
+                .find(|u| *u.job == *j)
+                .and_then(|u| u.phase)
+        };
+        assert_eq!(phase(&first), Some(PodGroupPhase::Inqueue));
+        assert_eq!(phase(&second), None);
     }
 }

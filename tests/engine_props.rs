@@ -1,0 +1,776 @@
+//! Property tests of the engine on random clusters and workloads.
+//!
+//! Random nodes (sizes, GPUs, zones, taints, cordoned or not-ready nodes, pods of other
+//! schedulers) and random gangs (roles with minTaskMember, minMember ≤ tasks, priorities,
+//! queues with weights and capabilities, BestEffort pods, node selectors, tolerations) run
+//! through several cycles; between cycles binds are applied as Running, some pods finish and
+//! some are evicted and recreated. After every cycle, checked against a model kept by the
+//! test itself (never against the engine's own accounting):
+//!
+//! (a) no partial gang: for every gang with binds, its pods already Bound/Running/Succeeded
+//!     plus the new binds reach minMember, and minTaskMember for every role;
+//! (b) no node over-committed: the requests of the pods on a node fit its allocatable in
+//!     every dimension;
+//! (c) every committed gang was JobReady: a fresh session over the cluster with the binds
+//!     applied finds it ready, and the session reported it Scheduled;
+//! plus: binds only go to pending pods, on ready schedulable nodes that pass the pod's
+//! selector and taints, and a queue's capability is never exceeded.
+//!
+//! (d) Statement discard (and drop without commit) restores the session exactly: same
+//!     fingerprint, and the cycle run afterwards decides exactly what a fresh session does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use rust_batch::cache::{Cache, PodUpdate};
+use rust_batch::framework::{ConditionKind, Session, SessionResult, Statement};
+use rust_batch::model::{
+    NodeSpec, Placement, PodGroupPhase, QueueInfo, QueueState, Resource, Taint, TaintEffect,
+    TaskRef, TaskStatus, Toleration,
+};
+use rust_batch::testkit::{self, Gang};
+
+// ----- generated inputs ------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+struct NodeCfg {
+    cpu: i64,
+    mem_gi: i64,
+    gpu: i64,
+    pods: i64,
+    zone: u8,
+    tainted: bool,
+    unschedulable: bool,
+    ready: bool,
+    /// Percent of the node's cpu and memory taken by a pod of another scheduler.
+    foreign_pct: i64,
+}
+
+#[derive(Clone, Debug)]
+struct RoleCfg {
+    count: usize,
+    cpu_m: i64,
+    mem_mi: i64,
+    gpu: i64,
+    /// minTaskMember is `min_pick % (count + 1)`; 0 leaves the role without one.
+    min_pick: u32,
+}
+
+#[derive(Clone, Debug)]
+struct GangCfg {
+    roles: Vec<RoleCfg>,
+    min_pick: u32,
+    priority: i32,
+    queue: usize,
+    zone: Option<u8>,
+    tolerate: bool,
+    inqueue: bool,
+    min_resources: bool,
+}
+
+#[derive(Clone, Debug)]
+struct QueueCfg {
+    weight: u32,
+    capability_cpu: Option<i64>,
+    closed: bool,
+}
+
+#[derive(Clone, Debug)]
+struct World {
+    nodes: Vec<NodeCfg>,
+    gangs: Vec<GangCfg>,
+    queues: Vec<QueueCfg>,
+    conf: usize,
+    cycles: usize,
+    seed: u64,
+}
+
+fn node_cfg() -> impl Strategy<Value = NodeCfg> {
+    (
+        (
+            2i64..=32,
+            2i64..=128,
+            prop_oneof![1 => Just(0i64), 1 => 1i64..=8],
+            3i64..=30,
+        ),
+        (
+            0u8..3,
+            prop::bool::weighted(0.1),
+            prop::bool::weighted(0.05),
+            prop::bool::weighted(0.95),
+            prop_oneof![2 => Just(0i64), 1 => 0i64..=100],
+        ),
+    )
+        .prop_map(
+            |((cpu, mem_gi, gpu, pods), (zone, tainted, unschedulable, ready, foreign_pct))| {
+                NodeCfg {
+                    cpu,
+                    mem_gi,
+                    gpu,
+                    pods,
+                    zone,
+                    tainted,
+                    unschedulable,
+                    ready,
+                    foreign_pct,
+                }
+            },
+        )
+}
+
+fn role_cfg() -> impl Strategy<Value = RoleCfg> {
+    let request = prop_oneof![
+        1 => Just((0i64, 0i64, 0i64)),
+        4 => (1i64..=16, 0i64..=8, Just(0i64)).prop_map(|(c, m, g)| (c * 250, m * 512, g)),
+        2 => (0i64..=8, 0i64..=8, 1i64..=2).prop_map(|(c, m, g)| (c * 250, m * 512, g)),
+    ];
+    (1usize..=4, request, any::<u32>()).prop_map(|(count, (cpu_m, mem_mi, gpu), min_pick)| {
+        RoleCfg {
+            count,
+            cpu_m,
+            mem_mi,
+            gpu,
+            min_pick,
+        }
+    })
+}
+
+fn gang_cfg() -> impl Strategy<Value = GangCfg> {
+    (
+        prop::collection::vec(role_cfg(), 1..=3),
+        any::<u32>(),
+        0i32..3,
+        0usize..4,
+        prop_oneof![5 => Just(None), 1 => (0u8..3).prop_map(Some)],
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(
+            |(roles, min_pick, priority, queue, zone, tolerate, inqueue, min_resources)| GangCfg {
+                roles,
+                min_pick,
+                priority,
+                queue,
+                zone,
+                tolerate,
+                inqueue,
+                min_resources,
+            },
+        )
+}
+
+fn queue_cfg() -> impl Strategy<Value = QueueCfg> {
+    (
+        1u32..=4,
+        prop_oneof![2 => Just(None), 1 => (1i64..=32).prop_map(Some)],
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(weight, capability_cpu, closed)| QueueCfg {
+            weight,
+            capability_cpu,
+            closed,
+        })
+}
+
+fn world() -> impl Strategy<Value = World> {
+    (
+        prop::collection::vec(node_cfg(), 1..=10),
+        prop::collection::vec(gang_cfg(), 1..=10),
+        prop::collection::vec(queue_cfg(), 3),
+        0usize..CONFS.len(),
+        1usize..=4,
+        any::<u64>(),
+    )
+        .prop_map(|(nodes, gangs, queues, conf, cycles, seed)| World {
+            nodes,
+            gangs,
+            queues,
+            conf,
+            cycles,
+            seed,
+        })
+}
+
+/// Configurations the properties must hold under. Every one has gang and predicates.
+const CONFS: &[Option<&str>] = &[
+    None,
+    Some(
+        "actions: \"allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+",
+    ),
+    Some(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+    arguments: {overcommit-factor: 1.0}
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+    arguments: {leastrequested.weight: 0, mostrequested.weight: 2}
+  - name: binpack
+    arguments: {binpack.weight: 10, binpack.resources: nvidia.com/gpu}
+",
+    ),
+    Some(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: nodeorder
+",
+    ),
+];
+
+// ----- the test's own model of the cluster -----------------------------------------------
+
+#[derive(Clone, Debug)]
+struct PodModel {
+    job: Option<String>,
+    role: String,
+    request: Resource,
+    status: TaskStatus,
+    node: Option<String>,
+    zone: Option<u8>,
+    tolerate: bool,
+}
+
+#[derive(Clone, Debug)]
+struct JobModel {
+    min_member: u32,
+    min_role: BTreeMap<String, u32>,
+    queue: String,
+}
+
+struct Model {
+    nodes: BTreeMap<String, NodeCfg>,
+    pods: BTreeMap<String, PodModel>,
+    jobs: BTreeMap<String, JobModel>,
+    capability: BTreeMap<String, i64>,
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn node_allocatable(n: &NodeCfg) -> Resource {
+    let mut r = testkit::res(&[
+        ("cpu", &n.cpu.to_string()),
+        ("memory", &format!("{}Gi", n.mem_gi)),
+        ("pods", &n.pods.to_string()),
+    ]);
+    r.set_scalar("nvidia.com/gpu", n.gpu * 1000);
+    r
+}
+
+fn request(cpu_m: i64, mem_mi: i64, gpu: i64) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    if cpu_m > 0 {
+        v.push(("cpu", format!("{cpu_m}m")));
+    }
+    if mem_mi > 0 {
+        v.push(("memory", format!("{mem_mi}Mi")));
+    }
+    if gpu > 0 {
+        v.push(("nvidia.com/gpu", gpu.to_string()));
+    }
+    v
+}
+
+fn build(w: &World) -> (Cache, Model) {
+    let mut cache = testkit::cache_with_default_queue();
+    let mut model = Model {
+        nodes: BTreeMap::new(),
+        pods: BTreeMap::new(),
+        jobs: BTreeMap::new(),
+        capability: BTreeMap::new(),
+    };
+    for (i, q) in w.queues.iter().enumerate() {
+        let name = format!("q{i}");
+        let mut info = QueueInfo::new(&name, q.weight);
+        if let Some(cpu) = q.capability_cpu {
+            info.capability = Some(testkit::res(&[("cpu", &cpu.to_string())]));
+            model.capability.insert(name.clone(), cpu * 1000);
+        }
+        if q.closed {
+            info.state = QueueState::Closed;
+        }
+        cache.apply_queue(info);
+    }
+    for (i, n) in w.nodes.iter().enumerate() {
+        let name = format!("node-{i}");
+        let mut spec = NodeSpec {
+            name: name.clone(),
+            allocatable: node_allocatable(n),
+            ready: n.ready,
+            unschedulable: n.unschedulable,
+            ..Default::default()
+        };
+        spec.labels.insert(ZONE.into(), format!("z{}", n.zone));
+        if n.tainted {
+            spec.taints.push(Taint {
+                key: "dedicated".into(),
+                value: "batch".into(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
+        cache.apply_node(spec);
+        if n.foreign_pct > 0 {
+            let uid = format!("foreign-{i}");
+            let cpu_m = n.cpu * 1000 * n.foreign_pct / 100;
+            let mem_mi = n.mem_gi * 1024 * n.foreign_pct / 100;
+            let req = request(cpu_m, mem_mi, 0);
+            let pairs: Vec<(&str, &str)> = req.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            testkit::foreign_pod(&mut cache, &uid, &name, &pairs);
+            model.pods.insert(
+                uid,
+                PodModel {
+                    job: None,
+                    role: String::new(),
+                    request: Resource {
+                        pods: 1,
+                        ..testkit::res(&pairs)
+                    },
+                    status: TaskStatus::Running,
+                    node: Some(name.clone()),
+                    zone: None,
+                    tolerate: true,
+                },
+            );
+        }
+        model.nodes.insert(name, n.clone());
+    }
+    for (g, cfg) in w.gangs.iter().enumerate() {
+        let total: usize = cfg.roles.iter().map(|r| r.count).sum();
+        let min_member = 1 + cfg.min_pick % total as u32;
+        let queue = if cfg.queue == 3 {
+            "default".to_string()
+        } else {
+            format!("q{}", cfg.queue)
+        };
+        let mut placement = Placement::default();
+        if let Some(z) = cfg.zone {
+            placement.node_selector.insert(ZONE.into(), format!("z{z}"));
+        }
+        if cfg.tolerate {
+            placement.tolerations.push(Toleration {
+                key: "dedicated".into(),
+                value: "batch".into(),
+                ..Default::default()
+            });
+        }
+        let mut gang = Gang::new(&format!("g{g}"), min_member)
+            .queue(&queue)
+            .priority(cfg.priority)
+            .created(g as i64);
+        if cfg.inqueue {
+            gang = gang.phase(PodGroupPhase::Inqueue);
+        }
+        let mut min_request = Resource::new();
+        let mut min_role = BTreeMap::new();
+        for (r, role) in cfg.roles.iter().enumerate() {
+            let name = format!("r{r}");
+            let req = request(role.cpu_m, role.mem_mi, role.gpu);
+            let pairs: Vec<(&str, &str)> = req.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            gang = gang.placed_tasks(&name, role.count, &pairs, placement.clone());
+            let role_min = role.min_pick % (role.count as u32 + 1);
+            if role_min > 0 {
+                gang = gang.min_role(&name, role_min);
+                min_role.insert(name, role_min);
+            }
+            min_request.add(&testkit::res(&pairs));
+        }
+        if cfg.min_resources {
+            gang.spec.min_resources = Some(min_request);
+        }
+        for t in &gang.tasks {
+            model.pods.insert(
+                t.uid.to_string(),
+                PodModel {
+                    job: Some(gang.uid().to_string()),
+                    role: t.role.to_string(),
+                    request: t.resreq.clone(),
+                    status: TaskStatus::Pending,
+                    node: None,
+                    zone: cfg.zone,
+                    tolerate: cfg.tolerate,
+                },
+            );
+        }
+        model.jobs.insert(
+            gang.uid().to_string(),
+            JobModel {
+                min_member,
+                min_role,
+                queue,
+            },
+        );
+        gang.apply(&mut cache);
+    }
+    (cache, model)
+}
+
+/// A small deterministic generator for the churn between cycles.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn holds_node(s: TaskStatus) -> bool {
+    matches!(
+        s,
+        TaskStatus::Bound | TaskStatus::Running | TaskStatus::Releasing
+    )
+}
+
+// ----- the properties --------------------------------------------------------------------
+
+/// Checks one cycle's result against the model, then applies it to model and cache.
+fn check_cycle(
+    w: &World,
+    cache: &mut Cache,
+    model: &mut Model,
+    result: &SessionResult,
+) -> Result<(), TestCaseError> {
+    let conf = CONFS[w.conf];
+    let mut new_binds: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for b in &result.binds {
+        let pod = model
+            .pods
+            .get(&*b.task)
+            .ok_or_else(|| TestCaseError::fail(format!("bind of unknown pod {}", b.task)))?;
+        prop_assert_eq!(
+            pod.status,
+            TaskStatus::Pending,
+            "bind of a pod not pending: {:?}",
+            b
+        );
+        prop_assert_eq!(pod.job.as_deref(), Some(&*b.job));
+        let node = model
+            .nodes
+            .get(&*b.node)
+            .ok_or_else(|| TestCaseError::fail(format!("bind to unknown node {}", b.node)))?;
+        prop_assert!(
+            node.ready && !node.unschedulable,
+            "bind to a node that takes no pods: {:?}",
+            b
+        );
+        if let Some(z) = pod.zone {
+            prop_assert_eq!(z, node.zone, "selector violated: {:?}", b);
+        }
+        prop_assert!(!node.tainted || pod.tolerate, "untolerated taint: {:?}", b);
+        new_binds
+            .entry(b.job.to_string())
+            .or_default()
+            .push((b.task.to_string(), pod.role.clone()));
+    }
+
+    // (a) no partial gang.
+    for (job, binds) in &new_binds {
+        let jm = &model.jobs[job];
+        let mut by_role: BTreeMap<String, u32> = BTreeMap::new();
+        let mut total = 0;
+        for p in model.pods.values() {
+            if p.job.as_deref() == Some(job.as_str())
+                && matches!(
+                    p.status,
+                    TaskStatus::Bound | TaskStatus::Running | TaskStatus::Succeeded
+                )
+            {
+                total += 1;
+                *by_role.entry(p.role.clone()).or_default() += 1;
+            }
+        }
+        for (_, role) in binds {
+            total += 1;
+            *by_role.entry(role.clone()).or_default() += 1;
+        }
+        prop_assert!(
+            total >= jm.min_member,
+            "partial gang {}: {} placed, minMember {}; binds {:?}",
+            job,
+            total,
+            jm.min_member,
+            binds
+        );
+        for (role, min) in &jm.min_role {
+            let have = by_role.get(role).copied().unwrap_or(0);
+            prop_assert!(
+                have >= *min,
+                "partial role {} of {}: {} placed, minTaskMember {}",
+                role,
+                job,
+                have,
+                min
+            );
+        }
+    }
+
+    // Apply binds to the model and the cache.
+    for b in &result.binds {
+        let pod = model.pods.get_mut(&*b.task).unwrap();
+        pod.status = TaskStatus::Running;
+        pod.node = Some(b.node.to_string());
+    }
+    testkit::apply_result(cache, result);
+
+    // (b) no node over-committed, summed from the model.
+    for (name, n) in &model.nodes {
+        let mut sum = Resource::new();
+        for p in model.pods.values() {
+            if holds_node(p.status) && p.node.as_deref() == Some(name.as_str()) {
+                sum.add(&p.request);
+            }
+        }
+        let allocatable = node_allocatable(n);
+        prop_assert!(
+            sum.fits(&allocatable),
+            "node {} over-committed: pods request {} ({} pods), allocatable {} ({} pods)",
+            name,
+            sum,
+            sum.pods,
+            allocatable,
+            allocatable.pods
+        );
+    }
+
+    // No queue beyond its capability (every configuration with proportion).
+    if conf.is_none_or(|c| c.contains("proportion")) {
+        for (queue, cap) in &model.capability {
+            let used: i64 = model
+                .pods
+                .values()
+                .filter(|p| {
+                    matches!(p.status, TaskStatus::Bound | TaskStatus::Running)
+                        && p.job
+                            .as_ref()
+                            .is_some_and(|j| model.jobs[j].queue == *queue)
+                })
+                .map(|p| p.request.milli_cpu)
+                .sum();
+            prop_assert!(
+                used <= *cap,
+                "queue {} uses {}m cpu, capability {}m",
+                queue,
+                used,
+                cap
+            );
+        }
+    }
+
+    // (c) every committed gang was ready: the plugins say so on the cluster with the binds,
+    // and the session reported it Scheduled.
+    let ssn = testkit::open_session(cache, conf);
+    for job in new_binds.keys() {
+        let id = ssn.state().job_by_uid(job).unwrap();
+        prop_assert!(ssn.job_ready(id), "gang {} committed but not ready", job);
+        let scheduled = result.job_updates.iter().any(|u| {
+            &*u.job == job.as_str()
+                && u.condition
+                    .as_ref()
+                    .is_some_and(|c| c.kind == ConditionKind::Scheduled)
+        });
+        prop_assert!(
+            scheduled,
+            "gang {} bound without a Scheduled condition",
+            job
+        );
+    }
+    Ok(())
+}
+
+/// Some pods finish, some are evicted (Releasing), evicted ones go away and their controller
+/// creates them again as new pending pods.
+fn churn(cache: &mut Cache, model: &mut Model, rng: &mut Rng, round: usize) {
+    let uids: Vec<String> = model.pods.keys().cloned().collect();
+    for uid in uids {
+        let pod = model.pods[&uid].clone();
+        let Some(job) = pod.job.clone() else {
+            continue;
+        };
+        match pod.status {
+            TaskStatus::Running if rng.chance(30) => {
+                cache.set_pod_status(
+                    &uid,
+                    TaskStatus::Succeeded,
+                    pod.node.as_deref().map(Arc::from),
+                );
+                model.pods.get_mut(&uid).unwrap().status = TaskStatus::Succeeded;
+            }
+            TaskStatus::Running if rng.chance(20) => {
+                cache.set_pod_status(
+                    &uid,
+                    TaskStatus::Releasing,
+                    pod.node.as_deref().map(Arc::from),
+                );
+                model.pods.get_mut(&uid).unwrap().status = TaskStatus::Releasing;
+            }
+            TaskStatus::Releasing => {
+                let mut update = cache.pod(&uid).unwrap().clone();
+                cache.delete_pod(&uid);
+                model.pods.remove(&uid);
+                let new_uid = format!("{uid}-r{round}");
+                update.task.uid = Arc::from(new_uid.as_str());
+                update.task.name = update.task.uid.clone();
+                update.task.status = TaskStatus::Pending;
+                update.task.node = None;
+                cache.apply_pod(PodUpdate {
+                    task: update.task,
+                    job: Some(job),
+                });
+                model.pods.insert(
+                    new_uid,
+                    PodModel {
+                        status: TaskStatus::Pending,
+                        node: None,
+                        ..pod
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 64,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn cycles_never_bind_partial_gangs_or_overcommit_nodes(w in world()) {
+        let (mut cache, mut model) = build(&w);
+        let scheduler = testkit::scheduler(CONFS[w.conf]);
+        let mut rng = Rng(w.seed | 1);
+        for round in 0..w.cycles {
+            let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
+            check_cycle(&w, &mut cache, &mut model, &result)?;
+            churn(&mut cache, &mut model, &mut rng, round);
+        }
+    }
+
+    #[test]
+    fn statement_discard_restores_the_session_exactly(
+        w in world(),
+        ops in prop::collection::vec((0u8..3, any::<usize>(), any::<usize>()), 1..=16),
+        drop_instead in any::<bool>(),
+    ) {
+        let (mut cache, mut model) = build(&w);
+        // Get some pods running (and some releasing) so evictions have targets.
+        let scheduler = testkit::scheduler(CONFS[w.conf]);
+        let first = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+        testkit::apply_result(&mut cache, &first);
+        for b in &first.binds {
+            model.pods.get_mut(&*b.task).unwrap().status = TaskStatus::Running;
+        }
+        churn(&mut cache, &mut model, &mut Rng(w.seed | 1), 0);
+
+        let conf = Arc::new(testkit::conf(CONFS[w.conf]));
+        let mut ssn = Session::open(cache.snapshot(), conf.clone(), 1).unwrap();
+        let before = ssn.fingerprint();
+        {
+            let mut stmt = Statement::new(&mut ssn);
+            for (kind, a, b) in &ops {
+                let state = stmt.state();
+                let tasks: Vec<TaskRef> = state
+                    .jobs()
+                    .flat_map(|(id, j)| {
+                        (0..j.tasks().len() as u32).map(move |index| TaskRef { job: id, index })
+                    })
+                    .collect();
+                let pending: Vec<TaskRef> = tasks
+                    .iter()
+                    .copied()
+                    .filter(|t| state.task(*t).status == TaskStatus::Pending)
+                    .collect();
+                let placed: Vec<TaskRef> = tasks
+                    .iter()
+                    .copied()
+                    .filter(|t| {
+                        let t = state.task(*t);
+                        t.node.is_some()
+                            && matches!(
+                                t.status,
+                                TaskStatus::Allocated
+                                    | TaskStatus::Binding
+                                    | TaskStatus::Bound
+                                    | TaskStatus::Running
+                            )
+                    })
+                    .collect();
+                let nodes = stmt.node_ids();
+                match kind {
+                    0 | 1 if !pending.is_empty() => {
+                        let task = pending[a % pending.len()];
+                        let node = nodes[b % nodes.len()];
+                        if *kind == 0 {
+                            stmt.allocate(task, node);
+                        } else {
+                            stmt.pipeline(task, node);
+                        }
+                    }
+                    2 if !placed.is_empty() => {
+                        stmt.evict(placed[a % placed.len()], "test");
+                    }
+                    _ => {}
+                }
+            }
+            if !drop_instead {
+                stmt.discard();
+            }
+        }
+        let after = ssn.fingerprint();
+        if after != before {
+            let node = before.0.iter().zip(&after.0).find(|(x, y)| x != y);
+            let job = before.1.iter().zip(&after.1).find(|(x, y)| x != y);
+            prop_assert!(false, "session changed by a discarded statement: node {:?}, job {:?}", node, job);
+        }
+
+        // The plugins' own state was restored too: the cycle now decides exactly what a
+        // fresh session decides.
+        let actions: Vec<_> = conf
+            .actions
+            .iter()
+            .map(|a| rust_batch::actions::builder(a).unwrap()(&conf.action_arguments(a)).unwrap())
+            .collect();
+        for a in &actions {
+            a.execute(&mut ssn);
+        }
+        let after_discard = ssn.close();
+        let fresh = scheduler.run_cycle(cache.snapshot(), 1).unwrap();
+        prop_assert_eq!(after_discard, fresh);
+    }
+}
