@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 use kube::Client;
+use rust_batch::kube::crd::{PodGroup, Queue};
 use serde_json::json;
 
 async fn s1(client: &Client) {
@@ -83,6 +85,35 @@ async fn s1(client: &Client) {
         4,
         "every worker on a node with 2 free GPUs of its own"
     );
+    // The PodGroup and the queue report it.
+    wait_for(
+        Duration::from_secs(30),
+        "PodGroup Running with 5 running pods",
+        || async {
+            let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .get("tf-smoke-gpu")
+                .await
+                .ok()?;
+            let st = pg.status?;
+            (st.phase.as_ref().map(|p| p.as_str()) == Some("Running") && st.running == Some(5))
+                .then_some(())
+        },
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(30),
+        "queue default counts the running gang and its GPUs",
+        || async {
+            let q = Api::<Queue>::all(client.clone())
+                .get("default")
+                .await
+                .ok()?;
+            let st = q.status?;
+            let gpus = st.allocated.get("nvidia.com/gpu").map(|g| g.0.clone());
+            (st.running.unwrap_or(0) >= 1 && gpus.as_deref() == Some("8")).then_some(())
+        },
+    )
+    .await;
 }
 
 async fn s2(client: &Client) {

@@ -20,7 +20,9 @@ use tracing::{debug, info, warn};
 
 use super::convert::{node_to_spec, pod_group_name, pod_to_update, QUEUE_NAME_ANNOTATION};
 use super::crd::{PodGroup, Queue};
-use super::groups::{pod_group_to_job, queue_to_info, status_patch, GroupStatus};
+use super::groups::{
+    pod_group_to_job, queue_status_patch, queue_to_info, status_patch, GroupStatus,
+};
 use super::metrics::Metrics;
 use crate::cache::Cache;
 use crate::conf::SchedulerConf;
@@ -51,7 +53,8 @@ struct State {
     /// uid -> (namespace, name, job key) of every pod we track.
     pods: HashMap<String, (String, String, Option<String>)>,
     nodes: HashSet<String>,
-    queues: HashSet<String>,
+    /// Queues by name, as last seen.
+    queues: HashMap<String, Queue>,
     /// Pods of other schedulers that name a group, by group key: a PodGroup whose pods all
     /// belong to another scheduler is not ours to write.
     foreign_members: HashMap<String, HashSet<String>>,
@@ -373,10 +376,11 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         wake.clone(),
         |st: &mut State, q: &Queue| match queue_to_info(q) {
             Ok(info) => {
-                st.queues.insert(info.name.to_string());
+                st.queues.insert(info.name.to_string(), q.clone());
                 st.cache.apply_queue(info);
             }
             Err(e) => {
+                st.queues.insert(q.name_any(), q.clone());
                 let r = q.object_ref(&());
                 st.report(r, EventType::Warning, "InvalidQueue", e.to_string());
             }
@@ -385,7 +389,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             st.queues.remove(name);
             st.cache.delete_queue(name);
         },
-        |st: &State| st.queues.iter().cloned().collect(),
+        |st: &State| st.queues.keys().cloned().collect(),
     ));
     tokio::spawn(watch(
         Api::<PriorityClass>::all(client.clone()),
@@ -521,6 +525,7 @@ impl Applier<'_> {
             metrics,
         } = *self;
         let mut patches = Vec::new();
+        let mut queue_patches = Vec::new();
         let outbox;
         {
             let mut s = lock(state);
@@ -567,6 +572,15 @@ impl Applier<'_> {
                 let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
                 if let Some(patch) = status_patch(pg, &desired, now_ms()) {
                     patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
+                }
+            }
+            for (name, q) in &s.queues {
+                let jobs = snapshot
+                    .jobs()
+                    .map(|(_, j)| j)
+                    .filter(|j| &*j.queue == name.as_str());
+                if let Some(patch) = queue_status_patch(q, jobs) {
+                    queue_patches.push((name.clone(), patch));
                 }
             }
             outbox = std::mem::take(&mut s.outbox);
@@ -652,6 +666,15 @@ impl Applier<'_> {
                 .await
             {
                 warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
+            }
+        }
+        for (name, patch) in queue_patches {
+            let api = Api::<Queue>::all(client.clone());
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                warn!(queue = %name, error = %e, "queue status update failed");
             }
         }
         for (r, kind, reason, message) in outbox {

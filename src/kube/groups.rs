@@ -242,3 +242,63 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
         }})
     })
 }
+
+/// A merge patch for a Queue's status (counts of its PodGroups per phase, the resources its
+/// running pods hold, state Open), or None when it already says so.
+pub fn queue_status_patch<'a>(q: &Queue, jobs: impl Iterator<Item = &'a JobInfo>) -> Option<Value> {
+    let mut counts = [0i32; 5];
+    let mut allocated = crate::model::Resource::new();
+    for j in jobs {
+        let i = match j.phase {
+            PodGroupPhase::Pending => 0,
+            PodGroupPhase::Inqueue => 1,
+            PodGroupPhase::Running => 2,
+            PodGroupPhase::Unknown => 3,
+            PodGroupPhase::Completed => 4,
+        };
+        counts[i] += 1;
+        allocated.add(&j.allocated);
+    }
+    let allocated: std::collections::BTreeMap<String, String> = allocated
+        .dimensions()
+        .map(|(n, v)| (n.to_string(), crate::model::resource::format_amount(n, v)))
+        .collect();
+    let current = q.status.clone().unwrap_or_default();
+    let current_allocated: std::collections::BTreeMap<String, String> = current
+        .allocated
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    let state = current
+        .state
+        .as_ref()
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|| "Open".into());
+    let same = current.pending.unwrap_or(0) == counts[0]
+        && current.inqueue.unwrap_or(0) == counts[1]
+        && current.running.unwrap_or(0) == counts[2]
+        && current.unknown.unwrap_or(0) == counts[3]
+        && current.completed.unwrap_or(0) == counts[4]
+        && current_allocated == allocated
+        && current.state.is_some();
+    if same {
+        return None;
+    }
+    // Resources no longer held are removed with null (a merge patch keeps absent keys).
+    let mut alloc = serde_json::Map::new();
+    for k in current_allocated.keys() {
+        alloc.insert(k.clone(), Value::Null);
+    }
+    for (k, v) in &allocated {
+        alloc.insert(k.clone(), Value::String(v.clone()));
+    }
+    Some(json!({"status": {
+        "state": state,
+        "pending": counts[0],
+        "inqueue": counts[1],
+        "running": counts[2],
+        "unknown": counts[3],
+        "completed": counts[4],
+        "allocated": alloc,
+    }}))
+}

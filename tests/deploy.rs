@@ -1,0 +1,56 @@
+//! deploy/ manifests are valid Kubernetes objects, and the scheduler configuration they
+//! ship loads.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use rust_batch::conf::SchedulerConf;
+use serde::Deserialize;
+
+fn documents() -> Vec<serde_yaml::Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/rust-batch.yaml"
+    ))
+    .unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML document"))
+        .collect()
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(kind: &str) -> T {
+    let doc = documents()
+        .into_iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"));
+    serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("{kind} does not parse: {e}"))
+}
+
+#[test]
+fn manifests_parse_and_the_shipped_config_loads() {
+    let cm: ConfigMap = of_kind("ConfigMap");
+    let conf = cm.data.unwrap()["volcano-scheduler.conf"].clone();
+    let loaded = SchedulerConf::parse(&conf, "deploy ConfigMap").unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+    let deployment: Deployment = of_kind("Deployment");
+    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(args.contains(&"--scheduler-name=volcano".to_string()));
+
+    let role: ClusterRole = of_kind("ClusterRole");
+    let can = |resource: &str, verb: &str| {
+        role.rules.iter().flatten().any(|r| {
+            r.resources.iter().flatten().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    assert!(can("pods/binding", "create"), "binder needs pods/binding");
+    assert!(
+        can("podgroups", "patch"),
+        "status writer needs podgroups patch"
+    );
+    assert!(can("events", "create"), "events need create");
+    assert!(can("nodes", "watch") && can("pods", "watch") && can("queues", "watch"));
+}
