@@ -409,6 +409,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         instance: std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into()),
     };
     let binds = Arc::new(Semaphore::new(opts.bind_concurrency.max(1)));
+    let writes = Arc::new(tokio::sync::Mutex::new(()));
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     loop {
         tokio::select! {
@@ -473,6 +474,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             events: &recorder,
             binds: &binds,
             metrics: &metrics,
+            writes: &writes,
         };
         ctx.apply(result).await;
     }
@@ -511,6 +513,8 @@ struct Applier<'a> {
     events: &'a EventSink,
     binds: &'a Arc<Semaphore>,
     metrics: &'a Arc<Metrics>,
+    /// Held while one cycle's status writes and events go out, so batches stay in order.
+    writes: &'a Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Applier<'_> {
@@ -523,6 +527,7 @@ impl Applier<'_> {
             events: recorder,
             binds,
             metrics,
+            writes,
         } = *self;
         let mut patches = Vec::new();
         let mut queue_patches = Vec::new();
@@ -539,7 +544,9 @@ impl Applier<'_> {
                     s.cache.set_job_phase(&u.job, phase);
                 }
                 if let Some(c) = &u.condition {
-                    if c.kind == ConditionKind::Unschedulable {
+                    // A gang still forming (NotEnoughTasks) says so on its PodGroup only:
+                    // an event per pod per arriving sibling would flood the API server.
+                    if c.kind == ConditionKind::Unschedulable && c.reason != "NotEnoughTasks" {
                         for (uid, why) in &u.task_reasons {
                             if let Some((ns, name, _)) = s.pods.get(&**uid).cloned() {
                                 let message = format!("{}; this pod: {why}", c.message);
@@ -658,28 +665,36 @@ impl Applier<'_> {
                 }
             });
         }
-        for (ns, name, patch) in patches {
-            debug!(podgroup = %format!("{ns}/{name}"), %patch, "status update");
-            let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
-            if let Err(e) = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
+        // Status and events go out in order, one batch per cycle, without holding up the
+        // next cycle (binds above are already on their way).
+        let client = client.clone();
+        let recorder = recorder.clone();
+        let turn = writes.clone();
+        tokio::spawn(async move {
+            let _turn = turn.lock().await;
+            for (ns, name, patch) in patches {
+                debug!(podgroup = %format!("{ns}/{name}"), %patch, "status update");
+                let api = Api::<PodGroup>::namespaced(client.clone(), &ns);
+                if let Err(e) = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
+                }
             }
-        }
-        for (name, patch) in queue_patches {
-            let api = Api::<Queue>::all(client.clone());
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                warn!(queue = %name, error = %e, "queue status update failed");
+            for (name, patch) in queue_patches {
+                let api = Api::<Queue>::all(client.clone());
+                if let Err(e) = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    warn!(queue = %name, error = %e, "queue status update failed");
+                }
             }
-        }
-        for (r, kind, reason, message) in outbox {
-            publish(recorder, &r, kind, &reason, message).await;
-        }
+            for (r, kind, reason, message) in outbox {
+                publish(&recorder, &r, kind, &reason, message).await;
+            }
+        });
     }
 }
 

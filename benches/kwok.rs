@@ -1,0 +1,297 @@
+//! End-to-end benchmark on the real control plane (tests/cluster): 500 kwok nodes, 5,000
+//! pods in gangs of 10. It measures, in the same run and on the same cluster:
+//!
+//! - the ceiling: a null binder that binds pods round-robin as fast as it can, deciding
+//!   nothing, with the same bind concurrency as rust-batch;
+//! - rust-batch: pods bound per second, and gang latency (the gang's last pod created → the
+//!   whole gang bound) p50 and p99;
+//!
+//! and reports rust-batch's throughput as a fraction of the ceiling.
+//!
+//!   tests/cluster/with-cluster.sh cargo bench --bench kwok
+//!
+//! Under `cargo test` (no `--bench` argument) it runs the same code on 20 nodes and 100 pods
+//! as a smoke test, asserting every gang bound whole.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+const BIND_CONCURRENCY: usize = 16;
+const CREATE_CONCURRENCY: usize = 32;
+
+struct Size {
+    nodes: usize,
+    gangs: usize,
+    gang_size: usize,
+}
+
+/// When each pod of a namespace was first seen bound, from a watch.
+type Bound = Arc<Mutex<HashMap<String, Instant>>>;
+
+fn observe_binds(client: &Client, ns: &str) -> Bound {
+    let bound: Bound = Arc::default();
+    let b = bound.clone();
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    tokio::spawn(async move {
+        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = events.next().await {
+            let pods: Vec<Pod> = match ev {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => vec![p],
+                _ => vec![],
+            };
+            for p in pods {
+                if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    b.lock().unwrap().entry(name).or_insert_with(Instant::now);
+                }
+            }
+        }
+    });
+    bound
+}
+
+async fn create_nodes(client: &Client, n: usize) -> Vec<String> {
+    let api = Api::<Node>::all(client.clone());
+    let names: Vec<String> = (0..n).map(|i| format!("bench-n{i}")).collect();
+    stream::iter(names.clone())
+        .for_each_concurrent(CREATE_CONCURRENCY, |name| {
+            let api = api.clone();
+            async move {
+                let alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110"});
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"pool": "bench", "type": "kwok"}},
+                    "status": {"allocatable": alloc.clone(), "capacity": alloc}
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &node).await.expect("node created");
+                common::wait_for(Duration::from_secs(120), "node Ready", || async {
+                    let n = api.get(&name).await.ok()?;
+                    n.status?.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True").then_some(())
+                })
+                .await;
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": []}})))
+                    .await
+                    .expect("taints cleared");
+            }
+        })
+        .await;
+    names
+}
+
+fn pod(ns: &str, name: &str, group: &str, scheduler: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"pool": "bench"},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]
+        }
+    }))
+    .unwrap()
+}
+
+/// Creates every pod (gang by gang, `CREATE_CONCURRENCY` in flight); returns when each
+/// gang's last pod was created.
+async fn create_pods(
+    client: &Client,
+    ns: &str,
+    size: &Size,
+    scheduler: &str,
+) -> HashMap<String, Instant> {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let work: Vec<(String, String)> = (0..size.gangs)
+        .flat_map(|g| {
+            (0..size.gang_size).map(move |i| (format!("gang-{g}"), format!("gang-{g}-{i}")))
+        })
+        .collect();
+    stream::iter(work)
+        .for_each_concurrent(CREATE_CONCURRENCY, |(group, name)| {
+            let api = api.clone();
+            let created = created.clone();
+            async move {
+                api.create(&PostParams::default(), &pod(ns, &name, &group, scheduler))
+                    .await
+                    .expect("pod created");
+                let now = Instant::now();
+                let mut c = created.lock().unwrap();
+                let last = c.entry(group).or_insert(now);
+                *last = (*last).max(now);
+            }
+        })
+        .await;
+    Arc::try_unwrap(created).unwrap().into_inner().unwrap()
+}
+
+/// Binds every pending pod of `ns` round-robin over `nodes`: the cluster's ceiling.
+fn null_binder(client: &Client, ns: &str, nodes: Vec<String>) {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let limit = Arc::new(Semaphore::new(BIND_CONCURRENCY));
+    tokio::spawn(async move {
+        let mut next = 0usize;
+        let mut seen = std::collections::HashSet::new();
+        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = events.next().await {
+            let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
+                continue;
+            };
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                || !seen.insert(name.clone())
+            {
+                continue;
+            }
+            let node = nodes[next % nodes.len()].clone();
+            next += 1;
+            let permit = limit.clone().acquire_owned().await.unwrap();
+            let api = api.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                let _ = api
+                    .create_subresource::<_, serde_json::Value>(
+                        "binding",
+                        &name,
+                        &PostParams::default(),
+                        &body,
+                    )
+                    .await;
+            });
+        }
+    });
+}
+
+async fn wait_all_bound(bound: &Bound, total: usize, timeout: Duration) {
+    common::wait_for(timeout, "every pod bound", || async {
+        (bound.lock().unwrap().len() >= total).then_some(())
+    })
+    .await;
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn bench(size: Size) {
+    let client = common::client().await;
+    common::install_crds(&client).await;
+    let total = size.gangs * size.gang_size;
+    let t = Instant::now();
+    let nodes = create_nodes(&client, size.nodes).await;
+    eprintln!(
+        "{} nodes ready in {:.1}s",
+        nodes.len(),
+        t.elapsed().as_secs_f64()
+    );
+
+    // The ceiling: no decisions, round-robin binds.
+    common::namespace(&client, "bench-null").await;
+    let bound = observe_binds(&client, "bench-null");
+    null_binder(&client, "bench-null", nodes.clone());
+    let start = Instant::now();
+    create_pods(&client, "bench-null", &size, "null-binder").await;
+    wait_all_bound(&bound, total, Duration::from_secs(600)).await;
+    let null_secs = bound
+        .lock()
+        .unwrap()
+        .values()
+        .max()
+        .unwrap()
+        .duration_since(start)
+        .as_secs_f64();
+
+    // rust-batch, same pods in gangs.
+    common::namespace(&client, "bench-rb").await;
+    let bound = observe_binds(&client, "bench-rb");
+    let _scheduler = common::start_scheduler_with(
+        "rust-batch",
+        &[
+            "--http-address",
+            "off",
+            "--bind-concurrency",
+            &BIND_CONCURRENCY.to_string(),
+        ],
+    );
+    for g in 0..size.gangs {
+        common::pod_group(
+            &client,
+            "bench-rb",
+            &format!("gang-{g}"),
+            size.gang_size as i32,
+        )
+        .await;
+    }
+    let start = Instant::now();
+    let created = create_pods(&client, "bench-rb", &size, "rust-batch").await;
+    wait_all_bound(&bound, total, Duration::from_secs(600)).await;
+    let bound = bound.lock().unwrap().clone();
+    let rb_secs = bound
+        .values()
+        .max()
+        .unwrap()
+        .duration_since(start)
+        .as_secs_f64();
+    let mut latencies: Vec<f64> = created
+        .iter()
+        .map(|(group, last_created)| {
+            let whole = (0..size.gang_size)
+                .map(|i| bound[&format!("{group}-{i}")])
+                .max()
+                .unwrap();
+            whole.saturating_duration_since(*last_created).as_secs_f64()
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    assert!(
+        common::partial_gangs(&client, "bench-rb").await.is_empty(),
+        "a gang was bound partially"
+    );
+
+    let (null_rate, rb_rate) = (total as f64 / null_secs, total as f64 / rb_secs);
+    println!(
+        "kwok benchmark: {} nodes, {} pods in gangs of {}",
+        size.nodes, total, size.gang_size
+    );
+    println!("  null binder (ceiling): {null_rate:.0} pods/s ({null_secs:.1}s)");
+    println!(
+        "  rust-batch:            {rb_rate:.0} pods/s ({rb_secs:.1}s) = {:.0}% of the ceiling",
+        100.0 * rb_rate / null_rate
+    );
+    println!(
+        "  gang latency (last pod created -> gang bound): p50 {:.3}s, p99 {:.3}s",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99)
+    );
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let size = if full {
+        Size {
+            nodes: 500,
+            gangs: 500,
+            gang_size: 10,
+        }
+    } else {
+        Size {
+            nodes: 20,
+            gangs: 10,
+            gang_size: 10,
+        }
+    };
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(bench(size));
+}
