@@ -142,26 +142,8 @@ impl Plugin for Binpack {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NodeTask, TaskStatus};
+
     use crate::testkit::*;
-
-    fn node_using(alloc: &[(&str, &str)], used: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::new(node("n", alloc));
-        n.add_task(
-            std::sync::Arc::from("x"),
-            NodeTask {
-                resreq: res(used),
-                status: TaskStatus::Running,
-                job: None,
-                priority: 0,
-            },
-        );
-        n
-    }
-
-    fn task(req: &[(&str, &str)]) -> TaskInfo {
-        TaskInfo::new("t", "default", "t", "", res(req), 0, Default::default(), 0)
-    }
 
     const SHAPE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "8Gi"), ("nvidia.com/gpu", "8")];
 
@@ -216,14 +198,14 @@ mod tests {
             weight: 1.0,
             resources: vec![(CPU.into(), 1.0), (MEMORY.into(), 1.0)],
         };
-        let t = task(&[("cpu", "2"), ("memory", "2Gi")]);
-        let emptier = node_using(SHAPE, &[("cpu", "1"), ("memory", "1Gi")]);
-        let fuller = node_using(SHAPE, &[("cpu", "4"), ("memory", "4Gi")]);
+        let t = lone_task(&[("cpu", "2"), ("memory", "2Gi")]);
+        let emptier = node_using("n", SHAPE, &[("cpu", "1"), ("memory", "1Gi")]);
+        let fuller = node_using("n", SHAPE, &[("cpu", "4"), ("memory", "4Gi")]);
         assert!(b.score(&t, &fuller) > b.score(&t, &emptier));
-        let full = node_using(SHAPE, &[("cpu", "7"), ("memory", "1Gi")]);
+        let full = node_using("n", SHAPE, &[("cpu", "7"), ("memory", "1Gi")]);
         assert_eq!(b.score(&t, &full), 0.0, "cpu would overflow");
         assert_eq!(
-            b.score(&task(&[]), &fuller),
+            b.score(&lone_task(&[]), &fuller),
             0.0,
             "requests nothing it weighs"
         );

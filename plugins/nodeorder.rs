@@ -156,34 +156,14 @@ impl Plugin for NodeOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{NodeTask, Taint, TaskStatus};
+    use crate::model::Taint;
     use crate::testkit::*;
-
-    fn node_using(name: &str, alloc: &[(&str, &str)], used: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::new(node(name, alloc));
-        if !used.is_empty() {
-            n.add_task(
-                std::sync::Arc::from("x"),
-                NodeTask {
-                    resreq: res(used),
-                    status: TaskStatus::Running,
-                    job: None,
-                    priority: 0,
-                },
-            );
-        }
-        n
-    }
-
-    fn task(req: &[(&str, &str)]) -> TaskInfo {
-        TaskInfo::new("t", "default", "t", "", res(req), 0, Default::default(), 0)
-    }
 
     const SHAPE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "8Gi")];
 
     #[test]
     fn least_requested_prefers_the_emptier_node() {
-        let t = task(&[("cpu", "1"), ("memory", "1Gi")]);
+        let t = lone_task(&[("cpu", "1"), ("memory", "1Gi")]);
         let empty = node_using("e", SHAPE, &[]);
         let busy = node_using("b", SHAPE, &[("cpu", "4"), ("memory", "4Gi")]);
         assert_eq!(least_requested(&t, &empty), 87.5);
@@ -194,7 +174,7 @@ mod tests {
 
     #[test]
     fn balanced_prefers_a_node_used_alike_in_cpu_and_memory() {
-        let t = task(&[("cpu", "1"), ("memory", "1Gi")]);
+        let t = lone_task(&[("cpu", "1"), ("memory", "1Gi")]);
         let skewed = node_using("s", SHAPE, &[("cpu", "6")]);
         let even = node_using("e", SHAPE, &[("cpu", "3"), ("memory", "3Gi")]);
         assert_eq!(balanced(&t, &even), 100.0);
@@ -203,7 +183,7 @@ mod tests {
 
     #[test]
     fn untolerated_prefer_no_schedule_taints_lower_the_score() {
-        let t = task(&[("cpu", "1")]);
+        let t = lone_task(&[("cpu", "1")]);
         let mut soft = node_using("s", SHAPE, &[]);
         soft.taints.push(Taint {
             key: "k".into(),

@@ -291,3 +291,38 @@ pub fn task_ref(state: &Snapshot, uid: &str) -> Option<TaskRef> {
         .jobs()
         .find_map(|(id, job)| job.task_index(uid).map(|index| TaskRef { job: id, index }))
 }
+
+/// A node of shape `allocatable` with one running foreign pod using `used` (nothing if empty).
+pub fn node_using(
+    name: &str,
+    allocatable: &[(&str, &str)],
+    used: &[(&str, &str)],
+) -> crate::model::NodeInfo {
+    let mut n = crate::model::NodeInfo::new(node(name, allocatable));
+    if !used.is_empty() {
+        n.add_task(
+            std::sync::Arc::from("x"),
+            crate::model::NodeTask {
+                resreq: res(used),
+                status: crate::model::TaskStatus::Running,
+                job: None,
+                priority: 0,
+            },
+        );
+    }
+    n
+}
+
+/// A lone pending task requesting `request`, for scoring and predicate checks.
+pub fn lone_task(request: &[(&str, &str)]) -> crate::model::TaskInfo {
+    crate::model::TaskInfo::new(
+        "t",
+        "default",
+        "t",
+        "",
+        res(request),
+        0,
+        Default::default(),
+        0,
+    )
+}
