@@ -315,3 +315,38 @@ async fn bad_input_is_reported_and_everyone_else_keeps_scheduling() {
         assert_eq!(node_of(&pods[p]), None, "{p} stays Pending");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_unreachable_at_start_is_retried_not_fatal() {
+    // Needs no cluster: a kubeconfig pointing at a port nobody listens on.
+    let dir = std::env::temp_dir().join(format!("rb-down-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let log = dir.join("stderr");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args(["run", "--http-address", "off"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info,kube=warn,kube_client=error")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        alive,
+        "rust-batch exited while the API server was down:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("retrying with backoff"),
+        "a clear log line says it retries:\n{stderr}"
+    );
+}

@@ -59,6 +59,20 @@ async fn s1(client: &Client) {
         message.contains("gang is short of 4 nvidia.com/gpu"),
         "{message}"
     );
+    wait_for(
+        Duration::from_secs(30),
+        "an Unschedulable event on the PodGroup",
+        || async {
+            let events = pod_events(client, ns, "tf-smoke-gpu").await;
+            events
+                .iter()
+                .any(|(reason, note)| {
+                    reason == "Unschedulable" && note.contains("short of 4 nvidia.com/gpu")
+                })
+                .then_some(())
+        },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods = check_invariants(client, ns).await;
     assert!(

@@ -544,9 +544,20 @@ impl Applier<'_> {
                     s.cache.set_job_phase(&u.job, phase);
                 }
                 if let Some(c) = &u.condition {
+                    // The PodGroup gets an event when its verdict changes (deduplicated); a gang
+                    // still forming (NotEnoughTasks) only updates its condition.
+                    let forming = c.reason == "NotEnoughTasks";
+                    if let Some(pg) = s.pod_groups.get(&*u.job).filter(|_| !forming) {
+                        let r = pg.object_ref(&());
+                        let (kind, reason) = match c.kind {
+                            ConditionKind::Scheduled => (EventType::Normal, "Scheduled"),
+                            ConditionKind::Unschedulable => (EventType::Warning, "Unschedulable"),
+                        };
+                        s.report(r, kind, reason, c.message.clone());
+                    }
                     // A gang still forming (NotEnoughTasks) says so on its PodGroup only:
                     // an event per pod per arriving sibling would flood the API server.
-                    if c.kind == ConditionKind::Unschedulable && c.reason != "NotEnoughTasks" {
+                    if c.kind == ConditionKind::Unschedulable && !forming {
                         for (uid, why) in &u.task_reasons {
                             if let Some((ns, name, _)) = s.pods.get(&**uid).cloned() {
                                 let message = format!("{}; this pod: {why}", c.message);
@@ -600,7 +611,6 @@ impl Applier<'_> {
             let recorder = recorder.clone();
             let metrics = metrics.clone();
             tokio::spawn(async move {
-                let _permit = permit;
                 let api = Api::<Pod>::namespaced(client, &b.namespace);
                 let body = serde_json::json!({
                     "apiVersion": "v1",
@@ -609,15 +619,17 @@ impl Applier<'_> {
                     "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
                 });
                 let r = pod_ref(&b.namespace, &b.name, &b.task);
-                match api
+                let bound = api
                     .create_subresource::<_, serde_json::Value>(
                         "binding",
                         &b.name,
                         &PostParams::default(),
                         &body,
                     )
-                    .await
-                {
+                    .await;
+                // The permit bounds binds in flight; the event below is not a bind.
+                drop(permit);
+                match bound {
                     Ok(_) => {
                         debug!(pod = %b.name, node = %b.node, "bound");
                         metrics.pods_bound.inc();
