@@ -116,8 +116,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     format!("--http-address {a:?} is not HOST:PORT or \"off\"")
                 })?),
             };
-            let conf = match scheduler_conf {
-                Some(path) => SchedulerConf::load(&path)?,
+            let conf = match &scheduler_conf {
+                Some(path) => SchedulerConf::load(path)?,
                 None => SchedulerConf::default_conf(),
             };
             for w in &conf.warnings {
@@ -130,6 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     scheduler_names,
                     schedule_period,
                     conf,
+                    conf_path: scheduler_conf,
                     bind_concurrency,
                     http_address,
                 };

@@ -350,3 +350,89 @@ async fn api_server_unreachable_at_start_is_retried_not_fatal() {
         "a clear log line says it retries:\n{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_new_config_is_rejected_and_a_good_one_reloaded() {
+    let (ns, pool, name) = ("e2e-reload", "e2e-reload", "rb-reload");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "reload-n1",
+        pool,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!("rb-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("volcano-scheduler.conf");
+    std::fs::write(&conf, rust_batch::conf::DEFAULT_CONF).unwrap();
+    let log = dir.join("stderr");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "run",
+            "--http-address",
+            "off",
+            "--schedule-period",
+            "200ms",
+            "--scheduler-name",
+            name,
+        ])
+        .arg("--scheduler-conf")
+        .arg(&conf)
+        .env("RUST_LOG", "info,kube=warn,kube_client=error")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let logged = |text: &'static str| {
+        let log = log.clone();
+        async move {
+            std::fs::read_to_string(&log)
+                .ok()
+                .filter(|l| l.contains(text))
+                .map(|_| ())
+        }
+    };
+    wait_for(Duration::from_secs(30), "scheduler up", || {
+        logged("rust-batch scheduling")
+    })
+    .await;
+
+    std::fs::write(&conf, "actions: \"allocate, teleport\"\ntiers: []\n").unwrap();
+    wait_for(Duration::from_secs(30), "the bad file rejected", || {
+        logged("keeping the running one")
+    })
+    .await;
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    pod_group(&client, ns, "g", 1).await;
+    place
+        .pod("g", "g-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    wait_for(
+        Duration::from_secs(30),
+        "still scheduling with the old configuration",
+        || async { node_of(&check_invariants(&client, ns).await["g-0"]).map(|_| ()) },
+    )
+    .await;
+
+    std::fs::write(
+        &conf,
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins: [{name: gang}, {name: predicates}]\n",
+    )
+    .unwrap();
+    wait_for(Duration::from_secs(30), "the good file reloaded", || {
+        logged("configuration reloaded")
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains("unknown action \"teleport\""),
+        "the rejection names the problem:\n{stderr}"
+    );
+}

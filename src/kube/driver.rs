@@ -33,6 +33,9 @@ pub struct DriverOptions {
     pub scheduler_names: Vec<String>,
     pub schedule_period: Duration,
     pub conf: SchedulerConf,
+    /// The file `conf` came from: reloaded when it changes. A bad new file is logged and the
+    /// running configuration stays.
+    pub conf_path: Option<std::path::PathBuf>,
     pub bind_concurrency: usize,
     /// Where to serve /metrics, /healthz and /readyz (None: nowhere).
     pub http_address: Option<std::net::SocketAddr>,
@@ -318,7 +321,8 @@ where
 
 /// Runs the scheduler until the process is stopped.
 pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
-    let scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let mut scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
     if let Some(addr) = opts.http_address {
         let m = metrics.clone();
@@ -412,6 +416,9 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
     let writes = Arc::new(tokio::sync::Mutex::new(()));
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     loop {
+        if let Some(path) = &opts.conf_path {
+            reload_if_changed(path, &mut conf_version, &mut scheduler);
+        }
         tokio::select! {
             _ = tokio::time::sleep(opts.schedule_period) => {}
             _ = wake.notified() => {
@@ -477,6 +484,35 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             writes: &writes,
         };
         ctx.apply(result).await;
+    }
+}
+
+/// What identifies a version of the config file: its modification time and size (a
+/// ConfigMap update swaps a symlink, which changes both).
+fn file_version(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+fn reload_if_changed(
+    path: &std::path::Path,
+    version: &mut Option<(SystemTime, u64)>,
+    scheduler: &mut Scheduler,
+) {
+    let now = file_version(path);
+    if now == *version {
+        return;
+    }
+    *version = now;
+    match SchedulerConf::load(path).and_then(Scheduler::new) {
+        Ok(s) => {
+            for w in &s.conf().warnings {
+                warn!("{}: {w}", path.display());
+            }
+            info!(file = %path.display(), actions = ?s.conf().actions, "configuration reloaded");
+            *scheduler = s;
+        }
+        Err(e) => warn!(error = %e, "new configuration rejected; keeping the running one"),
     }
 }
 
