@@ -436,3 +436,79 @@ async fn a_bad_new_config_is_rejected_and_a_good_one_reloaded() {
         "the rejection names the problem:\n{stderr}"
     );
 }
+
+/// S1 exactly as SCENARIOS.md declares it: ACK labels, no PodGroup object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_through_ack_labels_is_all_or_nothing() {
+    let (ns, pool, name) = ("e2e-ack", "e2e-ack", "rb-ack");
+    let client = setup(ns).await;
+    let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
+    fake_node(&client, "ack-n1", pool, gpu_node.clone()).await;
+    fake_node(&client, "ack-n2", pool, gpu_node.clone()).await;
+    let _scheduler = start_scheduler(name);
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let roles = [("ps-0", json!({"cpu": "1"}))]
+        .into_iter()
+        .chain((0..4).map(|i| {
+            (
+                ["worker-0", "worker-1", "worker-2", "worker-3"][i],
+                json!({"nvidia.com/gpu": "2"}),
+            )
+        }));
+    for (pod_name, requests) in roles {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pod_name, "namespace": ns, "labels": {
+                "pod-group.scheduling.sigs.k8s.io/name": "tf-smoke-gpu",
+                "pod-group.scheduling.sigs.k8s.io/min-available": "5"
+            }},
+            "spec": {
+                "schedulerName": name,
+                "nodeSelector": {"pool": pool},
+                "containers": [{"name": "tf", "image": "busybox", "resources": {"requests": requests.clone(), "limits": requests}}]
+            }
+        }))
+        .unwrap();
+        pods.create(&kube::api::PostParams::default(), &p)
+            .await
+            .unwrap();
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "a FailedScheduling event naming the GPU shortage",
+        || async {
+            check_invariants(&client, ns).await;
+            let events = pod_events(&client, ns, "worker-3").await;
+            events
+                .iter()
+                .any(|(r, note)| {
+                    r == "FailedScheduling" && note.contains("gang is short of 4 nvidia.com/gpu")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let now = check_invariants(&client, ns).await;
+    assert!(
+        now.values().all(|p| node_of(p).is_none()),
+        "nothing bound, not even the PS"
+    );
+    fake_node(&client, "ack-n3", pool, gpu_node.clone()).await;
+    fake_node(&client, "ack-n4", pool, gpu_node).await;
+    let bound = wait_for(Duration::from_secs(30), "all five bound", || async {
+        let pods = check_invariants(&client, ns).await;
+        pods.values().all(|p| node_of(p).is_some()).then_some(pods)
+    })
+    .await;
+    let mut worker_nodes: Vec<String> = bound
+        .iter()
+        .filter(|(n, _)| n.starts_with("worker"))
+        .filter_map(|(_, p)| node_of(p))
+        .collect();
+    worker_nodes.sort();
+    worker_nodes.dedup();
+    assert_eq!(
+        worker_nodes.len(),
+        4,
+        "every worker on a node with 2 free GPUs of its own"
+    );
+}

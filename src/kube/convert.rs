@@ -60,9 +60,48 @@ fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> T
     t.map(|t| t.0.as_millisecond()).unwrap_or(0)
 }
 
-/// Which gang a pod names, if any (Volcano and kube-batch keys).
-pub fn pod_group_name(pod: &Pod) -> Option<String> {
+/// kube-batch: the gang's minimum, on the pod, when there is no PodGroup object.
+pub const KUBE_BATCH_MIN_MEMBER: &str = "scheduling.k8s.io/group-min-member";
+/// ACK / legacy scheduler-plugins label-only gangs.
+pub const ACK_GROUP_NAME: &str = "pod-group.scheduling.sigs.k8s.io/name";
+pub const ACK_GROUP_NAME_SHORT: &str = "pod-group.scheduling.sigs.k8s.io";
+pub const ACK_MIN_AVAILABLE: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
+
+/// How a pod declares its gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GangDecl {
+    pub name: String,
+    /// The minimum the pod itself carries: such a gang exists without a PodGroup object
+    /// (a PodGroup of the same name, if one appears, takes precedence).
+    pub implicit_min: Option<u32>,
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}
+
+/// The gang a pod declares, in this order of precedence (the first key present wins):
+/// 1. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch; with kube-batch's
+///    `scheduling.k8s.io/group-min-member` the gang needs no PodGroup object);
+/// 2. `scheduling.volcano.sh/group-name`, annotation then label;
+/// 3. ACK labels `pod-group.scheduling.sigs.k8s.io/name` (or `pod-group.scheduling.sigs.k8s.io`)
+///    with `pod-group.scheduling.sigs.k8s.io/min-available`: a label-only gang.
+pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
     let meta = &pod.metadata;
+    let object = format!(
+        "pod {}/{}",
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default()
+    );
     let ann = |k: &str| {
         meta.annotations
             .as_ref()
@@ -77,9 +116,49 @@ pub fn pod_group_name(pod: &Pod) -> Option<String> {
             .filter(|v| !v.is_empty())
             .cloned()
     };
-    ann(GROUP_NAME_ANNOTATION)
-        .or_else(|| ann(VOLCANO_GROUP_NAME))
-        .or_else(|| label(VOLCANO_GROUP_NAME))
+    let min = |field: String, value: Option<String>| -> Result<Option<u32>, ConvertError> {
+        value
+            .map(|v| {
+                v.trim().parse::<u32>().map_err(|_| ConvertError {
+                    object: object.clone(),
+                    field,
+                    message: format!("{v:?} is not a whole number >= 0"),
+                })
+            })
+            .transpose()
+    };
+    let (name, implicit_min) = if let Some(name) = ann(GROUP_NAME_ANNOTATION) {
+        let m = min(
+            format!("metadata.annotations[{KUBE_BATCH_MIN_MEMBER}]"),
+            ann(KUBE_BATCH_MIN_MEMBER),
+        )?;
+        (name, m)
+    } else if let Some(name) = ann(VOLCANO_GROUP_NAME).or_else(|| label(VOLCANO_GROUP_NAME)) {
+        (name, None)
+    } else if let Some(name) = label(ACK_GROUP_NAME).or_else(|| label(ACK_GROUP_NAME_SHORT)) {
+        let m = min(
+            format!("metadata.labels[{ACK_MIN_AVAILABLE}]"),
+            label(ACK_MIN_AVAILABLE),
+        )?;
+        (name, Some(m.unwrap_or(1)))
+    } else {
+        return Ok(None);
+    };
+    if !is_dns_subdomain(&name) {
+        return Err(ConvertError {
+            object,
+            field: "gang name".into(),
+            message: format!(
+                "{name:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.')"
+            ),
+        });
+    }
+    Ok(Some(GangDecl { name, implicit_min }))
+}
+
+/// Which gang a pod names, if any (every dialect; see `pod_gang`).
+pub fn pod_group_name(pod: &Pod) -> Option<String> {
+    pod_gang(pod).ok().flatten().map(|d| d.name)
 }
 
 /// The task status Volcano derives from a pod.
@@ -336,6 +415,60 @@ spec:
                 .map(String::as_str),
             Some("gpu")
         );
+    }
+
+    #[test]
+    fn gang_dialects_and_their_precedence() {
+        let ack = pod(r#"
+metadata:
+  name: w
+  namespace: ns
+  labels: {pod-group.scheduling.sigs.k8s.io/name: tf-smoke-gpu, pod-group.scheduling.sigs.k8s.io/min-available: "5"}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&ack).unwrap(),
+            Some(GangDecl {
+                name: "tf-smoke-gpu".into(),
+                implicit_min: Some(5)
+            })
+        );
+        let kube_batch = pod(r#"
+metadata:
+  name: w
+  annotations: {scheduling.k8s.io/group-name: g1, scheduling.k8s.io/group-min-member: "3"}
+  labels: {pod-group.scheduling.sigs.k8s.io/name: other}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&kube_batch).unwrap(),
+            Some(GangDecl {
+                name: "g1".into(),
+                implicit_min: Some(3)
+            }),
+            "the Volcano/kube-batch annotation wins over ACK labels"
+        );
+        let volcano_label = pod("metadata: {name: w, labels: {scheduling.volcano.sh/group-name: pg}}\nspec: {containers: []}\n");
+        assert_eq!(
+            pod_gang(&volcano_label).unwrap(),
+            Some(GangDecl {
+                name: "pg".into(),
+                implicit_min: None
+            })
+        );
+        let bad_min = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: g, pod-group.scheduling.sigs.k8s.io/min-available: five}}\nspec: {containers: []}\n");
+        let e = pod_gang(&bad_min).unwrap_err();
+        assert!(
+            e.to_string().contains("min-available") && e.to_string().contains("\"five\""),
+            "{e}"
+        );
+        let bad_name = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: Bad_Name}}\nspec: {containers: []}\n");
+        assert!(pod_gang(&bad_name)
+            .unwrap_err()
+            .to_string()
+            .contains("not a DNS subdomain"));
+        let none = pod("metadata: {name: w}\nspec: {containers: []}\n");
+        assert_eq!(pod_gang(&none).unwrap(), None);
     }
 
     #[test]

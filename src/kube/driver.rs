@@ -18,7 +18,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{debug, info, warn};
 
-use super::convert::{node_to_spec, pod_group_name, pod_to_update, QUEUE_NAME_ANNOTATION};
+use super::convert::{
+    node_to_spec, pod_gang, pod_group_name, pod_to_update, GangDecl, QUEUE_NAME_ANNOTATION,
+};
 use super::crd::{PodGroup, Queue};
 use super::groups::{
     pod_group_to_job, queue_status_patch, queue_to_info, status_patch, GroupStatus,
@@ -27,7 +29,7 @@ use super::metrics::Metrics;
 use crate::cache::Cache;
 use crate::conf::SchedulerConf;
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
-use crate::model::{JobSpec, PodGroupPhase, QueueInfo, TaskStatus};
+use crate::model::{JobSpec, QueueInfo, TaskStatus};
 
 pub struct DriverOptions {
     pub scheduler_names: Vec<String>,
@@ -50,7 +52,7 @@ struct State {
     /// Real PodGroups by `namespace/name`, as last seen.
     pod_groups: HashMap<String, PodGroup>,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
-    implicit: HashMap<String, usize>,
+    implicit: HashMap<String, HashSet<String>>,
     /// Pods we sent a bind for, until the watch shows them bound (or the bind fails).
     assumed: HashMap<String, Arc<str>>,
     /// uid -> (namespace, name, job key) of every pod we track.
@@ -112,37 +114,19 @@ impl State {
         let name = pod.name_any();
         let ours = self.ours(pod);
         let job = if ours {
-            Some(match pod_group_name(pod) {
-                Some(group) => format!("{ns}/{group}"),
-                None => {
-                    let key = format!("{ns}/podgroup-{uid}");
-                    if !self.implicit.contains_key(&key) {
-                        let queue = pod
-                            .annotations()
-                            .get(QUEUE_NAME_ANNOTATION)
-                            .cloned()
-                            .unwrap_or_else(|| "default".into());
-                        self.cache.apply_job(JobSpec {
-                            uid: key.clone(),
-                            namespace: ns.clone(),
-                            name: format!("podgroup-{uid}"),
-                            queue,
-                            min_member: 1,
-                            priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
-                            created: pod
-                                .metadata
-                                .creation_timestamp
-                                .as_ref()
-                                .map(|t| t.0.as_millisecond())
-                                .unwrap_or(0),
-                            phase: PodGroupPhase::Inqueue,
-                            ..Default::default()
-                        });
-                    }
-                    self.implicit.insert(key.clone(), 1);
-                    key
+            match pod_gang(pod) {
+                Ok(decl) => Some(self.gang_for(pod, decl)),
+                Err(e) => {
+                    self.cache.delete_pod(&uid);
+                    self.report(
+                        pod_ref(&ns, &name, &uid),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        format!("cannot schedule: {e}"),
+                    );
+                    return;
                 }
-            })
+            }
         } else {
             if let Some(group) = pod_group_name(pod) {
                 self.foreign_members
@@ -192,6 +176,55 @@ impl State {
         }
     }
 
+    /// The gang key of a pod of ours. Gangs declared on the pods alone (kube-batch's
+    /// group-min-member, ACK labels) and pods with no gang (a gang of one, as Volcano's shadow
+    /// PodGroups) are made up here; a PodGroup object of the same name takes precedence.
+    fn gang_for(&mut self, pod: &Pod, decl: Option<GangDecl>) -> String {
+        let uid = pod.uid().unwrap_or_default();
+        let ns = pod.namespace().unwrap_or_default();
+        let (name, min) = match decl {
+            Some(d) => match d.implicit_min {
+                Some(min) => (d.name, min),
+                None => return format!("{ns}/{}", d.name),
+            },
+            None => (format!("podgroup-{uid}"), 1),
+        };
+        let key = format!("{ns}/{name}");
+        if !self.pod_groups.contains_key(&key) {
+            let queue = pod
+                .annotations()
+                .get(QUEUE_NAME_ANNOTATION)
+                .cloned()
+                .unwrap_or_else(|| "default".into());
+            let created = pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond())
+                .unwrap_or(0);
+            // The gang keeps its phase and its earliest creation time as members come and go.
+            let existing = self
+                .cache
+                .state()
+                .job_by_uid(&key)
+                .map(|id| self.cache.state().job(id));
+            let spec = JobSpec {
+                uid: key.clone(),
+                namespace: ns.clone(),
+                name,
+                queue,
+                min_member: min,
+                priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+                created: existing.map_or(created, |j| j.created.min(created)),
+                phase: existing.map(|j| j.phase).unwrap_or_default(),
+                ..Default::default()
+            };
+            self.cache.apply_job(spec);
+        }
+        self.implicit.entry(key.clone()).or_default().insert(uid);
+        key
+    }
+
     fn delete_pod(&mut self, uid: &str) {
         self.cache.delete_pod(uid);
         for members in self.foreign_members.values_mut() {
@@ -200,8 +233,14 @@ impl State {
         self.foreign_members.retain(|_, m| !m.is_empty());
         self.assumed.remove(uid);
         if let Some((_, _, Some(job))) = self.pods.remove(uid) {
-            if self.implicit.remove(&job).is_some() {
-                self.cache.delete_job(&job);
+            if let Some(members) = self.implicit.get_mut(&job) {
+                members.remove(uid);
+                if members.is_empty() {
+                    self.implicit.remove(&job);
+                    if !self.pod_groups.contains_key(&job) {
+                        self.cache.delete_job(&job);
+                    }
+                }
             }
         }
     }

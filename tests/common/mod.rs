@@ -318,38 +318,48 @@ pub async fn foreign_pod(client: &Client, ns: &str, name: &str, node: Option<&st
         .expect("foreign pod created");
 }
 
-/// Gangs of `ns` with some but fewer than minMember pods bound: (name, bound, min).
+/// Gangs of `ns` with some but fewer than minMember pods bound: (name, bound, min). A gang
+/// is any group a pod declares in any dialect; its minimum comes from its PodGroup, else
+/// from the pods (kube-batch annotation, ACK labels).
 pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usize)> {
-    let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
+    let groups: HashMap<String, usize> = Api::<PodGroup>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
         .unwrap()
-        .items;
+        .items
+        .into_iter()
+        .map(|g| {
+            (
+                g.metadata.name.clone().unwrap(),
+                g.spec.min_member.unwrap_or(1) as usize,
+            )
+        })
+        .collect();
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
         .unwrap()
         .items;
-    let mut out = Vec::new();
-    for g in groups {
-        let name = g.metadata.name.clone().unwrap();
-        let min = g.spec.min_member.unwrap_or(1) as usize;
-        let placed = pods
-            .iter()
-            .filter(|p| {
-                p.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("scheduling.k8s.io/group-name"))
-                    == Some(&name)
-            })
-            .filter(|p| node_of(p).is_some())
-            .count();
-        if placed > 0 && placed < min {
-            out.push((name, placed, min));
+    let mut gangs: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for p in &pods {
+        let Ok(Some(decl)) = rust_batch::kube::convert::pod_gang(p) else {
+            continue;
+        };
+        let min = groups
+            .get(&decl.name)
+            .copied()
+            .or(decl.implicit_min.map(|m| m as usize))
+            .unwrap_or(1);
+        let entry = gangs.entry(decl.name).or_insert((0, min));
+        if node_of(p).is_some() {
+            entry.0 += 1;
         }
     }
-    out
+    gangs
+        .into_iter()
+        .filter(|(_, (placed, min))| *placed > 0 && placed < min)
+        .map(|(name, (placed, min))| (name, placed, min))
+        .collect()
 }
 
 /// A free port on 127.0.0.1 (bound, then released for the scheduler to take).
