@@ -35,9 +35,16 @@ pub struct QueueShare {
     /// enforces it with a message that names the resource.
     pub limit: Resource,
     pub guarantee: Resource,
+    /// Whether other queues may take back what this queue holds beyond its share.
+    pub reclaimable: bool,
 }
 
 impl QueueShare {
+    /// Holds more than it deserves in some resource.
+    pub fn above_share(&self) -> bool {
+        !self.allocated.fits(&self.deserved)
+    }
+
     /// max over resources of allocated / deserved.
     pub fn share(&self) -> f64 {
         self.allocated
@@ -138,6 +145,7 @@ impl Plugin for Proportion {
                     q.name.clone(),
                     QueueShare {
                         weight: q.weight,
+                        reclaimable: q.reclaimable,
                         capability: effective_capability(&total, &limit),
                         limit,
                         guarantee: q
@@ -176,6 +184,31 @@ impl Plugin for Proportion {
                 let q = s.borrow();
                 let share = |n: &str| q.get(n).map(QueueShare::share).unwrap_or(0.0);
                 share(&l.name).total_cmp(&share(&r.name))
+            }),
+        );
+        let s = state.clone();
+        ssn.add_reclaimable_fn(
+            self.name(),
+            Box::new(move |st, reclaimer, candidates| {
+                // Victims only from reclaimable queues above their share, and only while
+                // taking them keeps that queue at or above what it deserves.
+                let mut queues = s.borrow().clone();
+                let own = st.job(reclaimer.job).queue.clone();
+                let mut out = Vec::new();
+                for &c in candidates {
+                    let queue = &st.job(c.job).queue;
+                    if *queue == own {
+                        continue;
+                    }
+                    let Some(q) = queues.get_mut(queue) else {
+                        continue;
+                    };
+                    if q.reclaimable && q.above_share() {
+                        q.allocated.sub(&st.task(c).resreq.without_pods());
+                        out.push(c);
+                    }
+                }
+                Some(out)
             }),
         );
         let s = state.clone();

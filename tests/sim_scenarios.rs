@@ -138,3 +138,81 @@ fn report_formats_render() {
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("default/job1"));
 }
+
+#[test]
+fn s6_priority_preemption_within_a_queue() {
+    let mut sim = load("s6-priority-preemption.yaml");
+    sim.run_until(59 * SECOND, &mut |_| {});
+    let running = |sim: &Simulation, job: &str| {
+        sim.job_pods(job)
+            .iter()
+            .filter(|p| p.status == TaskStatus::Running)
+            .count()
+    };
+    for j in ["low-0", "low-1", "low-2", "bystander"] {
+        assert_eq!(
+            running(&sim, j),
+            4,
+            "{j} fills the cluster before the urgent gang arrives"
+        );
+    }
+    // Step through the preemption: victims keep their minMember, the other queue is untouched.
+    let mut t = MINUTE;
+    while t <= 3 * MINUTE {
+        sim.run_until(t, &mut |_| {});
+        for j in ["low-0", "low-1", "low-2"] {
+            let holding = sim
+                .job_pods(j)
+                .iter()
+                .filter(|p| matches!(p.status, TaskStatus::Running | TaskStatus::Releasing))
+                .count();
+            assert!(
+                holding >= 2,
+                "victim gang {j} left below its minMember at t={t}: {holding}"
+            );
+        }
+        let bystander = sim.job_pods("bystander");
+        assert!(
+            bystander.iter().all(|p| p.status == TaskStatus::Running),
+            "a pod of another queue was touched at t={t}"
+        );
+        t += SECOND;
+    }
+    assert_eq!(
+        running(&sim, "urgent"),
+        4,
+        "the urgent gang runs after the evictions"
+    );
+    let report = sim.report();
+    assert!(report.summary.evictions >= 4, "{:?}", report.summary);
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+}
+
+#[test]
+fn s5_queue_shares_converge_to_weights() {
+    let mut sim = load("s5-queue-shares.yaml");
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    let share = |s: &rust_batch::sim::report::Sample, q: &str| s.queue_share[q]["cpu"] * 32.0;
+    for s in &report.samples {
+        assert!(
+            share(s, "q-a") <= 16.0 + 1e-9,
+            "q-a above its capability at t={}: {}",
+            s.t,
+            share(s, "q-a")
+        );
+    }
+    // Once q-a's head start has run out (its first gangs finish within ~2.5m) and while both
+    // queues still have work waiting, q-a holds 8 cpu and q-b 24, within one gang (4 cpu).
+    let steady: Vec<_> = report
+        .samples
+        .iter()
+        .filter(|s| s.t >= 4 * MINUTE && s.t <= 9 * MINUTE)
+        .collect();
+    assert!(!steady.is_empty());
+    for s in steady {
+        let (a, b) = (share(s, "q-a"), share(s, "q-b"));
+        assert!((4.0..=12.0).contains(&a), "q-a holds {a} cpu at t={}", s.t);
+        assert!((20.0..=28.0).contains(&b), "q-b holds {b} cpu at t={}", s.t);
+    }
+}

@@ -699,6 +699,26 @@ impl Session {
         dynamic_fit(&self.votes, t, n)
     }
 
+    /// Nodes on which the task could run if they had room: every static predicate passes
+    /// (selector, affinity, taints, node state). Preempt and reclaim look for victims there.
+    pub fn statically_feasible_nodes(&mut self, task: TaskRef) -> Vec<NodeId> {
+        self.static_fit(task).nodes.clone()
+    }
+
+    /// Tasks of ours on `node` that hold resources (placed, not releasing), as TaskRefs.
+    pub fn placed_tasks_on(&self, node: NodeId) -> Vec<TaskRef> {
+        let n = self.state.node(node);
+        n.tasks
+            .iter()
+            .filter(|(_, t)| t.status.is_allocated())
+            .filter_map(|(uid, t)| {
+                let job = self.state.job_by_uid(t.job.as_deref()?)?;
+                let index = self.state.job(job).task_index(uid)?;
+                Some(TaskRef { job, index })
+            })
+            .collect()
+    }
+
     fn static_fit(&mut self, task: TaskRef) -> Arc<StaticFit> {
         let t = self.state.task(task);
         if let Some(fit) = self.static_fit.get(&t.placement_key) {

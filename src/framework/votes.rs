@@ -225,33 +225,28 @@ impl<F> Tiered<F> {
         false
     }
 
-    /// Victim selection: within a tier the answers intersect; the first tier with a
-    /// non-empty answer decides. A plugin that returns an empty set vetoes its tier.
+    /// Victim selection: the answers of every plugin that votes (in any tier) intersect;
+    /// a plugin that answers with no victims vetoes them all. Stricter than Volcano, where
+    /// a later tier's answer overrides an earlier tier's veto — the way gang-unaware
+    /// evictions slip through there.
     pub fn victims(&self, answer: impl Fn(&F) -> Option<Vec<TaskRef>>) -> Vec<TaskRef> {
-        for tier in &self.tiers {
-            let mut chosen: Option<Vec<TaskRef>> = None;
-            for (_, f) in tier {
-                let Some(candidates) = answer(f) else {
-                    continue;
-                };
-                chosen = Some(match chosen {
-                    None => candidates,
-                    Some(prev) => prev
-                        .into_iter()
-                        .filter(|t| candidates.contains(t))
-                        .collect(),
-                });
-                if chosen.as_ref().is_some_and(Vec::is_empty) {
-                    break;
-                }
-            }
-            if let Some(v) = chosen {
-                if !v.is_empty() {
-                    return v;
-                }
+        let mut chosen: Option<Vec<TaskRef>> = None;
+        for f in self.all() {
+            let Some(candidates) = answer(f) else {
+                continue;
+            };
+            chosen = Some(match chosen {
+                None => candidates,
+                Some(prev) => prev
+                    .into_iter()
+                    .filter(|t| candidates.contains(t))
+                    .collect(),
+            });
+            if chosen.as_ref().is_some_and(Vec::is_empty) {
+                break;
             }
         }
-        Vec::new()
+        chosen.unwrap_or_default()
     }
 }
 
@@ -306,21 +301,29 @@ mod tests {
     }
 
     #[test]
-    fn victims_intersect_within_a_tier_and_first_nonempty_tier_wins() {
+    fn victims_intersect_across_every_voting_plugin_and_a_veto_is_final() {
         let mut v: Tiered<Option<Vec<TaskRef>>> = Tiered::default();
         v.push(0, "a", Some(vec![t(1), t(2), t(3)]));
         v.push(0, "b", Some(vec![t(2), t(3), t(4)]));
         v.push(0, "c", None);
-        v.push(1, "d", Some(vec![t(9)]));
-        assert_eq!(v.victims(|x| x.clone()), vec![t(2), t(3)]);
+        v.push(1, "d", Some(vec![t(3), t(9)]));
+        assert_eq!(
+            v.victims(|x| x.clone()),
+            vec![t(3)],
+            "abstentions aside, all must agree"
+        );
         let mut veto: Tiered<Option<Vec<TaskRef>>> = Tiered::default();
         veto.push(0, "a", Some(vec![t(1)]));
-        veto.push(0, "b", Some(vec![]));
-        veto.push(1, "c", Some(vec![t(7)]));
-        assert_eq!(
-            veto.victims(|x| x.clone()),
-            vec![t(7)],
-            "vetoed tier falls through"
+        veto.push(0, "gang", Some(vec![]));
+        veto.push(1, "c", Some(vec![t(1), t(7)]));
+        assert!(
+            veto.victims(|x| x.clone()).is_empty(),
+            "a later tier cannot override a veto"
+        );
+        let none: Tiered<Option<Vec<TaskRef>>> = Tiered::default();
+        assert!(
+            none.victims(|x| x.clone()).is_empty(),
+            "no vote, no victims"
         );
     }
 

@@ -214,6 +214,12 @@ impl Simulation {
             phase: PodGroupPhase::Pending,
         };
         let mut pods = Vec::new();
+        // One draw per job: a gang's pods work together and finish together.
+        let jitter = if def.runtime_jitter > 0.0 {
+            1.0 + def.runtime_jitter * (2.0 * self.rng.next_f64() - 1.0)
+        } else {
+            1.0
+        };
         for t in &def.tasks {
             let placement = Arc::new(Placement {
                 node_selector: t.node_selector.clone(),
@@ -233,14 +239,9 @@ impl Simulation {
                     placement.clone(),
                     0,
                 );
-                let runtime = t.runtime.map(|m| {
-                    let jitter = if def.runtime_jitter > 0.0 {
-                        1.0 + def.runtime_jitter * (2.0 * self.rng.next_f64() - 1.0)
-                    } else {
-                        1.0
-                    };
-                    (m.0 as f64 * jitter).round().max(1.0) as i64
-                });
+                let runtime = t
+                    .runtime
+                    .map(|m| (m.0 as f64 * jitter).round().max(1.0) as i64);
                 let pod = self.pods.len();
                 self.pod_index.insert(pod_uid.clone(), pod);
                 self.pods.push(SimPod {

@@ -157,7 +157,8 @@ pub struct JobDef {
     pub min_resources: Option<ResourceList>,
     #[serde(default)]
     pub priority: i32,
-    /// Runtime jitter as a fraction (0.2 = ±20%), drawn from the scenario's seed.
+    /// Runtime jitter as a fraction (0.2 = ±20%), drawn once per job (its pods finish
+    /// together, as a gang's do) from the scenario's seed.
     #[serde(default)]
     pub runtime_jitter: f64,
     #[serde(default)]
