@@ -614,6 +614,11 @@ impl Applier<'_> {
                 s.cache
                     .set_pod_status(&b.task, TaskStatus::Binding, Some(b.node.clone()));
             }
+            // A victim keeps its node's resources until it is gone: releasing, not free.
+            for e in &result.evictions {
+                let node = s.cache.pod(&e.task).and_then(|p| p.task.node.clone());
+                s.cache.set_pod_status(&e.task, TaskStatus::Releasing, node);
+            }
             for u in &result.job_updates {
                 if let Some(phase) = u.phase {
                     s.cache.set_job_phase(&u.job, phase);
@@ -677,6 +682,58 @@ impl Applier<'_> {
                 }
             }
             outbox = std::mem::take(&mut s.outbox);
+        }
+        for e in result.evictions {
+            let client = client.clone();
+            let recorder = recorder.clone();
+            let wake = wake.clone();
+            let state = state.clone();
+            tokio::spawn(async move {
+                let api = Api::<Pod>::namespaced(client, &e.namespace);
+                let r = pod_ref(&e.namespace, &e.name, &e.task);
+                // The eviction API honours PodDisruptionBudgets; a refusal leaves the pod
+                // running and the preemptor waiting for the next cycle.
+                match api
+                    .evict(&e.name, &::kube::api::EvictParams::default())
+                    .await
+                {
+                    Ok(_) => {
+                        publish(
+                            &recorder,
+                            &r,
+                            EventType::Normal,
+                            "Preempted",
+                            e.reason.clone(),
+                        )
+                        .await
+                    }
+                    Err(err) => {
+                        warn!(pod = %e.name, error = %err, "eviction refused");
+                        {
+                            let mut s = lock(&state);
+                            if s.cache
+                                .pod(&e.task)
+                                .is_some_and(|p| p.task.status == TaskStatus::Releasing)
+                            {
+                                s.cache.set_pod_status(
+                                    &e.task,
+                                    TaskStatus::Running,
+                                    e.node.clone(),
+                                );
+                            }
+                        }
+                        publish(
+                            &recorder,
+                            &r,
+                            EventType::Warning,
+                            "EvictionFailed",
+                            format!("{}: {err}", e.reason),
+                        )
+                        .await;
+                        wake.notify_one();
+                    }
+                }
+            });
         }
         for b in result.binds {
             let permit = binds.clone().acquire_owned().await;

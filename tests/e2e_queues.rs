@@ -1,0 +1,162 @@
+//! S6 on the real control plane: priority preemption within a queue, through the
+//! pods/eviction API, with the `preempt` action configured.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use rust_batch::kube::crd::{PodGroup, Queue};
+use serde_json::json;
+
+const CONF: &str = "actions: \"enqueue, allocate, preempt, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+";
+
+async fn create<K>(api: &Api<K>, value: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(value).unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("created");
+}
+
+async fn gang(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    queue: &str,
+    class: &str,
+    min: i32,
+    pods: usize,
+) {
+    create(
+        &Api::<PodGroup>::namespaced(client.clone(), ns),
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"minMember": min, "queue": queue, "priorityClassName": class}}),
+    )
+    .await;
+    for i in 0..pods {
+        create(
+            &Api::<Pod>::namespaced(client.clone(), ns),
+            json!({"metadata": {"name": format!("{name}-{i}"), "namespace": ns,
+                                "annotations": {"scheduling.k8s.io/group-name": name}},
+                   "spec": {"schedulerName": "rb-s6", "priorityClassName": class, "nodeSelector": {"pool": "e2e-s6"},
+                            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}),
+        )
+        .await;
+    }
+}
+
+fn running(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usize {
+    pods.iter()
+        .filter(|(n, p)| n.starts_with(prefix) && node_of(p).is_some() && phase(p) == "Running")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_priority_preemption_within_a_queue() {
+    let ns = "e2e-s6";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, ns).await;
+    for (name, value) in [("s6-low", 1), ("s6-high", 100)] {
+        create(
+            &Api::<PriorityClass>::all(client.clone()),
+            json!({"metadata": {"name": name}, "value": value}),
+        )
+        .await;
+    }
+    for q in ["s6-q", "s6-other"] {
+        create(
+            &Api::<Queue>::all(client.clone()),
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}}),
+        )
+        .await;
+    }
+    for i in 1..=3 {
+        fake_node(
+            &client,
+            &format!("s6-n{i}"),
+            ns,
+            json!({"cpu": "4", "memory": "16Gi"}),
+        )
+        .await;
+    }
+    let conf = std::env::temp_dir().join(format!("rb-s6-{}.conf", std::process::id()));
+    std::fs::write(&conf, CONF).unwrap();
+    let _scheduler = start_scheduler_with(
+        "rb-s6",
+        &[
+            "--http-address",
+            "off",
+            "--scheduler-conf",
+            conf.to_str().unwrap(),
+        ],
+    );
+
+    gang(&client, ns, "low-a", "s6-q", "s6-low", 2, 4).await;
+    gang(&client, ns, "low-b", "s6-q", "s6-low", 2, 4).await;
+    gang(&client, ns, "bystander", "s6-other", "s6-low", 2, 4).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the cluster full of low-priority gangs",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (running(&pods, "low-a") == 4
+                && running(&pods, "low-b") == 4
+                && running(&pods, "bystander") == 4)
+                .then_some(())
+        },
+    )
+    .await;
+
+    gang(&client, ns, "urgent", "s6-q", "s6-high", 4, 4).await;
+    wait_for(
+        Duration::from_secs(90),
+        "the urgent gang bound after evictions",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            for victim in ["low-a", "low-b"] {
+                let left = pods.keys().filter(|n| n.starts_with(victim)).count();
+                assert!(
+                    left >= 2,
+                    "victim gang {victim} left below its minMember: {left} pods"
+                );
+            }
+            assert_eq!(
+                running(&pods, "bystander"),
+                4,
+                "a pod of another queue was touched"
+            );
+            (running(&pods, "urgent") == 4).then_some(())
+        },
+    )
+    .await;
+    let mut preempted = 0;
+    for victim in ["low-a", "low-b"] {
+        for i in 0..4 {
+            let events = pod_events(&client, ns, &format!("{victim}-{i}")).await;
+            preempted += events
+                .iter()
+                .filter(|(r, note)| r == "Preempted" && note.contains("preempted by gang urgent"))
+                .count();
+        }
+    }
+    assert_eq!(preempted, 4, "four victims, each told who preempted it");
+}
