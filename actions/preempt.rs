@@ -43,7 +43,7 @@ pub fn evict_for_gang(
                 break;
             }
             let candidates: Vec<TaskRef> = stmt
-                .placed_tasks_on(node)
+                .running_tasks_on(node)
                 .into_iter()
                 .filter(|c| c.job != job)
                 .filter(|c| {
@@ -82,7 +82,7 @@ pub fn evict_for_gang(
                 if vote(stmt, task, &[v]).is_empty() {
                     break;
                 }
-                stmt.evict(v, reason);
+                stmt.evict_for(v, Some(job), reason);
             }
             if stmt.node(node).fits_future_idle(&request) {
                 stmt.pipeline(task, node);

@@ -240,6 +240,20 @@ tiers:
   - name: nodeorder
 ",
     ),
+    Some(
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+",
+    ),
 ];
 
 // ----- the test's own model of the cluster -----------------------------------------------
@@ -260,6 +274,7 @@ struct JobModel {
     min_member: u32,
     min_role: BTreeMap<String, u32>,
     queue: String,
+    priority: i32,
 }
 
 struct Model {
@@ -421,6 +436,7 @@ fn build(w: &World) -> (Cache, Model) {
                 min_member,
                 min_role,
                 queue,
+                priority: cfg.priority,
             },
         );
         gang.apply(&mut cache);
@@ -660,6 +676,81 @@ fn churn(cache: &mut Cache, model: &mut Model, rng: &mut Rng, round: usize) {
     }
 }
 
+/// Evictions only hit allowed victims: a preemptor's victims are in its own queue and of
+/// strictly lower priority; a reclaimer's are in other queues; no victim gang is left with
+/// fewer than minMember pods placed (or finished) unless none are left. Then the victims terminate and are
+/// recreated (Pending), in the cache and in the model.
+fn check_evictions(
+    cache: &mut Cache,
+    model: &mut Model,
+    result: &SessionResult,
+) -> Result<(), TestCaseError> {
+    let mut victims_by_job: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &result.evictions {
+        let pod = model
+            .pods
+            .get(&*e.task)
+            .ok_or_else(|| TestCaseError::fail(format!("eviction of unknown pod {}", e.task)))?;
+        prop_assert!(
+            matches!(pod.status, TaskStatus::Running | TaskStatus::Bound),
+            "evicted a pod that was not placed: {:?}",
+            e
+        );
+        let preemptor = e
+            .preemptor
+            .as_deref()
+            .ok_or_else(|| TestCaseError::fail(format!("eviction without a preemptor: {e:?}")))?;
+        let (victim, by) = (&model.jobs[&*e.job], &model.jobs[preemptor]);
+        if e.reason.starts_with("preempted") {
+            prop_assert_eq!(&victim.queue, &by.queue, "preempt crossed queues: {:?}", e);
+            prop_assert!(
+                victim.priority < by.priority,
+                "victim priority {} not below preemptor {}: {:?}",
+                victim.priority,
+                by.priority,
+                e
+            );
+        } else {
+            prop_assert_ne!(&victim.queue, &by.queue, "reclaim within a queue: {:?}", e);
+        }
+        *victims_by_job.entry(e.job.to_string()).or_insert(0) += 1;
+    }
+    for (job, evicted) in victims_by_job {
+        let placed = model
+            .pods
+            .values()
+            .filter(|p| {
+                p.job.as_deref() == Some(job.as_str())
+                    && matches!(p.status, TaskStatus::Running | TaskStatus::Bound)
+            })
+            .count();
+        // Pods of the gang bound by this same cycle count too (and so do finished ones, as
+        // for JobReady).
+        let new_binds = result.binds.iter().filter(|b| *b.job == *job).count();
+        let done = model
+            .pods
+            .values()
+            .filter(|p| p.job.as_deref() == Some(job.as_str()) && p.status == TaskStatus::Succeeded)
+            .count();
+        let left = placed + new_binds + done - evicted;
+        let min = model.jobs[&job].min_member as usize;
+        prop_assert!(
+            left == 0 || left >= min,
+            "victim gang {} left with {} of minMember {}",
+            job,
+            left,
+            min
+        );
+    }
+    for e in &result.evictions {
+        let pod = model.pods.get_mut(&*e.task).unwrap();
+        pod.status = TaskStatus::Pending;
+        pod.node = None;
+        cache.set_pod_status(&e.task, TaskStatus::Pending, None);
+    }
+    Ok(())
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 64,
@@ -677,6 +768,7 @@ proptest! {
         let mut rng = Rng(w.seed | 1);
         for round in 0..w.cycles {
             let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
+            check_evictions(&mut cache, &mut model, &result)?;
             check_cycle(&w, &mut cache, &mut model, &result)?;
             churn(&mut cache, &mut model, &mut rng, round);
         }

@@ -122,6 +122,8 @@ pub struct Eviction {
     pub namespace: Arc<str>,
     pub name: Arc<str>,
     pub node: Option<Arc<str>>,
+    /// The gang (uid) the eviction makes room for, if any.
+    pub preemptor: Option<Arc<str>>,
     pub reason: String,
 }
 
@@ -705,12 +707,13 @@ impl Session {
         self.static_fit(task).nodes.clone()
     }
 
-    /// Tasks of ours on `node` that hold resources (placed, not releasing), as TaskRefs.
-    pub fn placed_tasks_on(&self, node: NodeId) -> Vec<TaskRef> {
+    /// Tasks of ours running on `node` (bound before this session, not releasing): the
+    /// only possible victims — never a task this very session just placed.
+    pub fn running_tasks_on(&self, node: NodeId) -> Vec<TaskRef> {
         let n = self.state.node(node);
         n.tasks
             .iter()
-            .filter(|(_, t)| t.status.is_allocated())
+            .filter(|(_, t)| matches!(t.status, TaskStatus::Bound | TaskStatus::Running))
             .filter_map(|(uid, t)| {
                 let job = self.state.job_by_uid(t.job.as_deref()?)?;
                 let index = self.state.job(job).task_index(uid)?;
@@ -1052,7 +1055,13 @@ impl Session {
         });
     }
 
-    pub(in crate::framework) fn dispatch_evict(&mut self, task: TaskRef, reason: &str) {
+    pub(in crate::framework) fn dispatch_evict(
+        &mut self,
+        task: TaskRef,
+        preemptor: Option<JobId>,
+        reason: &str,
+    ) {
+        let preemptor = preemptor.map(|p| self.state.job(p).uid.clone());
         let job = self.state.job(task.job);
         let t = job.task(task.index);
         self.evictions.push(Eviction {
@@ -1061,6 +1070,7 @@ impl Session {
             namespace: t.namespace.clone(),
             name: t.name.clone(),
             node: t.node.clone(),
+            preemptor,
             reason: reason.to_string(),
         });
     }

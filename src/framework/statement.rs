@@ -5,7 +5,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::session::Session;
-use crate::model::{NodeId, TaskRef, TaskStatus};
+use crate::model::{JobId, NodeId, TaskRef, TaskStatus};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -20,6 +20,7 @@ enum Op {
     Evict {
         task: TaskRef,
         prev: TaskStatus,
+        preemptor: Option<JobId>,
         reason: String,
     },
 }
@@ -64,10 +65,21 @@ impl<'s> Statement<'s> {
 
     /// Marks a running task for eviction; its resources become releasing.
     pub fn evict(&mut self, task: TaskRef, reason: impl Into<String>) {
+        self.evict_for(task, None, reason);
+    }
+
+    /// Evicts a task to make room for `preemptor` (reported with the eviction).
+    pub fn evict_for(
+        &mut self,
+        task: TaskRef,
+        preemptor: Option<JobId>,
+        reason: impl Into<String>,
+    ) {
         let prev = self.ssn.evict_task(task);
         self.ops.push(Op::Evict {
             task,
             prev,
+            preemptor,
             reason: reason.into(),
         });
     }
@@ -97,7 +109,12 @@ impl<'s> Statement<'s> {
                     jobs.push(task.job);
                 }
                 Op::Pipeline { task, .. } => jobs.push(task.job),
-                Op::Evict { task, reason, .. } => self.ssn.dispatch_evict(task, &reason),
+                Op::Evict {
+                    task,
+                    preemptor,
+                    reason,
+                    ..
+                } => self.ssn.dispatch_evict(task, preemptor, &reason),
             }
         }
         jobs.dedup();
