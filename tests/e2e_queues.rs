@@ -160,3 +160,59 @@ async fn s6_priority_preemption_within_a_queue() {
     }
     assert_eq!(preempted, 4, "four victims, each told who preempted it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_queues_get_an_event_and_the_rest_keeps_scheduling() {
+    let ns = "e2e-qbad";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, ns).await;
+    fake_node(&client, "qbad-n1", ns, json!({"cpu": "4", "memory": "8Gi"})).await;
+    let _scheduler = start_scheduler("rb-qbad");
+    let queues = Api::<Queue>::all(client.clone());
+    for (name, spec) in [
+        ("qbad-orphan", json!({"weight": 1, "parent": "nowhere"})),
+        ("qbad-x", json!({"weight": 1, "parent": "qbad-y"})),
+        ("qbad-y", json!({"weight": 1, "parent": "qbad-x"})),
+        (
+            "qbad-greedy",
+            json!({"weight": 1, "capability": {"cpu": "2"}, "guarantee": {"resource": {"cpu": "4"}}}),
+        ),
+    ] {
+        create(
+            &queues,
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+    }
+    for (queue, expected) in [
+        ("qbad-orphan", "queue \"nowhere\" does not exist"),
+        ("qbad-x", "form a cycle"),
+        ("qbad-greedy", "cpu 4 is above the capability 2"),
+    ] {
+        wait_for(Duration::from_secs(30), "an InvalidQueue event", || async {
+            let events = pod_events(&client, "default", queue).await;
+            events
+                .iter()
+                .any(|(r, note)| r == "InvalidQueue" && note.contains(expected))
+                .then_some(())
+        })
+        .await;
+    }
+    let place = Place {
+        client: &client,
+        ns,
+        pool: ns,
+        scheduler: "rb-qbad",
+    };
+    pod_group(&client, ns, "fine", 1).await;
+    place
+        .pod("fine", "fine-0", "main", json!({"cpu": "1"}), None)
+        .await;
+    wait_for(
+        Duration::from_secs(30),
+        "everyone else keeps scheduling",
+        || async { node_of(&check_invariants(&client, ns).await["fine-0"]).map(|_| ()) },
+    )
+    .await;
+}

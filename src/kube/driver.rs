@@ -23,7 +23,7 @@ use super::convert::{
 };
 use super::crd::{PodGroup, Queue};
 use super::groups::{
-    pod_group_to_job, queue_status_patch, queue_to_info, status_patch, GroupStatus,
+    pod_group_to_job, queue_problems, queue_status_patch, queue_to_info, status_patch, GroupStatus,
 };
 use super::metrics::Metrics;
 use crate::cache::Cache;
@@ -245,6 +245,17 @@ impl State {
         }
     }
 
+    /// Events on queues whose parent is missing or loops, or whose guarantee exceeds
+    /// their capability (reported once per distinct problem).
+    fn report_queue_problems(&mut self) {
+        for (name, problem) in queue_problems(self.queues.values()) {
+            if let Some(q) = self.queues.get(&name) {
+                let r = q.object_ref(&());
+                self.report(r, EventType::Warning, "InvalidQueue", problem);
+            }
+        }
+    }
+
     fn apply_pod_group(&mut self, pg: &PodGroup) {
         let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
         match pod_group_to_job(pg, &self.priority_classes) {
@@ -421,6 +432,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             Ok(info) => {
                 st.queues.insert(info.name.to_string(), q.clone());
                 st.cache.apply_queue(info);
+                st.report_queue_problems();
             }
             Err(e) => {
                 st.queues.insert(q.name_any(), q.clone());

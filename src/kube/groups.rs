@@ -302,3 +302,113 @@ pub fn queue_status_patch<'a>(q: &Queue, jobs: impl Iterator<Item = &'a JobInfo>
         "allocated": alloc,
     }}))
 }
+
+/// What is wrong with each queue, if anything: a parent that does not exist, a parent chain
+/// that loops, a guarantee above the capability. Such queues get an event; everything else
+/// keeps being scheduled.
+pub fn queue_problems<'a>(
+    queues: impl IntoIterator<Item = &'a Queue>,
+) -> std::collections::BTreeMap<String, String> {
+    use petgraph::algo::tarjan_scc;
+    use petgraph::graphmap::DiGraphMap;
+    let queues: Vec<&Queue> = queues.into_iter().collect();
+    let names: std::collections::BTreeSet<String> = queues.iter().map(|q| q.name_any()).collect();
+    let mut problems = std::collections::BTreeMap::new();
+    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
+    for q in &queues {
+        let name = q.metadata.name.as_deref().unwrap_or_default();
+        graph.add_node(name);
+        if let Some(parent) = q
+            .spec
+            .parent
+            .as_deref()
+            .filter(|p| !p.is_empty() && *p != "root")
+        {
+            if names.contains(parent) {
+                graph.add_edge(name, parent, ());
+            } else {
+                problems.insert(
+                    name.to_string(),
+                    format!("spec.parent: queue {parent:?} does not exist"),
+                );
+            }
+        }
+        if let (Some(cap), Some(guarantee)) = (
+            &q.spec.capability,
+            q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()),
+        ) {
+            if let (Ok(cap), Ok(guarantee)) =
+                (resource_list(Some(cap)), resource_list(Some(guarantee)))
+            {
+                let limited = cap.without_pods();
+                // Only the dimensions the capability names limit the guarantee.
+                if let Some((name_, need)) = guarantee
+                    .dimensions()
+                    .find(|(n, v)| limited.get(n) > 0 && *v > limited.get(n))
+                {
+                    problems.insert(
+                        name.to_string(),
+                        format!(
+                            "spec.guarantee: {name_} {} is above the capability {}",
+                            crate::model::resource::format_amount(name_, need),
+                            crate::model::resource::format_amount(name_, limited.get(name_))
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for scc in tarjan_scc(&graph) {
+        let looped = scc.len() > 1 || scc.first().is_some_and(|n| graph.contains_edge(n, n));
+        if looped {
+            let mut cycle: Vec<&str> = scc.clone();
+            cycle.sort();
+            for q in &scc {
+                problems.insert(
+                    q.to_string(),
+                    format!("spec.parent: queues {} form a cycle", cycle.join(" -> ")),
+                );
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: &str, spec: serde_json::Value) -> Queue {
+        serde_json::from_value(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn queue_problems_are_named() {
+        let qs = [
+            queue("root-child", json!({"parent": "root"})),
+            queue("orphan", json!({"parent": "nowhere"})),
+            queue("a", json!({"parent": "b"})),
+            queue("b", json!({"parent": "a"})),
+            queue(
+                "greedy",
+                json!({"capability": {"cpu": "4"}, "guarantee": {"resource": {"cpu": "8", "memory": "1Gi"}}}),
+            ),
+            queue(
+                "fine",
+                json!({"capability": {"cpu": "8"}, "guarantee": {"resource": {"cpu": "4"}}}),
+            ),
+        ];
+        let p = queue_problems(qs.iter());
+        assert_eq!(p["orphan"], "spec.parent: queue \"nowhere\" does not exist");
+        assert_eq!(p["a"], "spec.parent: queues a -> b form a cycle");
+        assert_eq!(p["b"], p["a"]);
+        assert_eq!(
+            p["greedy"],
+            "spec.guarantee: cpu 8 is above the capability 4"
+        );
+        assert!(
+            !p.contains_key("fine") && !p.contains_key("root-child"),
+            "{p:?}"
+        );
+    }
+}
