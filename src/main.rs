@@ -67,6 +67,15 @@ enum Command {
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_address: String,
     },
+    /// Explain a gang from the live scheduler: its members, their states, and exactly why
+    /// each pending member does not fit (resource and shortfall, selector, taint).
+    Explain {
+        /// The gang, as NAMESPACE/NAME (a PodGroup, or the name pods declare in labels).
+        gang: String,
+        /// The scheduler's HTTP address (its --http-address).
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        server: String,
+    },
     /// Print the CustomResourceDefinitions rust-batch uses (Volcano's PodGroup and Queue),
     /// or write them into a directory.
     Crds {
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Explain { gang, server } => explain(&gang, &server),
         Command::Crds { write: None } => {
             print!("{}", rust_batch::kube::crd::crd_yaml());
             Ok(ExitCode::SUCCESS)
@@ -217,4 +227,86 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// GET a path from the scheduler's HTTP endpoint: (status, body). Plain HTTP/1.0 on the
+/// loopback or cluster network; the debug API needs nothing more.
+fn http_get(server: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let hostport = server.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(hostport)
+        .with_context(|| format!("cannot reach rust-batch at {server} (is `rust-batch run --http-address` serving there?)"))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("{server} did not answer HTTP"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn explain(gang: &str, server: &str) -> anyhow::Result<ExitCode> {
+    let Some((ns, name)) = gang.split_once('/') else {
+        anyhow::bail!("{gang:?}: write the gang as NAMESPACE/NAME");
+    };
+    let (status, body) = http_get(
+        server,
+        &format!("/apis/v1/plugins/Coscheduling/gang/{ns}/{name}"),
+    )?;
+    let v: serde_json::Value =
+        serde_json::from_str(&body).with_context(|| format!("unexpected answer: {body}"))?;
+    if status != 200 {
+        anyhow::bail!("{}", v["error"].as_str().unwrap_or(&body));
+    }
+    let list = |k: &str| v[k].as_array().map(|a| a.len()).unwrap_or(0);
+    println!(
+        "gang {} (from {}, queue {}, phase {}): {}/{} bound, minMember {}",
+        v["name"].as_str().unwrap_or(gang),
+        v["gangFrom"].as_str().unwrap_or("?"),
+        v["queue"].as_str().unwrap_or("?"),
+        v["phase"].as_str().unwrap_or("?"),
+        list("boundChildren"),
+        v["totalChildrenNum"],
+        v["minRequiredNumber"]
+    );
+    if let Some(c) = v["condition"].as_object() {
+        println!(
+            "{} ({}): {}",
+            c["type"].as_str().unwrap_or(""),
+            c["reason"].as_str().unwrap_or(""),
+            c["message"].as_str().unwrap_or("")
+        );
+    }
+    let bound: Vec<&str> = v["boundChildren"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str())
+        .collect();
+    for child in v["children"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_str())
+    {
+        let why = v["pending"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["pod"] == child)
+            .and_then(|p| p["reason"].as_str());
+        match (bound.contains(&child), why) {
+            (true, _) => println!("  {child}: bound"),
+            (false, Some(why)) => println!("  {child}: pending: {why}"),
+            (false, None) => println!("  {child}: binding"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

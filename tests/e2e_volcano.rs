@@ -14,7 +14,7 @@ use kube::Client;
 use rust_batch::kube::crd::{PodGroup, Queue};
 use serde_json::json;
 
-async fn s1(client: &Client) {
+async fn s1(client: &Client, port: u16) {
     let (ns, pool) = ("e2e-s1", "e2e-s1");
     let place = Place {
         client,
@@ -80,6 +80,45 @@ async fn s1(client: &Client) {
         "no S1 pod may be bound before the nodes arrive"
     );
 
+    // The gang debug API (Koordinator's field names) and `rust-batch explain` say the same.
+    let (code, body) = http_get(
+        port,
+        "/apis/v1/plugins/Coscheduling/gang/e2e-s1/tf-smoke-gpu",
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let gang: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(gang["minRequiredNumber"], 5);
+    assert_eq!(gang["totalChildrenNum"], 5);
+    assert_eq!(gang["boundChildren"].as_array().unwrap().len(), 0);
+    assert_eq!(gang["gangFrom"], "PodGroup");
+    let reasons = gang["pending"].to_string();
+    assert!(reasons.contains("Insufficient nvidia.com/gpu"), "{reasons}");
+    let (code, body) = http_get(port, "/apis/v1/plugins/Coscheduling/gang/e2e-s1/nope")
+        .await
+        .unwrap();
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("gang e2e-s1/nope not found"), "{body}");
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "explain",
+            "e2e-s1/tf-smoke-gpu",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(
+        explained.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&explained.stderr)
+    );
+    assert!(text.contains("0/5 bound, minMember 5"), "{text}");
+    assert!(text.contains("e2e-s1/worker-3: pending:"), "{text}");
+    assert!(text.contains("Insufficient nvidia.com/gpu"), "{text}");
+
     fake_node(client, "s1-n3", pool, gpu_node.clone()).await;
     fake_node(client, "s1-n4", pool, gpu_node).await;
     let pods = wait_for(Duration::from_secs(30), "S1 gang bound whole", || async {
@@ -99,6 +138,17 @@ async fn s1(client: &Client) {
         4,
         "every worker on a node with 2 free GPUs of its own"
     );
+    let (_, body) = http_get(port, "/apis/v1/plugins/Coscheduling/gangs")
+        .await
+        .unwrap();
+    let gangs: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let s1 = gangs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "e2e-s1/tf-smoke-gpu")
+        .unwrap();
+    assert_eq!(s1["boundChildren"].as_array().unwrap().len(), 5, "{s1}");
     // The PodGroup and the queue report it.
     wait_for(
         Duration::from_secs(30),
@@ -245,7 +295,7 @@ async fn volcano_podgroups_s1_s2_on_a_real_control_plane() {
     })
     .await;
     assert_eq!(http_get(port, "/healthz").await.map(|r| r.0), Some(200));
-    s1(&client).await;
+    s1(&client, port).await;
     s2(&client).await;
     // Every bind of S1 (5) and S2 (4 + 3) is counted; the latency histograms have samples.
     let (_, metrics) = http_get(port, "/metrics").await.expect("/metrics answers");

@@ -43,16 +43,24 @@ pub struct DriverOptions {
     pub http_address: Option<std::net::SocketAddr>,
 }
 
+/// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
+pub(super) type Verdict = (
+    Option<crate::framework::JobCondition>,
+    Vec<(Arc<str>, String)>,
+);
+
 /// What the watches know, behind one short-held lock.
 #[derive(Default)]
-struct State {
-    cache: Cache,
+pub(super) struct State {
+    pub(super) cache: Cache,
     names: Vec<String>,
     priority_classes: HashMap<String, i32>,
     /// Real PodGroups by `namespace/name`, as last seen.
-    pod_groups: HashMap<String, PodGroup>,
+    pub(super) pod_groups: HashMap<String, PodGroup>,
+    /// The last cycle's verdict per gang: its condition and why each pending pod waits.
+    pub(super) verdicts: HashMap<String, Verdict>,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
-    implicit: HashMap<String, HashSet<String>>,
+    pub(super) implicit: HashMap<String, HashSet<String>>,
     /// Pods we sent a bind for, until the watch shows them bound (or the bind fails).
     assumed: HashMap<String, Arc<str>>,
     /// uid -> (namespace, name, job key) of every pod we track.
@@ -295,7 +303,7 @@ impl State {
 
 /// Locks the state. A poisoned lock means a watch handler panicked mid-update; the state is
 /// still a valid cache (every update is a sequence of complete steps), so carry on.
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -374,19 +382,20 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
     let mut scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
     let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
-    if let Some(addr) = opts.http_address {
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = super::metrics::serve(addr, m).await {
-                warn!(address = %addr, error = %e, "cannot serve /metrics, /healthz, /readyz");
-            }
-        });
-    }
     let state = Arc::new(Mutex::new(State {
         names: opts.scheduler_names.clone(),
         ..Default::default()
     }));
     let wake = Arc::new(Notify::new());
+    if let Some(addr) = opts.http_address {
+        let m = metrics.clone();
+        let routes = super::debug::routes(state.clone());
+        tokio::spawn(async move {
+            if let Err(e) = super::metrics::serve(addr, m, routes).await {
+                warn!(address = %addr, error = %e, "cannot serve /metrics, /healthz, /readyz");
+            }
+        });
+    }
     ensure_default_queue(&client, &state).await;
 
     let s = state.clone();
@@ -632,6 +641,12 @@ impl Applier<'_> {
                 s.cache.set_pod_status(&e.task, TaskStatus::Releasing, node);
             }
             for u in &result.job_updates {
+                if u.condition.is_some() {
+                    s.verdicts.insert(
+                        u.job.to_string(),
+                        (u.condition.clone(), u.task_reasons.clone()),
+                    );
+                }
                 if let Some(phase) = u.phase {
                     s.cache.set_job_phase(&u.job, phase);
                 }

@@ -81,8 +81,9 @@ impl Metrics {
     }
 }
 
-/// Serves /metrics, /healthz and /readyz until the process ends.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// Serves /metrics, /healthz and /readyz, plus the driver's `extra` routes (the gang debug
+/// API), until the process ends.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> std::io::Result<()> {
     let m = metrics.clone();
     let r = metrics.clone();
     let app = Router::new()
@@ -100,7 +101,8 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
                     )
                 }
             }),
-        );
+        )
+        .merge(extra);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).await

@@ -19,4 +19,5 @@ pub enum KubeError {
     #[error("cannot reach the Kubernetes API: {0}")]
     Client(#[from] ::kube::Error),
 }
+pub mod debug;
 pub mod metrics;

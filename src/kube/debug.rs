@@ -1,0 +1,121 @@
+//! The gang debug API, with Koordinator's field names where they apply, so tools written
+//! for Koordinator's Coscheduling endpoints work unchanged:
+//!
+//! - `GET /apis/v1/plugins/Coscheduling/gangs` — every gang;
+//! - `GET /apis/v1/plugins/Coscheduling/gang/{namespace}/{name}` — one gang, or 404.
+//!
+//! Beyond Koordinator's fields each gang carries `queue`, `phase`, the last cycle's
+//! `condition`, and `pending`: why each pending pod waits (what `rust-batch explain` prints).
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::driver::{lock, State as DriverState};
+use super::groups::phase_str;
+use crate::framework::ConditionKind;
+use crate::model::TaskStatus;
+
+pub(super) fn routes(state: Arc<Mutex<DriverState>>) -> Router {
+    Router::new()
+        .route("/apis/v1/plugins/Coscheduling/gangs", get(all))
+        .route(
+            "/apis/v1/plugins/Coscheduling/gang/{namespace}/{name}",
+            get(one),
+        )
+        .with_state(state)
+}
+
+fn rfc3339(ms: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn gang(st: &DriverState, key: &str) -> Option<Value> {
+    let snapshot = st.cache.state();
+    let job = snapshot.job(snapshot.job_by_uid(key)?);
+    let name_of = |t: &crate::model::TaskInfo| format!("{}/{}", t.namespace, t.name);
+    let with = |pred: fn(TaskStatus) -> bool| -> Vec<String> {
+        job.tasks()
+            .iter()
+            .filter(|t| pred(t.status))
+            .map(name_of)
+            .collect()
+    };
+    let from = if st.pod_groups.contains_key(key) {
+        "PodGroup"
+    } else if job.name.starts_with("podgroup-") {
+        "Pod"
+    } else {
+        "Labels"
+    };
+    let (condition, reasons) = st.verdicts.get(key).cloned().unwrap_or_default();
+    let pending: Vec<Value> = job
+        .tasks()
+        .iter()
+        .filter(|t| t.status == TaskStatus::Pending)
+        .map(|t| {
+            let why = reasons
+                .iter()
+                .find(|(uid, _)| *uid == t.uid)
+                .map(|(_, w)| w.clone())
+                .unwrap_or_else(|| "not yet considered".into());
+            json!({"pod": name_of(t), "reason": why})
+        })
+        .collect();
+    Some(json!({
+        "name": key,
+        "mode": "Strict",
+        "gangFrom": from,
+        "minRequiredNumber": job.min_member,
+        "totalChildrenNum": job.tasks().len(),
+        "children": job.tasks().iter().map(name_of).collect::<Vec<_>>(),
+        "waitingForBindChildren": with(|s| matches!(s, TaskStatus::Pending | TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Binding)),
+        "boundChildren": with(|s| matches!(s, TaskStatus::Bound | TaskStatus::Running | TaskStatus::Succeeded)),
+        "onceResourceSatisfied": matches!(job.phase, crate::model::PodGroupPhase::Running | crate::model::PodGroupPhase::Completed),
+        "gangGroup": [key],
+        "createTime": rfc3339(job.created),
+        "queue": &*job.queue,
+        "phase": phase_str(job.phase),
+        "condition": condition.map(|c| json!({
+            "type": match c.kind { ConditionKind::Scheduled => "Scheduled", ConditionKind::Unschedulable => "Unschedulable" },
+            "reason": c.reason,
+            "message": c.message,
+        })),
+        "pending": pending,
+    }))
+}
+
+async fn one(
+    State(state): State<Arc<Mutex<DriverState>>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let key = format!("{namespace}/{name}");
+    match gang(&lock(&state), &key) {
+        Some(v) => Json(v).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("gang {key} not found: no PodGroup, labelled pods or pod of ours has that name")})),
+        )
+            .into_response(),
+    }
+}
+
+async fn all(State(state): State<Arc<Mutex<DriverState>>>) -> Json<Value> {
+    let st = lock(&state);
+    let keys: Vec<String> = st
+        .cache
+        .state()
+        .jobs()
+        .map(|(_, j)| j.uid.to_string())
+        .collect();
+    Json(Value::Array(
+        keys.iter().filter_map(|k| gang(&st, k)).collect(),
+    ))
+}
