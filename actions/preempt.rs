@@ -96,39 +96,59 @@ fn preemptable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<Task
     ssn.preemptable(task, candidates)
 }
 
+/// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
+/// list in job order; the queues in queue order.
+pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>)> {
+    let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
+    let groups = ssn.jobs_by_queue(|s, id| {
+        let job = s.job(id);
+        job.pending_count() > 0
+            && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
+            && s.job_valid(id).is_none()
+            && s.job_starving(id)
+    });
+    let mut queues: Vec<_> = groups.into_iter().collect();
+    queues.sort_by(|(a, _), (b, _)| match (ssn.queue(a), ssn.queue(b)) {
+        (Some(x), Some(y)) => ssn.queue_order(x, y),
+        _ => a.cmp(b),
+    });
+    queues
+}
+
+/// Makes room for one starving gang by evictions, committing only if the gang becomes
+/// pipelined.
+pub fn evict_or_nothing(
+    ssn: &mut Session,
+    job: JobId,
+    scope: &Scope,
+    reason: &str,
+    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+) {
+    if !ssn.job_starving(job) {
+        return;
+    }
+    let mut stmt = Statement::new(ssn);
+    evict_for_gang(&mut stmt, job, scope, reason, vote);
+    if stmt.job_pipelined(job) {
+        stmt.commit();
+    } else {
+        stmt.discard();
+    }
+}
+
 impl Action for Preempt {
     fn name(&self) -> &'static str {
         "preempt"
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
-        let groups = ssn.jobs_by_queue(|s, id| {
-            let job = s.job(id);
-            job.pending_count() > 0
-                && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
-                && s.job_valid(id).is_none()
-                && s.job_starving(id)
-        });
-        let mut queues: Vec<_> = groups.into_iter().collect();
-        queues.sort_by(|(a, _), (b, _)| match (ssn.queue(a), ssn.queue(b)) {
-            (Some(x), Some(y)) => ssn.queue_order(x, y),
-            _ => a.cmp(b),
-        });
-        for (_, jobs) in queues {
+        for (_, jobs) in starving_gangs(ssn) {
             for job in jobs {
-                if !ssn.job_starving(job) {
-                    continue;
-                }
-                let preemptor = ssn.job(job).name.clone();
-                let mut stmt = Statement::new(ssn);
-                let reason = format!("preempted by gang {preemptor} (higher priority, same queue)");
-                evict_for_gang(&mut stmt, job, &Scope::SameQueue, &reason, preemptable);
-                if stmt.job_pipelined(job) {
-                    stmt.commit();
-                } else {
-                    stmt.discard();
-                }
+                let reason = format!(
+                    "preempted by gang {} (higher priority, same queue)",
+                    ssn.job(job).name
+                );
+                evict_or_nothing(ssn, job, &Scope::SameQueue, &reason, preemptable);
             }
         }
     }

@@ -4,10 +4,10 @@
 //! in preempt). The reclaiming gang's statement commits only if it becomes pipelined.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, Session, Statement};
-use crate::model::{PodGroupPhase, TaskRef};
+use crate::framework::{Action, Session};
+use crate::model::TaskRef;
 
-use super::preempt::{evict_for_gang, Scope};
+use super::preempt::{evict_or_nothing, starving_gangs, Scope};
 
 pub struct Reclaim;
 
@@ -25,31 +25,14 @@ impl Action for Reclaim {
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
-        let groups = ssn.jobs_by_queue(|s, id| {
-            let job = s.job(id);
-            job.pending_count() > 0
-                && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
-                && s.job_valid(id).is_none()
-                && s.job_starving(id)
-        });
-        for (queue, jobs) in groups {
+        for (queue, jobs) in starving_gangs(ssn) {
             // A queue at or over its share has nothing to reclaim.
             if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
                 continue;
             }
+            let reason = format!("reclaimed by queue {queue} (below its deserved share)");
             for job in jobs {
-                if !ssn.job_starving(job) {
-                    continue;
-                }
-                let mut stmt = Statement::new(ssn);
-                let reason = format!("reclaimed by queue {queue} (below its deserved share)");
-                evict_for_gang(&mut stmt, job, &Scope::OtherQueues, &reason, reclaimable);
-                if stmt.job_pipelined(job) {
-                    stmt.commit();
-                } else {
-                    stmt.discard();
-                }
+                evict_or_nothing(ssn, job, &Scope::OtherQueues, &reason, reclaimable);
             }
         }
     }
