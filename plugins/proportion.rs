@@ -40,10 +40,6 @@ pub struct QueueShare {
 }
 
 impl QueueShare {
-    /// Holds more than it deserves in some resource.
-    pub fn above_share(&self) -> bool {
-        !self.allocated.fits(&self.deserved)
-    }
 
     /// max over resources of allocated / deserved.
     pub fn share(&self) -> f64 {
@@ -192,19 +188,22 @@ impl Plugin for Proportion {
             Box::new(move |st, reclaimer, candidates| {
                 // Victims only from reclaimable queues above their share, and only while
                 // taking them keeps that queue at or above what it deserves.
-                let mut queues = s.borrow().clone();
+                let queues = s.borrow();
                 let own = st.job(reclaimer.job).queue.clone();
+                // What this answer already takes from each queue (no copy of the shares).
+                let mut taken: BTreeMap<Arc<str>, Resource> = BTreeMap::new();
                 let mut out = Vec::new();
                 for &c in candidates {
                     let queue = &st.job(c.job).queue;
                     if *queue == own {
                         continue;
                     }
-                    let Some(q) = queues.get_mut(queue) else {
+                    let Some(q) = queues.get(queue) else {
                         continue;
                     };
-                    if q.reclaimable && q.above_share() {
-                        q.allocated.sub(&st.task(c).resreq.without_pods());
+                    let taken = taken.entry(queue.clone()).or_default();
+                    if q.reclaimable && !q.allocated.minus(taken).fits(&q.deserved) {
+                        taken.add(&st.task(c).resreq.without_pods());
                         out.push(c);
                     }
                 }

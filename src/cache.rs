@@ -10,7 +10,7 @@
 //! and only the changed node or job is cloned. Sessions change their copy the same way, so
 //! a cycle that touches k nodes clones k nodes, not the cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::framework::{ClusterState, Snapshot};
@@ -285,11 +285,6 @@ fn insert_slot<T: Clone>(
             (v.len() - 1) as u32
         }
     }
-}
-
-/// Ids a test can use to look into a snapshot.
-pub fn job_ids(snapshot: &Snapshot) -> BTreeMap<Arc<str>, JobId> {
-    snapshot.jobs().map(|(id, j)| (j.uid.clone(), id)).collect()
 }
 
 #[cfg(test)]

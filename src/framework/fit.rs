@@ -155,13 +155,6 @@ pub struct TaskUnfit {
 }
 
 impl TaskUnfit {
-    pub fn from_rejections(r: &NodeRejections) -> Self {
-        TaskUnfit {
-            reason: r.dominant(),
-            detail: r.summary(),
-        }
-    }
-
     pub fn other(reason: impl Into<String>) -> Self {
         let reason = reason.into();
         TaskUnfit {

@@ -907,11 +907,6 @@ impl Session {
         self.scheduled.insert(job);
     }
 
-    /// Whether this session recorded the gang as unschedulable.
-    pub fn is_unschedulable(&self, job: JobId) -> bool {
-        self.unschedulable.contains_key(&job)
-    }
-
     /// Admits a Pending gang (enqueue).
     pub fn enqueue_job(&mut self, id: JobId) {
         let original = self.job(id).phase;

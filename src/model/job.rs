@@ -131,11 +131,6 @@ impl JobInfo {
         self.count(TaskStatus::Pending)
     }
 
-    /// Ready tasks per role, for minTaskMember.
-    pub fn ready_by_role(&self) -> BTreeMap<&str, u32> {
-        self.by_role(TaskStatus::is_ready)
-    }
-
     pub fn by_role(&self, pred: impl Fn(TaskStatus) -> bool) -> BTreeMap<&str, u32> {
         let mut m = BTreeMap::new();
         for t in &self.tasks {
