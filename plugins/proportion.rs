@@ -40,7 +40,6 @@ pub struct QueueShare {
 }
 
 impl QueueShare {
-
     /// max over resources of allocated / deserved.
     pub fn share(&self) -> f64 {
         self.allocated

@@ -168,20 +168,8 @@ async fn deleting_a_pod_group_leaves_its_pods_pending_with_an_event() {
 async fn restart_mid_run_completes_gangs_without_duplicate_binds() {
     let (ns, pool, name) = ("e2e-restart", "e2e-restart", "rb-restart");
     let client = setup(ns).await;
-    fake_node(
-        &client,
-        "restart-n1",
-        pool,
-        json!({"cpu": "4", "memory": "8Gi"}),
-    )
-    .await;
-    fake_node(
-        &client,
-        "restart-n2",
-        pool,
-        json!({"cpu": "4", "memory": "8Gi"}),
-    )
-    .await;
+    let shape = json!({"cpu": "4", "memory": "8Gi"});
+    fake_nodes(&client, "restart", 1..=2, pool, &shape).await;
     let place = Place {
         client: &client,
         ns,
@@ -443,8 +431,7 @@ async fn s1_through_ack_labels_is_all_or_nothing() {
     let (ns, pool, name) = ("e2e-ack", "e2e-ack", "rb-ack");
     let client = setup(ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
-    fake_node(&client, "ack-n1", pool, gpu_node.clone()).await;
-    fake_node(&client, "ack-n2", pool, gpu_node.clone()).await;
+    fake_nodes(&client, "ack", 1..=2, pool, &gpu_node).await;
     let _scheduler = start_scheduler(name);
     let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let roles = [("ps-0", json!({"cpu": "1"}))]
@@ -492,22 +479,14 @@ async fn s1_through_ack_labels_is_all_or_nothing() {
         now.values().all(|p| node_of(p).is_none()),
         "nothing bound, not even the PS"
     );
-    fake_node(&client, "ack-n3", pool, gpu_node.clone()).await;
-    fake_node(&client, "ack-n4", pool, gpu_node).await;
+    fake_nodes(&client, "ack", 3..=4, pool, &gpu_node).await;
     let bound = wait_for(Duration::from_secs(30), "all five bound", || async {
         let pods = check_invariants(&client, ns).await;
         pods.values().all(|p| node_of(p).is_some()).then_some(pods)
     })
     .await;
-    let mut worker_nodes: Vec<String> = bound
-        .iter()
-        .filter(|(n, _)| n.starts_with("worker"))
-        .filter_map(|(_, p)| node_of(p))
-        .collect();
-    worker_nodes.sort();
-    worker_nodes.dedup();
     assert_eq!(
-        worker_nodes.len(),
+        distinct_nodes(&bound, "worker"),
         4,
         "every worker on a node with 2 free GPUs of its own"
     );

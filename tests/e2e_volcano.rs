@@ -24,23 +24,11 @@ async fn s1(client: &Client, port: u16) {
     };
     namespace(client, ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
-    fake_node(client, "s1-n1", pool, gpu_node.clone()).await;
-    fake_node(client, "s1-n2", pool, gpu_node.clone()).await;
+    fake_nodes(client, "s1", 1..=2, pool, &gpu_node).await;
     pod_group(client, ns, "tf-smoke-gpu", 5).await;
     place
-        .pod("tf-smoke-gpu", "ps-0", "ps", json!({"cpu": "1"}), None)
+        .ps_and_workers("tf-smoke-gpu", "", 4, json!({"nvidia.com/gpu": "2"}), None)
         .await;
-    for i in 0..4 {
-        place
-            .pod(
-                "tf-smoke-gpu",
-                &format!("worker-{i}"),
-                "worker",
-                json!({"nvidia.com/gpu": "2"}),
-                None,
-            )
-            .await;
-    }
     // The gang reports why it waits, and nothing binds meanwhile (not even the PS).
     let message = wait_for(
         Duration::from_secs(30),
@@ -119,22 +107,14 @@ async fn s1(client: &Client, port: u16) {
     assert!(text.contains("e2e-s1/worker-3: pending:"), "{text}");
     assert!(text.contains("Insufficient nvidia.com/gpu"), "{text}");
 
-    fake_node(client, "s1-n3", pool, gpu_node.clone()).await;
-    fake_node(client, "s1-n4", pool, gpu_node).await;
+    fake_nodes(client, "s1", 3..=4, pool, &gpu_node).await;
     let pods = wait_for(Duration::from_secs(30), "S1 gang bound whole", || async {
         let pods = check_invariants(client, ns).await;
         pods.values().all(|p| phase(p) == "Running").then_some(pods)
     })
     .await;
-    let mut worker_nodes: Vec<String> = pods
-        .iter()
-        .filter(|(n, _)| n.starts_with("worker"))
-        .filter_map(|(_, p)| node_of(p))
-        .collect();
-    worker_nodes.sort();
-    worker_nodes.dedup();
     assert_eq!(
-        worker_nodes.len(),
+        distinct_nodes(&pods, "worker"),
         4,
         "every worker on a node with 2 free GPUs of its own"
     );
@@ -189,30 +169,18 @@ async fn s2(client: &Client) {
         scheduler: "rust-batch",
     };
     namespace(client, ns).await;
-    for i in 1..=4 {
-        fake_node(
-            client,
-            &format!("s2-n{i}"),
-            pool,
-            json!({"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}),
-        )
-        .await;
-    }
+    let shape = json!({"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"});
+    fake_nodes(client, "s2", 1..=4, pool, &shape).await;
     pod_group(client, ns, "job1", 4).await;
     place
-        .pod("job1", "job1-ps", "ps", json!({"cpu": "1"}), Some("8s"))
+        .ps_and_workers(
+            "job1",
+            "job1-",
+            3,
+            json!({"nvidia.com/gpu": "1"}),
+            Some("8s"),
+        )
         .await;
-    for i in 0..3 {
-        place
-            .pod(
-                "job1",
-                &format!("job1-worker-{i}"),
-                "worker",
-                json!({"nvidia.com/gpu": "1"}),
-                Some("8s"),
-            )
-            .await;
-    }
     wait_for(Duration::from_secs(30), "job1 running", || async {
         let pods = check_invariants(client, ns).await;
         (pods.len() == 4 && pods.values().all(|p| phase(p) == "Running")).then_some(())
@@ -220,19 +188,8 @@ async fn s2(client: &Client) {
     .await;
     pod_group(client, ns, "job2", 3).await;
     place
-        .pod("job2", "job2-ps", "ps", json!({"cpu": "1"}), None)
+        .ps_and_workers("job2", "job2-", 2, json!({"nvidia.com/gpu": "1"}), None)
         .await;
-    for i in 0..2 {
-        place
-            .pod(
-                "job2",
-                &format!("job2-worker-{i}"),
-                "worker",
-                json!({"nvidia.com/gpu": "1"}),
-                None,
-            )
-            .await;
-    }
     // While job1 runs, job2 stays whole Pending: no PS, no worker bound.
     let message = wait_for(
         Duration::from_secs(30),

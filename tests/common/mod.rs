@@ -390,3 +390,56 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
         .unwrap_or_default();
     Some((code, body))
 }
+
+/// Fake nodes `{prefix}-n{i}` for `i` in `numbers`, all of one shape, in `pool`.
+pub async fn fake_nodes(
+    client: &Client,
+    prefix: &str,
+    numbers: std::ops::RangeInclusive<usize>,
+    pool: &str,
+    shape: &serde_json::Value,
+) {
+    for i in numbers {
+        fake_node(client, &format!("{prefix}-n{i}"), pool, shape.clone()).await;
+    }
+}
+
+/// How many distinct nodes hold the bound pods whose names start with `prefix`.
+pub fn distinct_nodes(pods: &BTreeMap<String, Pod>, prefix: &str) -> usize {
+    pods.iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .filter_map(|(_, p)| node_of(p))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
+impl Place<'_> {
+    /// A training job's pods: `{prefix}ps-0` (1 cpu) and `{prefix}worker-{i}`.
+    pub async fn ps_and_workers(
+        &self,
+        group: &str,
+        prefix: &str,
+        workers: usize,
+        worker_request: serde_json::Value,
+        runtime: Option<&str>,
+    ) {
+        self.pod(
+            group,
+            &format!("{prefix}ps-0"),
+            "ps",
+            json!({"cpu": "1"}),
+            runtime,
+        )
+        .await;
+        for i in 0..workers {
+            self.pod(
+                group,
+                &format!("{prefix}worker-{i}"),
+                "worker",
+                worker_request.clone(),
+                runtime,
+            )
+            .await;
+        }
+    }
+}
