@@ -460,7 +460,18 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         state.clone(),
         wake.clone(),
         |st: &mut State, pc: &PriorityClass| {
-            st.priority_classes.insert(pc.name_any(), pc.value);
+            let name = pc.name_any();
+            st.priority_classes.insert(name.clone(), pc.value);
+            // PodGroups that named this class before it was seen get its value now.
+            let waiting: Vec<PodGroup> = st
+                .pod_groups
+                .values()
+                .filter(|g| g.spec.priority_class_name.as_deref() == Some(name.as_str()))
+                .cloned()
+                .collect();
+            for g in &waiting {
+                st.apply_pod_group(g);
+            }
         },
         |st: &mut State, name: &str| {
             st.priority_classes.remove(name);
@@ -699,11 +710,12 @@ impl Applier<'_> {
                     patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
                 }
             }
+            let mut by_queue: HashMap<&str, Vec<&crate::model::JobInfo>> = HashMap::new();
+            for (_, j) in snapshot.jobs() {
+                by_queue.entry(&j.queue).or_default().push(j);
+            }
             for (name, q) in &s.queues {
-                let jobs = snapshot
-                    .jobs()
-                    .map(|(_, j)| j)
-                    .filter(|j| &*j.queue == name.as_str());
+                let jobs = by_queue.get(name.as_str()).into_iter().flatten().copied();
                 if let Some(patch) = queue_status_patch(q, jobs) {
                     queue_patches.push((name.clone(), patch));
                 }
