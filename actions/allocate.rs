@@ -7,7 +7,7 @@
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::TaskUnfit;
 use crate::framework::{Action, Session, Statement};
-use crate::model::{JobId, NodeId, PodGroupPhase, TaskRef, TaskStatus};
+use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, TaskRef, TaskStatus};
 
 pub struct Allocate {
     /// Stop looking for feasible nodes after this many (at least), to bound the work per
@@ -126,6 +126,8 @@ impl Action for Allocate {
         for jobs in groups.values_mut() {
             jobs.reverse();
         }
+        // Gangs already handled with their GangGroup.
+        let mut done = std::collections::HashSet::new();
         while let Some(queue) =
             ssn.next_queue(groups.iter().filter(|(_, j)| !j.is_empty()).map(|(q, _)| q))
         {
@@ -145,7 +147,22 @@ impl Action for Allocate {
             let Some(id) = jobs.pop() else {
                 continue;
             };
-            if !wants_allocation(ssn, id, enqueue_configured) {
+            if done.contains(&id) || !wants_allocation(ssn, id, enqueue_configured) {
+                continue;
+            }
+            if ssn.gang_backing_off(id) {
+                continue;
+            }
+            if ssn.gang_expired(id) {
+                ssn.expire_gang(id);
+                continue;
+            }
+            if ssn.job(id).policy.group.len() > 1 {
+                let members = gang_group(ssn, id, enqueue_configured);
+                done.extend(members.iter().flatten().copied());
+                if let Some(members) = members {
+                    allocate_group(ssn, &members, want_nodes);
+                }
                 continue;
             }
             let tasks = ssn.tasks_in(id, TaskStatus::Pending);
@@ -159,10 +176,80 @@ impl Action for Allocate {
                 if let Some(shortage) = stmt.describe_shortage(id) {
                     stmt.record_job_note(id, shortage);
                 }
-                stmt.discard();
+                if stmt.job(id).policy.mode == GangMode::NonStrict {
+                    // Kept across sessions (the session reports them as holds) until the
+                    // gang is ready or its waiting time runs out.
+                    stmt.keep();
+                } else {
+                    stmt.discard();
+                }
             }
         }
     }
+}
+
+/// The gangs of `id`'s GangGroup, if every one exists and may be allocated now; otherwise
+/// records why on `id` and returns None.
+fn gang_group(ssn: &mut Session, id: JobId, enqueue_configured: bool) -> Option<Vec<JobId>> {
+    let uids = ssn.job(id).policy.group.clone();
+    let mut members = Vec::with_capacity(uids.len());
+    for uid in &uids {
+        let Some(member) = ssn.state().job_by_uid(uid) else {
+            ssn.record_job_note(id, format!("gang group member {uid} does not exist (yet)"));
+            return None;
+        };
+        let job = ssn.job(member);
+        let admitted = !(enqueue_configured && job.phase == PodGroupPhase::Pending);
+        if !admitted {
+            ssn.record_job_note(id, format!("gang group member {uid} is not admitted yet"));
+            return None;
+        }
+        if let Some(invalid) = ssn.job_valid(member) {
+            let note = format!(
+                "gang group member {uid} is not complete: {}",
+                invalid.message
+            );
+            ssn.record_job_invalid(member, invalid);
+            ssn.record_job_note(id, note);
+            return None;
+        }
+        members.push(member);
+    }
+    Some(members)
+}
+
+/// Places every gang of a GangGroup in one statement, committed only if all of them are
+/// ready: no gang of the group binds before the others can.
+fn allocate_group(ssn: &mut Session, members: &[JobId], want_nodes: usize) {
+    let mut stmt = Statement::new(ssn);
+    for &member in members {
+        let tasks = stmt.tasks_in(member, TaskStatus::Pending);
+        place_gang(&mut stmt, &tasks, want_nodes);
+    }
+    let waiting: Vec<JobId> = members
+        .iter()
+        .copied()
+        .filter(|m| !stmt.job_ready(*m))
+        .collect();
+    if waiting.is_empty() {
+        stmt.commit();
+        return;
+    }
+    let names: Vec<String> = waiting
+        .iter()
+        .map(|m| stmt.job(*m).uid.to_string())
+        .collect();
+    for &member in members {
+        let mut note = format!(
+            "gang group not ready: {} cannot be placed",
+            names.join(", ")
+        );
+        if let Some(shortage) = stmt.describe_shortage(member) {
+            note = format!("{shortage}; {note}");
+        }
+        stmt.record_job_note(member, note);
+    }
+    stmt.discard();
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{ClusterState, Invalid, Plugin, Session, Vote};
-use crate::model::{JobInfo, TaskRef, TaskStatus};
+use crate::model::{JobInfo, MatchPolicy, TaskRef, TaskStatus};
 
 pub struct Gang;
 
@@ -31,6 +31,19 @@ fn roles_short(job: &JobInfo, pred: impl Fn(TaskStatus) -> bool) -> Vec<(String,
 
 pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
     let valid = job.valid_count();
+    if let Some(total) = job.policy.total_number.filter(|t| valid < *t) {
+        return Some(Invalid {
+            reason: "NotEnoughTasks".into(),
+            message: format!(
+                "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, total-number is {total}",
+                n = job.tasks().len()
+            ),
+        });
+    }
+    if satisfied_once(job) {
+        // Replacement pods of a gang that already ran do not wait for siblings.
+        return None;
+    }
     if valid < job.min_member {
         return Some(Invalid {
             reason: "NotEnoughTasks".into(),
@@ -55,8 +68,23 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
     None
 }
 
+/// A OnceSatisfied gang that was ready before: its further members schedule one by one.
+fn satisfied_once(job: &JobInfo) -> bool {
+    job.policy.match_policy == MatchPolicy::OnceSatisfied && job.runtime.once_satisfied
+}
+
+/// Members counting toward the minimum under the gang's match policy: placed ones, plus
+/// (except for OnlyWaiting) those already bound, running or done.
+fn counted(job: &JobInfo) -> u32 {
+    match job.policy.match_policy {
+        MatchPolicy::OnlyWaiting => job.count(TaskStatus::Allocated),
+        MatchPolicy::WaitingAndRunning | MatchPolicy::OnceSatisfied => job.ready_count(),
+    }
+}
+
 pub fn job_ready(job: &JobInfo) -> bool {
-    job.ready_count() >= job.min_member && roles_short(job, TaskStatus::is_ready).is_empty()
+    satisfied_once(job)
+        || (counted(job) >= job.min_member && roles_short(job, TaskStatus::is_ready).is_empty())
 }
 
 fn occupied(s: TaskStatus) -> bool {
@@ -64,8 +92,9 @@ fn occupied(s: TaskStatus) -> bool {
 }
 
 pub fn job_pipelined(job: &JobInfo) -> bool {
-    job.ready_count() + job.count(TaskStatus::Pipelined) >= job.min_member
-        && roles_short(job, occupied).is_empty()
+    satisfied_once(job)
+        || (counted(job) + job.count(TaskStatus::Pipelined) >= job.min_member
+            && roles_short(job, occupied).is_empty())
 }
 
 /// Victims the gang rule allows: from each victim gang, at most the tasks it has beyond

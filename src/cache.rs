@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::framework::{ClusterState, Snapshot};
+use crate::framework::{ClusterState, Hold, JobUpdate, Snapshot};
 use crate::model::{
     JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec, NodeTask, PodGroupPhase, QueueInfo,
     TaskInfo, TaskStatus,
@@ -43,6 +43,10 @@ pub struct Cache {
     orphans: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
     /// Pods bound to nodes the cache does not know (yet), by node name.
     waiting_for_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    /// Placements NonStrict gangs hold across sessions (pod uid -> node, status), laid over
+    /// the pods as drivers report them (still Pending and unbound), and by gang.
+    holds: HashMap<Arc<str>, (Arc<str>, TaskStatus)>,
+    holds_by_job: HashMap<Arc<str>, Vec<Arc<str>>>,
 }
 
 impl Cache {
@@ -145,10 +149,72 @@ impl Cache {
 
     // ----- pods ----------------------------------------------------------------------
 
+    /// What a session decided that the engine must remember: gang runtimes and holds.
+    /// (Binds, evictions and phases are the driver's to apply: they depend on the API.)
+    pub fn apply_gang_updates(&mut self, updates: &[JobUpdate]) {
+        for u in updates {
+            if let Some(rt) = &u.runtime {
+                if let Some(id) = self.state.job_by_uid(&u.job) {
+                    self.state.job_mut(id).runtime = rt.clone();
+                }
+            }
+            if let Some(holds) = &u.holds {
+                self.set_holds(&u.job, holds);
+            }
+        }
+    }
+
+    /// Replaces the placements a gang holds.
+    fn set_holds(&mut self, job: &Arc<str>, holds: &[Hold]) {
+        for uid in self.holds_by_job.remove(job).unwrap_or_default() {
+            if self.holds.remove(&uid).is_some() {
+                let held = self.pods.get(&uid).is_some_and(|r| {
+                    matches!(
+                        r.update.task.status,
+                        TaskStatus::Allocated | TaskStatus::Pipelined
+                    )
+                });
+                if held {
+                    self.set_pod_status(&uid, TaskStatus::Pending, None);
+                }
+            }
+        }
+        let mut kept = Vec::new();
+        for h in holds {
+            let pending = self
+                .pods
+                .get(&h.task)
+                .is_some_and(|r| r.update.task.status == TaskStatus::Pending);
+            if pending {
+                self.holds
+                    .insert(h.task.clone(), (h.node.clone(), h.status));
+                self.set_pod_status(&h.task, h.status, Some(h.node.clone()));
+                kept.push(h.task.clone());
+            }
+        }
+        if !kept.is_empty() {
+            self.holds_by_job.insert(job.clone(), kept);
+        }
+    }
+
     /// Adds or replaces a pod: node accounting for every pod, gang membership for ours.
-    pub fn apply_pod(&mut self, update: PodUpdate) {
+    pub fn apply_pod(&mut self, mut update: PodUpdate) {
         let uid = update.task.uid.clone();
-        self.delete_pod(&uid);
+        self.forget_pod(&uid);
+        if let Some((node, status)) = self.holds.get(&uid) {
+            match update.task.status {
+                // The driver still sees the pod pending: the hold stands.
+                TaskStatus::Pending if update.task.node.is_none() => {
+                    update.task.status = *status;
+                    update.task.node = Some(node.clone());
+                }
+                TaskStatus::Allocated | TaskStatus::Pipelined => {}
+                // Bound, binding, finished or gone: the hold is over.
+                _ => {
+                    self.holds.remove(&uid);
+                }
+            }
+        }
         if let Some(node_name) = update.task.node.clone() {
             if holds_node(update.task.status) {
                 match self.state.node_by_name(&node_name) {
@@ -182,6 +248,11 @@ impl Cache {
     }
 
     pub fn delete_pod(&mut self, uid: &str) {
+        self.holds.remove(uid);
+        self.forget_pod(uid);
+    }
+
+    fn forget_pod(&mut self, uid: &str) {
         let Some(record) = self.pods.remove(uid) else {
             return;
         };

@@ -130,6 +130,36 @@ impl Gang {
         self
     }
 
+    pub fn mode(mut self, mode: crate::model::GangMode) -> Self {
+        self.spec.policy.mode = mode;
+        self
+    }
+
+    pub fn match_policy(mut self, policy: crate::model::MatchPolicy) -> Self {
+        self.spec.policy.match_policy = policy;
+        self
+    }
+
+    pub fn total_number(mut self, n: u32) -> Self {
+        self.spec.policy.total_number = Some(n);
+        self
+    }
+
+    /// Puts the gang in a GangGroup with the named gangs (of the default namespace).
+    pub fn group(mut self, names: &[&str]) -> Self {
+        let mut g: Vec<String> = names.iter().map(|n| format!("{NAMESPACE}/{n}")).collect();
+        g.push(self.spec.uid.clone());
+        g.sort();
+        g.dedup();
+        self.spec.policy.group = g;
+        self
+    }
+
+    pub fn waiting_time(mut self, ms: Timestamp) -> Self {
+        self.spec.policy.wait_timeout = Some(ms);
+        self
+    }
+
     pub fn min_role(mut self, role: &str, n: u32) -> Self {
         self.spec.min_task_member.insert(role.into(), n);
         self
@@ -243,6 +273,25 @@ pub fn run_cycle(cache: &Cache, yaml: Option<&str>) -> SessionResult {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// One cycle at time `now`, its result applied to `cache` (see `apply_result`).
+pub fn cycle_at(cache: &mut Cache, yaml: Option<&str>, now: Timestamp) -> SessionResult {
+    let result = scheduler(yaml)
+        .run_cycle(cache.snapshot(), now)
+        .unwrap_or_else(|e| panic!("{e}"));
+    apply_result(cache, &result);
+    result
+}
+
+/// The condition reason a session reported for a gang, if any.
+pub fn condition_reason(result: &SessionResult, job: &str) -> Option<String> {
+    result
+        .job_updates
+        .iter()
+        .find(|u| &*u.job == job)
+        .and_then(|u| u.condition.as_ref())
+        .map(|c| c.reason.clone())
+}
+
 /// Opens a session on a snapshot of `cache` without running any action.
 pub fn open_session(cache: &Cache, yaml: Option<&str>) -> Session {
     Session::open(cache.snapshot(), Arc::new(conf(yaml)), 0).unwrap_or_else(|e| panic!("{e}"))
@@ -262,6 +311,7 @@ pub fn apply_result(cache: &mut Cache, result: &SessionResult) {
             cache.set_job_phase(&u.job, phase);
         }
     }
+    cache.apply_gang_updates(&result.job_updates);
 }
 
 /// Binds per gang uid: node names in bind order.

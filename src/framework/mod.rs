@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
 pub use session::{
-    Bind, ClusterState, ConditionKind, Eviction, JobCondition, JobUpdate, Session, SessionResult,
-    Slots,
+    Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, Session,
+    SessionResult, Slots,
 };
 pub use statement::Statement;
 pub use votes::*;

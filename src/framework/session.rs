@@ -12,8 +12,8 @@ use super::votes::*;
 use crate::conf::{ConfError, PluginOption, SchedulerConf};
 use crate::model::resource::format_amount;
 use crate::model::{
-    JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo, Resource, TaskInfo,
-    TaskRef, TaskStatus, Timestamp,
+    GangMode, GangRuntime, JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo,
+    Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
 };
 
 /// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
@@ -150,6 +150,20 @@ pub struct JobUpdate {
     pub condition: Option<JobCondition>,
     /// Why each pending task of an unschedulable gang did not fit (task uid, reason).
     pub task_reasons: Vec<(Arc<str>, String)>,
+    /// What the engine must remember about the gang next session, when it changed.
+    pub runtime: Option<GangRuntime>,
+    /// The gang's tentative placements to keep until the next session (NonStrict gangs),
+    /// replacing any it held; `Some(empty)` releases them.
+    pub holds: Option<Vec<Hold>>,
+}
+
+/// A tentative placement a NonStrict gang keeps across sessions: the pod holds the node's
+/// resources (as Allocated or Pipelined) without being bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub task: Arc<str>,
+    pub node: Arc<str>,
+    pub status: TaskStatus,
 }
 
 /// Everything a driver applies after a session.
@@ -226,6 +240,10 @@ pub struct Session {
     window: Option<Window>,
     /// Allocatable of schedulable nodes, as the session opened.
     total_allocatable: Resource,
+    /// Gangs whose waiting time ran out this session, with their new runtime.
+    expired: HashMap<JobId, GangRuntime>,
+    /// Gangs that held placements when the session opened.
+    held_at_open: BTreeSet<JobId>,
 }
 
 impl Session {
@@ -272,7 +290,15 @@ impl Session {
             scan_offset: 0,
             touched: Vec::new(),
             window: None,
+            expired: HashMap::new(),
+            held_at_open: BTreeSet::new(),
         };
+        ssn.held_at_open = ssn
+            .state
+            .jobs()
+            .filter(|(_, j)| held_count(j) > 0)
+            .map(|(id, _)| id)
+            .collect();
         for plugin in &mut plugins {
             plugin.on_session_open(&mut ssn);
         }
@@ -313,12 +339,18 @@ impl Session {
                 .map(|u| self.task_reasons(id, u))
                 .unwrap_or_default();
             let phase_change = (phase != original).then_some(phase);
-            if phase_change.is_some() || condition.is_some() {
+            let runtime = self.next_runtime(id);
+            let runtime = (runtime != job.runtime).then_some(runtime);
+            let holds = self.holds(id);
+            if phase_change.is_some() || condition.is_some() || runtime.is_some() || holds.is_some()
+            {
                 job_updates.push(JobUpdate {
                     job: job.uid.clone(),
                     phase: phase_change,
                     condition,
                     task_reasons,
+                    runtime,
+                    holds,
                 });
             }
         }
@@ -327,6 +359,128 @@ impl Session {
             evictions: self.evictions,
             job_updates,
         }
+    }
+
+    /// The gang's runtime for the next session: its waiting clock starts when it first
+    /// fails with all members present and stops when it is scheduled.
+    fn next_runtime(&self, id: JobId) -> GangRuntime {
+        if let Some(rt) = self.expired.get(&id) {
+            return rt.clone();
+        }
+        let job = self.state.job(id);
+        let mut rt = job.runtime.clone();
+        let started = job.count(TaskStatus::Binding)
+            + job.count(TaskStatus::Bound)
+            + job.count(TaskStatus::Running)
+            + job.count(TaskStatus::Succeeded);
+        if self.scheduled.contains(&id) || (job.min_member > 0 && started >= job.min_member) {
+            rt.waiting_since = None;
+            rt.expiries = 0;
+            rt.once_satisfied = true;
+        } else if let Some(u) = self.unschedulable.get(&id) {
+            if u.invalid.is_none() && rt.waiting_since.is_none() {
+                rt.waiting_since = Some(self.now);
+            }
+        }
+        rt
+    }
+
+    /// The placements a NonStrict gang keeps for the next session, if they changed.
+    fn holds(&self, id: JobId) -> Option<Vec<Hold>> {
+        let job = self.state.job(id);
+        let keep = job.policy.mode == GangMode::NonStrict
+            && !self.scheduled.contains(&id)
+            && !self.expired.contains_key(&id);
+        if !keep && !self.held_at_open.contains(&id) {
+            return None;
+        }
+        let holds: Vec<Hold> = job
+            .tasks()
+            .iter()
+            .filter(|_| keep)
+            .filter(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
+            .filter_map(|t| {
+                Some(Hold {
+                    task: t.uid.clone(),
+                    node: t.node.clone()?,
+                    status: t.status,
+                })
+            })
+            .collect();
+        (!holds.is_empty() || self.held_at_open.contains(&id)).then_some(holds)
+    }
+
+    /// Ends a gang's wait: its held placements are released, it is not tried again before
+    /// an exponential backoff (5 s doubling, at most 5 min) has passed, and it says so.
+    pub fn expire_gang(&mut self, id: JobId) {
+        let held: Vec<TaskRef> = self
+            .state
+            .job(id)
+            .tasks()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
+            .map(|(i, _)| TaskRef {
+                job: id,
+                index: i as u32,
+            })
+            .collect();
+        for &task in &held {
+            self.unallocate_task(task, (TaskStatus::Pending, None));
+        }
+        let job = self.state.job(id);
+        let mut rt = job.runtime.clone();
+        rt.expiries += 1;
+        rt.waiting_since = None;
+        rt.backoff_until = self.now + backoff(rt.expiries);
+        let waited = job.policy.wait_timeout.unwrap_or(0);
+        self.record_job_invalid(
+            id,
+            Invalid {
+                reason: "WaitingTimeExpired".into(),
+                message: format!(
+                    "gang waited {} without every member fitting ({} time(s) in a row); {} held \
+                     placement(s) released; retrying after a backoff of {}",
+                    format_duration(waited),
+                    rt.expiries,
+                    held.len(),
+                    format_duration(backoff(rt.expiries)),
+                ),
+            },
+        );
+        self.expired.insert(id, rt);
+    }
+
+    /// Whether a gang's waiting time has run out (checked before it is tried).
+    pub fn gang_expired(&self, id: JobId) -> bool {
+        let job = self.state.job(id);
+        match (job.policy.wait_timeout, job.runtime.waiting_since) {
+            (Some(limit), Some(since)) => self.now - since >= limit,
+            _ => false,
+        }
+    }
+
+    /// Whether a gang is backing off after its waiting time ran out; says so if it is.
+    pub fn gang_backing_off(&mut self, id: JobId) -> bool {
+        let job = self.state.job(id);
+        if self.now >= job.runtime.backoff_until || job.runtime.expiries == 0 {
+            return false;
+        }
+        let message = format!(
+            "gang waited {} without every member fitting ({} time(s) in a row); retrying \
+             after a backoff of {}",
+            format_duration(job.policy.wait_timeout.unwrap_or(0)),
+            job.runtime.expiries,
+            format_duration(backoff(job.runtime.expiries)),
+        );
+        self.record_job_invalid(
+            id,
+            Invalid {
+                reason: "WaitingTimeExpired".into(),
+                message,
+            },
+        );
+        true
     }
 
     fn unschedulable_condition(&self, id: JobId, u: &GangUnfit) -> JobCondition {
@@ -1050,6 +1204,17 @@ impl Session {
         });
     }
 
+    /// Binds the placements a gang held from earlier sessions (it is ready now).
+    pub(in crate::framework) fn bind_held(&mut self, job: JobId) {
+        let held: Vec<TaskRef> = (0..self.state.job(job).tasks().len() as u32)
+            .map(|index| TaskRef { job, index })
+            .filter(|t| self.state.task(*t).status == TaskStatus::Allocated)
+            .collect();
+        for task in held {
+            self.dispatch_bind(task);
+        }
+    }
+
     pub(in crate::framework) fn dispatch_evict(
         &mut self,
         task: TaskRef,
@@ -1102,6 +1267,31 @@ fn dynamic_fit(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> Result<(), Unfit> {
 }
 
 /// The PodGroup phase a gang should have after this session.
+/// Tasks a gang holds from an earlier session (placed, not bound).
+fn held_count(job: &JobInfo) -> u32 {
+    job.count(TaskStatus::Allocated) + job.count(TaskStatus::Pipelined)
+}
+
+/// Backoff after the n-th waiting-time expiry in a row: 5 s doubling, at most 5 min.
+fn backoff(expiries: u32) -> i64 {
+    5_000i64
+        .saturating_mul(1i64 << expiries.saturating_sub(1).min(6))
+        .min(300_000)
+}
+
+/// "1m30s", "45s", "250ms".
+fn format_duration(ms: i64) -> String {
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    match (secs / 60, secs % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
 fn next_phase(job: &JobInfo, current: PodGroupPhase) -> PodGroupPhase {
     if job.all_finished() {
         return PodGroupPhase::Completed;

@@ -117,8 +117,13 @@ impl<'s> Statement<'s> {
                 } => self.ssn.dispatch_evict(task, preemptor, &reason),
             }
         }
+        jobs.sort();
         jobs.dedup();
         for j in jobs {
+            // Placements a NonStrict gang held from earlier sessions bind with the rest.
+            if self.ssn.job(j).count(TaskStatus::Allocated) > 0 && self.ssn.job_ready(j) {
+                self.ssn.bind_held(j);
+            }
             self.ssn.record_scheduled(j);
         }
     }

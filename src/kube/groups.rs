@@ -97,6 +97,7 @@ pub fn pod_group_to_job(
             .and_then(|s| s.phase.as_ref())
             .map(|p| phase_from_str(p.as_str()))
             .unwrap_or_default(),
+        policy: Default::default(),
     })
 }
 

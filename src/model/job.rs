@@ -20,6 +20,62 @@ pub enum PodGroupPhase {
     Completed,
 }
 
+/// What happens to a gang's tentative placements when not every member fits
+/// (Koordinator's `gang.scheduling.koordinator.sh/mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GangMode {
+    /// Released at the end of every session in which the gang is not ready.
+    #[default]
+    Strict,
+    /// Kept across sessions (holding their nodes) until the gang is ready or its waiting
+    /// time runs out.
+    NonStrict,
+}
+
+/// Which members count toward a gang's minimum (Koordinator's match-policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MatchPolicy {
+    /// Members placed and not yet bound only.
+    OnlyWaiting,
+    /// Placed, bound and running members (Volcano's and kube-batch's rule).
+    #[default]
+    WaitingAndRunning,
+    /// As WaitingAndRunning until the gang is satisfied once; then every further member
+    /// (a replacement pod) schedules on its own.
+    OnceSatisfied,
+}
+
+/// How a gang is gated, beyond its minimum.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GangPolicy {
+    pub mode: GangMode,
+    pub match_policy: MatchPolicy,
+    /// The gang is not valid until this many members exist (Koordinator's total-number).
+    pub total_number: Option<u32>,
+    /// Every gang (uid) of this gang's GangGroup, itself included, sorted; empty when it is
+    /// in no group. No gang of a group binds until all of them are ready.
+    pub group: Vec<String>,
+    /// How long a gang may wait, once all its members exist, before its holds are released
+    /// and it backs off (Koordinator's waiting-time, scheduler-plugins'
+    /// scheduleTimeoutSeconds). Milliseconds.
+    pub wait_timeout: Option<i64>,
+}
+
+/// What the engine remembers about a gang from one session to the next. Sessions report
+/// changes in `JobUpdate::runtime`; drivers store them in the cache.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GangRuntime {
+    /// When the gang started waiting for room (all members present, not yet ready).
+    pub waiting_since: Option<Timestamp>,
+    /// The gang is not tried before this time (after its waiting time ran out).
+    pub backoff_until: Timestamp,
+    /// How many times its waiting time ran out in a row.
+    pub expiries: u32,
+    /// The gang was ready once (for MatchPolicy::OnceSatisfied).
+    pub once_satisfied: bool,
+}
+
 /// What a driver knows about a gang (a PodGroup in any dialect).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct JobSpec {
@@ -34,6 +90,7 @@ pub struct JobSpec {
     pub priority: i32,
     pub created: Timestamp,
     pub phase: PodGroupPhase,
+    pub policy: GangPolicy,
 }
 
 /// A gang and its tasks, with per-status counts kept up to date so the gang votes
@@ -50,6 +107,8 @@ pub struct JobInfo {
     pub priority: i32,
     pub created: Timestamp,
     pub phase: PodGroupPhase,
+    pub policy: GangPolicy,
+    pub runtime: GangRuntime,
     tasks: Vec<TaskInfo>,
     counts: [u32; TaskStatus::COUNT],
     /// Requests of tasks placed by the scheduler (Allocated, Binding, Bound, Running).
@@ -71,6 +130,8 @@ impl JobInfo {
             priority: 0,
             created: 0,
             phase: PodGroupPhase::Pending,
+            policy: GangPolicy::default(),
+            runtime: GangRuntime::default(),
             tasks: Vec::new(),
             counts: [0; TaskStatus::COUNT],
             allocated: Resource::new(),
@@ -96,6 +157,7 @@ impl JobInfo {
         self.priority = spec.priority;
         self.created = spec.created;
         self.phase = spec.phase;
+        self.policy = spec.policy;
     }
 
     pub fn tasks(&self) -> &[TaskInfo] {

@@ -19,8 +19,8 @@ use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::resource::{format_amount, CPU, GPU, MEMORY};
 use crate::model::{
-    JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo, TaskStatus,
-    Timestamp,
+    GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo,
+    TaskStatus, Timestamp,
 };
 
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
@@ -44,6 +44,8 @@ enum Event {
     EvictDone(usize),
     AddNodes(String, u32),
     RemoveNodes(String, u32),
+    /// A gang's waiting time or backoff ends: the scheduler must look again.
+    Wake,
 }
 
 /// A pod as the simulated cluster knows it.
@@ -212,6 +214,24 @@ impl Simulation {
             priority: def.priority,
             created: 0,
             phase: PodGroupPhase::Pending,
+            policy: GangPolicy {
+                mode: def.gang.mode,
+                match_policy: def.gang.match_policy,
+                total_number: def.gang.total_number,
+                group: {
+                    let mut g: Vec<String> = def
+                        .gang
+                        .group
+                        .iter()
+                        .map(|m| format!("{}/{m}", def.namespace))
+                        .chain((!def.gang.group.is_empty()).then(|| uid.clone()))
+                        .collect();
+                    g.sort();
+                    g.dedup();
+                    g
+                },
+                wait_timeout: def.gang.waiting_time.map(|m| m.0),
+            },
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -376,6 +396,7 @@ impl Simulation {
                 }
             }
             Event::EvictDone(p) => self.set_pod(p, TaskStatus::Pending, None),
+            Event::Wake => self.dirty = true,
             Event::AddNodes(group, count) => {
                 if let Some(g) = self.group(&group) {
                     self.add_nodes(g, count);
@@ -472,6 +493,24 @@ impl Simulation {
             if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
                 self.jobs[j].started = Some(self.now);
             }
+        }
+        self.cache.apply_gang_updates(&result.job_updates);
+        let mut wakes = Vec::new();
+        for update in &result.job_updates {
+            let Some(rt) = &update.runtime else { continue };
+            let timeout = self
+                .job_index
+                .get(&*update.job)
+                .and_then(|&j| self.jobs[j].spec.policy.wait_timeout);
+            if let (Some(since), Some(t)) = (rt.waiting_since, timeout) {
+                wakes.push(since + t);
+            }
+            if rt.backoff_until > self.now {
+                wakes.push(rt.backoff_until);
+            }
+        }
+        for at in wakes {
+            self.schedule(at, Event::Wake);
         }
         let mut phases = Vec::new();
         for update in &result.job_updates {

@@ -163,7 +163,27 @@ pub struct JobDef {
     pub runtime_jitter: f64,
     #[serde(default)]
     pub repeat: Option<Repeat>,
+    /// Koordinator-style gang options (mode, match policy, total number, group, waiting
+    /// time).
+    #[serde(default)]
+    pub gang: GangDef,
     pub tasks: Vec<TaskDef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GangDef {
+    #[serde(default)]
+    pub mode: crate::model::GangMode,
+    #[serde(default)]
+    pub match_policy: crate::model::MatchPolicy,
+    #[serde(default)]
+    pub total_number: Option<u32>,
+    /// Names of the jobs (in this job's namespace) forming a GangGroup with this one.
+    #[serde(default)]
+    pub group: Vec<String>,
+    #[serde(default)]
+    pub waiting_time: Option<Millis>,
 }
 
 impl JobDef {
@@ -353,6 +373,18 @@ impl Scenario {
                 }
             }
             let total = j.task_count();
+            for (k, member) in j.gang.group.iter().enumerate() {
+                if !self
+                    .jobs
+                    .iter()
+                    .any(|o| o.name == *member && o.namespace == j.namespace)
+                {
+                    return Err(invalid(
+                        format!("{at}.gang.group[{k}]"),
+                        format!("no job {member:?} in namespace {}", j.namespace),
+                    ));
+                }
+            }
             if let Some(min) = j.min_member {
                 if min > total {
                     return Err(invalid(
