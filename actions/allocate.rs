@@ -126,8 +126,20 @@ impl Action for Allocate {
         for jobs in groups.values_mut() {
             jobs.reverse();
         }
-        // Gangs already handled with their GangGroup.
+        // Gangs already handled (with their GangGroup, or expired).
         let mut done = std::collections::HashSet::new();
+        // A waiting time runs out whatever else this cycle brings (an overused queue
+        // included), and what the gang held is free for everyone before anyone is placed.
+        let expired: Vec<JobId> = groups
+            .values()
+            .flatten()
+            .copied()
+            .filter(|&id| ssn.gang_expired(id))
+            .collect();
+        for id in expired {
+            ssn.expire_gang(id);
+            done.insert(id);
+        }
         while let Some(queue) =
             ssn.next_queue(groups.iter().filter(|(_, j)| !j.is_empty()).map(|(q, _)| q))
         {
@@ -151,10 +163,6 @@ impl Action for Allocate {
                 continue;
             }
             if ssn.gang_backing_off(id) {
-                continue;
-            }
-            if ssn.gang_expired(id) {
-                ssn.expire_gang(id);
                 continue;
             }
             if ssn.job(id).policy.group.len() > 1 {

@@ -164,6 +164,11 @@ impl Cache {
         }
     }
 
+    /// The pods a gang holds placements for (NonStrict gangs between sessions).
+    pub fn held_pods(&self, job: &str) -> &[Arc<str>] {
+        self.holds_by_job.get(job).map_or(&[], Vec::as_slice)
+    }
+
     /// Replaces the placements a gang holds.
     fn set_holds(&mut self, job: &Arc<str>, holds: &[Hold]) {
         for uid in self.holds_by_job.remove(job).unwrap_or_default() {

@@ -216,3 +216,71 @@ fn s5_queue_shares_converge_to_weights() {
         assert!((20.0..=28.0).contains(&b), "q-b holds {b} cpu at t={}", s.t);
     }
 }
+
+#[test]
+fn s4_gang_group_binds_nothing_with_room_for_three_then_all_four_together() {
+    let mut sim = load("s4-gang-group.yaml");
+    sim.run_until(MINUTE - SECOND, &mut |_| {});
+    for job in ["gang-a", "gang-b"] {
+        assert_eq!(
+            statuses(&sim, job),
+            vec![TaskStatus::Pending; 2],
+            "{job}: gang-a alone would fit, but not the group"
+        );
+    }
+    let message = sim
+        .job("gang-a")
+        .unwrap()
+        .message
+        .clone()
+        .unwrap_or_default()
+        + &sim
+            .job("gang-b")
+            .unwrap()
+            .message
+            .clone()
+            .unwrap_or_default();
+    assert!(message.contains("gang group not ready"), "{message}");
+    // The fourth slot arrives at 1m: all four bind in that cycle.
+    sim.run_until(MINUTE, &mut |_| {});
+    for job in ["gang-a", "gang-b"] {
+        assert_eq!(statuses(&sim, job), vec![TaskStatus::Running; 2], "{job}");
+    }
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    assert_eq!(report.summary.completed, 2);
+}
+
+#[test]
+fn s4b_a_non_strict_gang_holds_until_its_waiting_time_then_releases_and_retries() {
+    let mut sim = load("s4b-waiting-time.yaml");
+    sim.run_until(29 * SECOND, &mut |_| {});
+    // Two of four members hold the only node; the small job cannot use it.
+    assert_eq!(sim.held_pods("big"), 2);
+    assert_eq!(
+        statuses(&sim, "big"),
+        vec![TaskStatus::Pending; 4],
+        "none bound"
+    );
+    assert_eq!(statuses(&sim, "small"), vec![TaskStatus::Pending]);
+    // At 30s the waiting time runs out: holds released, the small job runs at once.
+    sim.run_until(30 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "small"), vec![TaskStatus::Running]);
+    assert_eq!(sim.held_pods("big"), 0);
+    let message = sim.job("big").unwrap().message.clone().unwrap_or_default();
+    assert!(message.contains("retrying after a backoff"), "{message}");
+    // Capacity for the whole gang arrives at 5m: it binds whole within a backoff (≤ 5m).
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    let big = report
+        .jobs
+        .iter()
+        .find(|j| j.name == "default/big")
+        .unwrap();
+    let started = big.started.expect("the big gang runs in the end");
+    assert!(
+        (5 * MINUTE..=10 * MINUTE).contains(&started),
+        "started at {started} ms"
+    );
+    assert_eq!(report.summary.completed, 2);
+}

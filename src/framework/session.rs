@@ -242,8 +242,8 @@ pub struct Session {
     total_allocatable: Resource,
     /// Gangs whose waiting time ran out this session, with their new runtime.
     expired: HashMap<JobId, GangRuntime>,
-    /// Gangs that held placements when the session opened.
-    held_at_open: BTreeSet<JobId>,
+    /// The placements each gang held when the session opened.
+    held_at_open: HashMap<JobId, Vec<Hold>>,
 }
 
 impl Session {
@@ -291,13 +291,13 @@ impl Session {
             touched: Vec::new(),
             window: None,
             expired: HashMap::new(),
-            held_at_open: BTreeSet::new(),
+            held_at_open: HashMap::new(),
         };
         ssn.held_at_open = ssn
             .state
             .jobs()
             .filter(|(_, j)| held_count(j) > 0)
-            .map(|(id, _)| id)
+            .map(|(id, j)| (id, held_placements(j)))
             .collect();
         for plugin in &mut plugins {
             plugin.on_session_open(&mut ssn);
@@ -391,23 +391,13 @@ impl Session {
         let keep = job.policy.mode == GangMode::NonStrict
             && !self.scheduled.contains(&id)
             && !self.expired.contains_key(&id);
-        if !keep && !self.held_at_open.contains(&id) {
-            return None;
-        }
-        let holds: Vec<Hold> = job
-            .tasks()
-            .iter()
-            .filter(|_| keep)
-            .filter(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
-            .filter_map(|t| {
-                Some(Hold {
-                    task: t.uid.clone(),
-                    node: t.node.clone()?,
-                    status: t.status,
-                })
-            })
-            .collect();
-        (!holds.is_empty() || self.held_at_open.contains(&id)).then_some(holds)
+        let holds = if keep {
+            held_placements(job)
+        } else {
+            Vec::new()
+        };
+        let before = self.held_at_open.get(&id).map_or(&[][..], Vec::as_slice);
+        (holds != before).then_some(holds)
     }
 
     /// Ends a gang's wait: its held placements are released, it is not tried again before
@@ -1268,6 +1258,21 @@ fn dynamic_fit(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> Result<(), Unfit> {
 
 /// The PodGroup phase a gang should have after this session.
 /// Tasks a gang holds from an earlier session (placed, not bound).
+/// A gang's Allocated and Pipelined tasks, as holds in task order.
+fn held_placements(job: &JobInfo) -> Vec<Hold> {
+    job.tasks()
+        .iter()
+        .filter(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
+        .filter_map(|t| {
+            Some(Hold {
+                task: t.uid.clone(),
+                node: t.node.clone()?,
+                status: t.status,
+            })
+        })
+        .collect()
+}
+
 fn held_count(job: &JobInfo) -> u32 {
     job.count(TaskStatus::Allocated) + job.count(TaskStatus::Pipelined)
 }

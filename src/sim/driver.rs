@@ -740,6 +740,13 @@ impl Simulation {
         self.jobs.iter().find(|j| j.name == name)
     }
 
+    /// How many of a job's pods the scheduler holds a node for without binding them
+    /// (a NonStrict gang waiting for the rest); the cluster still sees them Pending.
+    pub fn held_pods(&self, name: &str) -> usize {
+        self.job(name)
+            .map_or(0, |j| self.cache.held_pods(&j.spec.uid).len())
+    }
+
     pub fn job_pods(&self, name: &str) -> Vec<&SimPod> {
         self.job(name)
             .map(|j| j.pods.iter().map(|&p| &self.pods[p]).collect())
