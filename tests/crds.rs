@@ -59,7 +59,9 @@ fn crd_yaml_holds_every_crd_and_is_deterministic() {
         names,
         [
             "podgroups.scheduling.volcano.sh",
-            "queues.scheduling.volcano.sh"
+            "queues.scheduling.volcano.sh",
+            "podgroups.scheduling.x-k8s.io",
+            "podgroups.scheduling.sigs.k8s.io",
         ]
     );
 }

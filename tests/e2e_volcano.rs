@@ -80,7 +80,8 @@ async fn s1(client: &Client, port: u16) {
     assert_eq!(gang["minRequiredNumber"], 5);
     assert_eq!(gang["totalChildrenNum"], 5);
     assert_eq!(gang["boundChildren"].as_array().unwrap().len(), 0);
-    assert_eq!(gang["gangFrom"], "PodGroup");
+    assert_eq!(gang["gangFrom"], "GangFromPodGroupCrd");
+    assert_eq!(gang["dialect"], "scheduling.volcano.sh");
     let reasons = gang["pending"].to_string();
     assert!(reasons.contains("Insufficient nvidia.com/gpu"), "{reasons}");
     let (code, body) = http_get(port, "/apis/v1/plugins/Coscheduling/gang/e2e-s1/nope")

@@ -15,7 +15,9 @@ use crate::model::placement::{
     TolerationOperator,
 };
 use crate::model::resource::{pod_requests, QuantityError};
-use crate::model::{NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
+use crate::model::{GangPolicy, NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
+
+use super::koordinator;
 
 /// Pod annotation naming a Volcano / kube-batch PodGroup.
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
@@ -67,6 +69,9 @@ pub const ACK_GROUP_NAME: &str = "pod-group.scheduling.sigs.k8s.io/name";
 pub const ACK_GROUP_NAME_SHORT: &str = "pod-group.scheduling.sigs.k8s.io";
 pub const ACK_MIN_AVAILABLE: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
 
+/// scheduler-plugins: the pod's PodGroup (`scheduling.x-k8s.io/v1alpha1`).
+pub const X_K8S_POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
 /// How a pod declares its gang.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GangDecl {
@@ -74,9 +79,12 @@ pub struct GangDecl {
     /// The minimum the pod itself carries: such a gang exists without a PodGroup object
     /// (a PodGroup of the same name, if one appears, takes precedence).
     pub implicit_min: Option<u32>,
+    /// The gang's policy, as the pod declares it (Koordinator annotations); the default
+    /// (Volcano's semantics) otherwise.
+    pub policy: GangPolicy,
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|part| {
@@ -93,8 +101,14 @@ fn is_dns_subdomain(s: &str) -> bool {
 /// 1. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch; with kube-batch's
 ///    `scheduling.k8s.io/group-min-member` the gang needs no PodGroup object);
 /// 2. `scheduling.volcano.sh/group-name`, annotation then label;
-/// 3. ACK labels `pod-group.scheduling.sigs.k8s.io/name` (or `pod-group.scheduling.sigs.k8s.io`)
+/// 3. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins; needs its PodGroup);
+/// 4. annotation `gang.scheduling.koordinator.sh/name` with the other Koordinator keys
+///    (with `min-available` the gang needs no PodGroup object);
+/// 5. ACK labels `pod-group.scheduling.sigs.k8s.io/name` (or `pod-group.scheduling.sigs.k8s.io`)
 ///    with `pod-group.scheduling.sigs.k8s.io/min-available`: a label-only gang.
+///
+/// Whatever key named it, a gang's PodGroup object, if one exists, is what defines it (see
+/// the driver for the precedence between PodGroup kinds).
 pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
     let meta = &pod.metadata;
     let object = format!(
@@ -127,6 +141,7 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
             })
             .transpose()
     };
+    let mut policy = GangPolicy::default();
     let (name, implicit_min) = if let Some(name) = ann(GROUP_NAME_ANNOTATION) {
         let m = min(
             format!("metadata.annotations[{KUBE_BATCH_MIN_MEMBER}]"),
@@ -135,6 +150,16 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         (name, m)
     } else if let Some(name) = ann(VOLCANO_GROUP_NAME).or_else(|| label(VOLCANO_GROUP_NAME)) {
         (name, None)
+    } else if let Some(name) = label(X_K8S_POD_GROUP_LABEL) {
+        (name, None)
+    } else if let Some(name) = ann(koordinator::NAME) {
+        check_name(&name, &object)?;
+        let ns = meta.namespace.clone().unwrap_or_default();
+        let empty = BTreeMap::new();
+        let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+        let gang = koordinator::gang_policy(annotations, &ns, &name, &object)?;
+        policy = gang.policy;
+        (name, gang.min_available)
     } else if let Some(name) = label(ACK_GROUP_NAME).or_else(|| label(ACK_GROUP_NAME_SHORT)) {
         let m = min(
             format!("metadata.labels[{ACK_MIN_AVAILABLE}]"),
@@ -144,16 +169,25 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
     } else {
         return Ok(None);
     };
-    if !is_dns_subdomain(&name) {
+    check_name(&name, &object)?;
+    Ok(Some(GangDecl {
+        name,
+        implicit_min,
+        policy,
+    }))
+}
+
+fn check_name(name: &str, object: &str) -> Result<(), ConvertError> {
+    if !is_dns_subdomain(name) {
         return Err(ConvertError {
-            object,
+            object: object.to_string(),
             field: "gang name".into(),
             message: format!(
                 "{name:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.')"
             ),
         });
     }
-    Ok(Some(GangDecl { name, implicit_min }))
+    Ok(())
 }
 
 /// Which gang a pod names, if any (every dialect; see `pod_gang`).
@@ -430,7 +464,8 @@ spec: {containers: []}
             pod_gang(&ack).unwrap(),
             Some(GangDecl {
                 name: "tf-smoke-gpu".into(),
-                implicit_min: Some(5)
+                implicit_min: Some(5),
+                policy: GangPolicy::default(),
             })
         );
         let kube_batch = pod(r#"
@@ -444,7 +479,8 @@ spec: {containers: []}
             pod_gang(&kube_batch).unwrap(),
             Some(GangDecl {
                 name: "g1".into(),
-                implicit_min: Some(3)
+                implicit_min: Some(3),
+                policy: GangPolicy::default(),
             }),
             "the Volcano/kube-batch annotation wins over ACK labels"
         );
@@ -453,7 +489,8 @@ spec: {containers: []}
             pod_gang(&volcano_label).unwrap(),
             Some(GangDecl {
                 name: "pg".into(),
-                implicit_min: None
+                implicit_min: None,
+                policy: GangPolicy::default(),
             })
         );
         let bad_min = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: g, pod-group.scheduling.sigs.k8s.io/min-available: five}}\nspec: {containers: []}\n");
@@ -469,6 +506,47 @@ spec: {containers: []}
             .contains("not a DNS subdomain"));
         let none = pod("metadata: {name: w}\nspec: {containers: []}\n");
         assert_eq!(pod_gang(&none).unwrap(), None);
+
+        let x_k8s = pod(r#"
+metadata:
+  name: w
+  labels: {scheduling.x-k8s.io/pod-group: pg1, pod-group.scheduling.sigs.k8s.io/name: other}
+  annotations: {gang.scheduling.koordinator.sh/name: koord}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&x_k8s).unwrap().map(|d| (d.name, d.implicit_min)),
+            Some(("pg1".into(), None)),
+            "the scheduler-plugins label wins over Koordinator and ACK keys; its PodGroup defines it"
+        );
+        let koord = pod(r#"
+metadata:
+  name: w
+  namespace: default
+  labels: {pod-group.scheduling.sigs.k8s.io/name: other}
+  annotations:
+    gang.scheduling.koordinator.sh/name: gang-example
+    gang.scheduling.koordinator.sh/min-available: "2"
+    gang.scheduling.koordinator.sh/mode: NonStrict
+spec: {containers: []}
+"#);
+        let d = pod_gang(&koord).unwrap().unwrap();
+        assert_eq!(
+            (d.name.as_str(), d.implicit_min),
+            ("gang-example", Some(2)),
+            "Koordinator's annotation wins over ACK labels"
+        );
+        assert_eq!(d.policy.mode, crate::model::GangMode::NonStrict);
+        let koord_bad = pod(r#"
+metadata:
+  name: w
+  annotations: {gang.scheduling.koordinator.sh/name: g, gang.scheduling.koordinator.sh/groups: "[oops"}
+spec: {containers: []}
+"#);
+        assert!(pod_gang(&koord_bad)
+            .unwrap_err()
+            .to_string()
+            .contains("is not a JSON list"));
     }
 
     #[test]

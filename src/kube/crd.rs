@@ -905,26 +905,34 @@ impl CustomResourceExt for Queue {
 // ---------------------------------------------------------------------------------------
 
 const GENERATED_HEADER: &str =
-    "# Generated from src/kube/crd.rs by `rust-batch crds --write crds`. Do not edit.\n";
+    "# Generated from src/kube/crd.rs and src/kube/coscheduling.rs by `rust-batch crds --write crds`. Do not edit.\n";
 
 /// Every CRD we own, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![PodGroup::crd(), Queue::crd()]
+    crd_list().into_iter().map(|(_, crd)| crd).collect()
+}
+
+/// Volcano's kinds, then the optional coscheduling PodGroups (scheduler-plugins, legacy).
+fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
+    use super::coscheduling::{SigsPodGroup, XK8sPodGroup};
+    vec![
+        ("scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
+        ("scheduling.volcano.sh_queues.yaml", Queue::crd()),
+        ("scheduling.x-k8s.io_podgroups.yaml", XK8sPodGroup::crd()),
+        ("scheduling.sigs.k8s.io_podgroups.yaml", SigsPodGroup::crd()),
+    ]
 }
 
 /// The checked-in files: (file name in `crds/`, contents), one CRD per file, named as
 /// upstream names them.
 pub fn crd_files() -> Vec<(&'static str, String)> {
-    [
-        ("scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
-        ("scheduling.volcano.sh_queues.yaml", Queue::crd()),
-    ]
-    .into_iter()
-    .map(|(name, crd)| {
-        let yaml = serde_yaml::to_string(&crd).expect("a CRD serializes to YAML");
-        (name, format!("{GENERATED_HEADER}{yaml}"))
-    })
-    .collect()
+    crd_list()
+        .into_iter()
+        .map(|(name, crd)| {
+            let yaml = serde_yaml::to_string(&crd).expect("a CRD serializes to YAML");
+            (name, format!("{GENERATED_HEADER}{yaml}"))
+        })
+        .collect()
 }
 
 /// Every CRD as one multi-document YAML stream (`rust-batch crds | kubectl apply -f -`).

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::driver::{lock, State as DriverState};
 use super::groups::phase_str;
 use crate::framework::ConditionKind;
-use crate::model::TaskStatus;
+use crate::model::{GangMode, TaskStatus};
 
 pub(super) fn routes(state: Arc<Mutex<DriverState>>) -> Router {
     Router::new()
@@ -48,12 +48,16 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
             .map(name_of)
             .collect()
     };
-    let from = if st.pod_groups.contains_key(key) {
-        "PodGroup"
-    } else if job.name.starts_with("podgroup-") {
-        "Pod"
+    // Koordinator's two sources; `dialect` says which object or keys exactly.
+    let (from, dialect) = match st.group_dialect(key) {
+        Some(d) => ("GangFromPodGroupCrd", d.api_group()),
+        None if job.name.starts_with("podgroup-") => ("GangFromPodAnnotation", "pod"),
+        None => ("GangFromPodAnnotation", "annotations"),
+    };
+    let group: Vec<String> = if job.policy.group.is_empty() {
+        vec![key.to_string()]
     } else {
-        "Labels"
+        job.policy.group.clone()
     };
     let (condition, reasons) = st.verdicts.get(key).cloned().unwrap_or_default();
     let pending: Vec<Value> = job
@@ -71,15 +75,21 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
         .collect();
     Some(json!({
         "name": key,
-        "mode": "Strict",
+        "mode": match job.policy.mode { GangMode::Strict => "Strict", GangMode::NonStrict => "NonStrict" },
+        "matchPolicy": job.policy.match_policy,
         "gangFrom": from,
+        "dialect": dialect,
         "minRequiredNumber": job.min_member,
-        "totalChildrenNum": job.tasks().len(),
+        "totalChildrenNum": job.policy.total_number.unwrap_or(job.tasks().len() as u32),
         "children": job.tasks().iter().map(name_of).collect::<Vec<_>>(),
-        "waitingForBindChildren": with(|s| matches!(s, TaskStatus::Pending | TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Binding)),
+        // Placed by the scheduler (held, for a NonStrict gang) or being bound.
+        "waitingForBindChildren": with(|s| matches!(s, TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Binding)),
         "boundChildren": with(|s| matches!(s, TaskStatus::Bound | TaskStatus::Running | TaskStatus::Succeeded)),
-        "onceResourceSatisfied": matches!(job.phase, crate::model::PodGroupPhase::Running | crate::model::PodGroupPhase::Completed),
-        "gangGroup": [key],
+        "onceResourceSatisfied": job.runtime.once_satisfied || matches!(job.phase, crate::model::PodGroupPhase::Running | crate::model::PodGroupPhase::Completed),
+        "gangGroup": group,
+        "waitTime": job.policy.wait_timeout.map(|ms| humantime::format_duration(std::time::Duration::from_millis(ms.max(0) as u64)).to_string()),
+        "waitingSince": job.runtime.waiting_since.map(rfc3339),
+        "backoffUntil": (job.runtime.expiries > 0).then(|| rfc3339(job.runtime.backoff_until)),
         "createTime": rfc3339(job.created),
         "queue": &*job.queue,
         "phase": phase_str(job.phase),

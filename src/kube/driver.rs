@@ -21,6 +21,9 @@ use tracing::{debug, info, warn};
 use super::convert::{
     node_to_spec, pod_gang, pod_group_name, pod_to_update, GangDecl, QUEUE_NAME_ANNOTATION,
 };
+use super::coscheduling::{
+    cosched_status_patch, cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
+};
 use super::crd::{PodGroup, Queue};
 use super::groups::{
     pod_group_to_job, queue_problems, queue_status_patch, queue_to_info, status_patch, GroupStatus,
@@ -55,8 +58,11 @@ pub(super) struct State {
     pub(super) cache: Cache,
     names: Vec<String>,
     priority_classes: HashMap<String, i32>,
-    /// Real PodGroups by `namespace/name`, as last seen.
+    /// Real PodGroups by `namespace/name`, as last seen, per kind (see `Dialect` for which
+    /// defines a gang named by several).
     pub(super) pod_groups: HashMap<String, PodGroup>,
+    pub(super) x_k8s_groups: HashMap<String, XK8sPodGroup>,
+    pub(super) sigs_groups: HashMap<String, SigsPodGroup>,
     /// The last cycle's verdict per gang: its condition and why each pending pod waits.
     pub(super) verdicts: HashMap<String, Verdict>,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
@@ -157,7 +163,7 @@ impl State {
                     .insert(uid.clone(), (ns.clone(), name.clone(), job.clone()));
                 if ours && update.task.status == TaskStatus::Pending {
                     if let Some(key) = &job {
-                        if !self.implicit.contains_key(key) && !self.pod_groups.contains_key(key) {
+                        if !self.implicit.contains_key(key) && !self.has_group_object(key) {
                             let group = key.split_once('/').map(|x| x.1).unwrap_or(key).to_string();
                             self.report(
                                 pod_ref(&ns, &name, &uid),
@@ -190,15 +196,15 @@ impl State {
     fn gang_for(&mut self, pod: &Pod, decl: Option<GangDecl>) -> String {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
-        let (name, min) = match decl {
+        let (name, min, policy) = match decl {
             Some(d) => match d.implicit_min {
-                Some(min) => (d.name, min),
+                Some(min) => (d.name, min, d.policy),
                 None => return format!("{ns}/{}", d.name),
             },
-            None => (format!("podgroup-{uid}"), 1),
+            None => (format!("podgroup-{uid}"), 1, Default::default()),
         };
         let key = format!("{ns}/{name}");
-        if !self.pod_groups.contains_key(&key) {
+        if !self.has_group_object(&key) {
             let queue = pod
                 .annotations()
                 .get(QUEUE_NAME_ANNOTATION)
@@ -225,6 +231,7 @@ impl State {
                 priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
                 created: existing.map_or(created, |j| j.created.min(created)),
                 phase: existing.map(|j| j.phase).unwrap_or_default(),
+                policy,
                 ..Default::default()
             };
             self.cache.apply_job(spec);
@@ -245,7 +252,7 @@ impl State {
                 members.remove(uid);
                 if members.is_empty() {
                     self.implicit.remove(&job);
-                    if !self.pod_groups.contains_key(&job) {
+                    if !self.has_group_object(&job) {
                         self.cache.delete_job(&job);
                     }
                 }
@@ -264,25 +271,89 @@ impl State {
         }
     }
 
-    fn apply_pod_group(&mut self, pg: &PodGroup) {
-        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
-        match pod_group_to_job(pg, &self.priority_classes) {
+    /// Which kind of object defines the gang `key`, if any: Volcano's PodGroup, then
+    /// scheduler-plugins', then the legacy one.
+    pub(super) fn group_dialect(&self, key: &str) -> Option<Dialect> {
+        if self.pod_groups.contains_key(key) {
+            Some(Dialect::Volcano)
+        } else if self.x_k8s_groups.contains_key(key) {
+            Some(Dialect::XK8sPodGroup)
+        } else if self.sigs_groups.contains_key(key) {
+            Some(Dialect::SigsPodGroup)
+        } else {
+            None
+        }
+    }
+
+    fn has_group_object(&self, key: &str) -> bool {
+        self.group_dialect(key).is_some()
+    }
+
+    /// The object that defines the gang `key`, for events.
+    fn group_ref(&self, key: &str) -> Option<ObjectReference> {
+        match self.group_dialect(key)? {
+            Dialect::Volcano => self.pod_groups.get(key).map(|g| g.object_ref(&())),
+            Dialect::XK8sPodGroup => self.x_k8s_groups.get(key).map(|g| g.object_ref(&())),
+            Dialect::SigsPodGroup => self.sigs_groups.get(key).map(|g| g.object_ref(&())),
+        }
+    }
+
+    /// Makes the engine's gang `key` what its defining object says (or an event on that
+    /// object says why it cannot).
+    fn refresh_group(&mut self, key: &str) {
+        let converted = match self.group_dialect(key) {
+            None => return,
+            Some(Dialect::Volcano) => {
+                pod_group_to_job(&self.pod_groups[key], &self.priority_classes)
+            }
+            Some(Dialect::XK8sPodGroup) => cosched_to_job(&self.x_k8s_groups[key]),
+            Some(Dialect::SigsPodGroup) => cosched_to_job(&self.sigs_groups[key]),
+        };
+        match converted {
             Ok(spec) => self.cache.apply_job(spec),
             Err(e) => {
-                self.cache.delete_job(&key);
-                self.report(
-                    pg.object_ref(&()),
-                    EventType::Warning,
-                    "Invalid",
-                    e.to_string(),
-                );
+                self.cache.delete_job(key);
+                if let Some(r) = self.group_ref(key) {
+                    self.report(r, EventType::Warning, "Invalid", e.to_string());
+                }
             }
         }
-        self.pod_groups.insert(key, pg.clone());
+    }
+
+    fn apply_pod_group(&mut self, pg: &PodGroup) {
+        let key = key_of_group(pg);
+        self.pod_groups.insert(key.clone(), pg.clone());
+        self.refresh_group(&key);
+    }
+
+    fn apply_x_k8s_group(&mut self, pg: &XK8sPodGroup) {
+        let key = key_of_group(pg);
+        self.x_k8s_groups.insert(key.clone(), pg.clone());
+        self.refresh_group(&key);
+    }
+
+    fn apply_sigs_group(&mut self, pg: &SigsPodGroup) {
+        let key = key_of_group(pg);
+        self.sigs_groups.insert(key.clone(), pg.clone());
+        self.refresh_group(&key);
+    }
+
+    /// A PodGroup object of one kind is gone: another kind of the same name takes over, or
+    /// the gang goes and its pods say so.
+    fn delete_group(&mut self, dialect: Dialect, key: &str) {
+        match dialect {
+            Dialect::Volcano => self.pod_groups.remove(key).is_some(),
+            Dialect::XK8sPodGroup => self.x_k8s_groups.remove(key).is_some(),
+            Dialect::SigsPodGroup => self.sigs_groups.remove(key).is_some(),
+        };
+        if self.has_group_object(key) {
+            self.refresh_group(key);
+        } else {
+            self.delete_pod_group(key);
+        }
     }
 
     fn delete_pod_group(&mut self, key: &str) {
-        self.pod_groups.remove(key);
         self.cache.delete_job(key);
         let members: Vec<(String, String, String)> = self
             .pods
@@ -328,7 +399,12 @@ async fn watch<K, A, D, L>(
         .default_backoff()
         .boxed();
     let mut listed: HashSet<String> = HashSet::new();
+    // A failing watch retries with backoff; say so once per distinct error, not per retry.
+    let mut last_error: Option<String> = None;
     while let Some(event) = stream.next().await {
+        if event.is_ok() {
+            last_error = None;
+        }
         match event {
             Ok(Event::Init) => listed.clear(),
             Ok(Event::InitApply(obj)) => {
@@ -356,10 +432,55 @@ async fn watch<K, A, D, L>(
                 wake.notify_one();
             }
             Err(e) => {
-                warn!(error = %e, kind = %K::kind(&K::DynamicType::default()), "watch failed; retrying with backoff")
+                let text = e.to_string();
+                if last_error.as_deref() != Some(text.as_str()) {
+                    warn!(error = %text, kind = %K::kind(&K::DynamicType::default()), "watch failed; retrying with backoff");
+                    last_error = Some(text);
+                }
             }
         }
     }
+}
+
+/// How often a dialect whose CRD is missing looks for it again.
+const CRD_POLL: Duration = Duration::from_secs(10);
+
+/// `watch`, once the kind's CRD is installed: a missing CRD turns its dialect off with one
+/// log line, and the dialect turns on by itself when the CRD appears.
+async fn watch_when_installed<K, A, D, L>(
+    api: Api<K>,
+    state: Arc<Mutex<State>>,
+    wake: Arc<Notify>,
+    apply: A,
+    delete: D,
+    known: L,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+    A: Fn(&mut State, &K) + Send + 'static,
+    D: Fn(&mut State, &str) + Send + 'static,
+    L: Fn(&State) -> Vec<String> + Send + 'static,
+{
+    let dt = K::DynamicType::default();
+    let what = format!("{}/{} {}", K::group(&dt), K::version(&dt), K::kind(&dt));
+    let mut said_missing = false;
+    loop {
+        match api.list(&::kube::api::ListParams::default().limit(1)).await {
+            Ok(_) => break,
+            Err(::kube::Error::Api(e)) if e.code == 404 => {
+                if !said_missing {
+                    info!(kind = %what, "CRD not installed: this gang dialect is off until it is");
+                    said_missing = true;
+                }
+            }
+            Err(e) => debug!(kind = %what, error = %e, "cannot check for the CRD yet"),
+        }
+        tokio::time::sleep(CRD_POLL).await;
+    }
+    if said_missing {
+        info!(kind = %what, "CRD installed: this gang dialect is on");
+    }
+    watch(api, state, wake, apply, delete, known).await
 }
 
 fn key_of<K: Resource>(obj: &K) -> String
@@ -425,13 +546,29 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         },
         |st: &State| st.nodes.iter().cloned().collect(),
     ));
-    tokio::spawn(watch(
+    tokio::spawn(watch_when_installed(
         Api::<PodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),
         |st: &mut State, pg: &PodGroup| st.apply_pod_group(pg),
-        |st: &mut State, key: &str| st.delete_pod_group(key),
+        |st: &mut State, key: &str| st.delete_group(Dialect::Volcano, key),
         |st: &State| st.pod_groups.keys().cloned().collect(),
+    ));
+    tokio::spawn(watch_when_installed(
+        Api::<XK8sPodGroup>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, pg: &XK8sPodGroup| st.apply_x_k8s_group(pg),
+        |st: &mut State, key: &str| st.delete_group(Dialect::XK8sPodGroup, key),
+        |st: &State| st.x_k8s_groups.keys().cloned().collect(),
+    ));
+    tokio::spawn(watch_when_installed(
+        Api::<SigsPodGroup>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, pg: &SigsPodGroup| st.apply_sigs_group(pg),
+        |st: &mut State, key: &str| st.delete_group(Dialect::SigsPodGroup, key),
+        |st: &State| st.sigs_groups.keys().cloned().collect(),
     ));
     tokio::spawn(watch(
         Api::<Queue>::all(client.clone()),
@@ -638,6 +775,7 @@ impl Applier<'_> {
         } = *self;
         let mut patches = Vec::new();
         let mut queue_patches = Vec::new();
+        let mut cosched_patches = Vec::new();
         let outbox;
         {
             let mut s = lock(state);
@@ -665,8 +803,7 @@ impl Applier<'_> {
                     // The PodGroup gets an event when its verdict changes (deduplicated); a gang
                     // still forming (NotEnoughTasks) only updates its condition.
                     let forming = c.reason == "NotEnoughTasks";
-                    if let Some(pg) = s.pod_groups.get(&*u.job).filter(|_| !forming) {
-                        let r = pg.object_ref(&());
+                    if let Some(r) = s.group_ref(&u.job).filter(|_| !forming) {
                         let (kind, reason) = match c.kind {
                             ConditionKind::Scheduled => (EventType::Normal, "Scheduled"),
                             ConditionKind::Unschedulable => (EventType::Warning, "Unschedulable"),
@@ -690,6 +827,9 @@ impl Applier<'_> {
                     }
                 }
             }
+            // Gang runtimes (waiting clocks, backoffs) and NonStrict holds live in the cache:
+            // the API server never sees a hold, only the bind once the whole gang fits.
+            s.cache.apply_gang_updates(&result.job_updates);
             // PodGroup status: phase, counts and conditions, written only when they differ.
             let conditions: HashMap<&str, _> = result
                 .job_updates
@@ -708,6 +848,30 @@ impl Applier<'_> {
                 let desired = GroupStatus::of(job, conditions.get(key.as_str()).copied());
                 if let Some(patch) = status_patch(pg, &desired, now_ms()) {
                     patches.push((pg.namespace().unwrap_or_default(), pg.name_any(), patch));
+                }
+            }
+            // scheduler-plugins' and the legacy PodGroups: their own phases, through their
+            // status subresource, when they define the gang.
+            for (key, pg) in &s.x_k8s_groups {
+                if s.group_dialect(key) != Some(Dialect::XK8sPodGroup) {
+                    continue;
+                }
+                let Some(id) = snapshot.job_by_uid(key) else {
+                    continue;
+                };
+                if let Some(patch) = cosched_status_patch(pg, snapshot.job(id), now_ms()) {
+                    cosched_patches.push((Dialect::XK8sPodGroup, key.clone(), patch));
+                }
+            }
+            for (key, pg) in &s.sigs_groups {
+                if s.group_dialect(key) != Some(Dialect::SigsPodGroup) {
+                    continue;
+                }
+                let Some(id) = snapshot.job_by_uid(key) else {
+                    continue;
+                };
+                if let Some(patch) = cosched_status_patch(pg, snapshot.job(id), now_ms()) {
+                    cosched_patches.push((Dialect::SigsPodGroup, key.clone(), patch));
                 }
             }
             let mut by_queue: HashMap<&str, Vec<&crate::model::JobInfo>> = HashMap::new();
@@ -863,6 +1027,23 @@ impl Applier<'_> {
                     .await
                 {
                     warn!(podgroup = %format!("{ns}/{name}"), error = %e, "status update failed");
+                }
+            }
+            for (dialect, key, patch) in cosched_patches {
+                let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                let pp = PatchParams::default();
+                let written = match dialect {
+                    Dialect::XK8sPodGroup => Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+                        .patch_status(name, &pp, &Patch::Merge(&patch))
+                        .await
+                        .map(drop),
+                    _ => Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+                        .patch_status(name, &pp, &Patch::Merge(&patch))
+                        .await
+                        .map(drop),
+                };
+                if let Err(e) = written {
+                    warn!(podgroup = %key, group = dialect.api_group(), error = %e, "status update failed");
                 }
             }
             for (name, patch) in queue_patches {

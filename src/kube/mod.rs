@@ -5,9 +5,11 @@
 //! `::kube`.
 
 pub mod convert;
+pub mod coscheduling;
 pub mod crd;
 pub mod driver;
 pub mod groups;
+pub mod koordinator;
 
 /// What can stop the live driver.
 #[derive(Debug, thiserror::Error)]
