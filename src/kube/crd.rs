@@ -919,8 +919,24 @@ fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
         ("scheduling.volcano.sh_queues.yaml", Queue::crd()),
         ("scheduling.x-k8s.io_podgroups.yaml", XK8sPodGroup::crd()),
-        ("scheduling.sigs.k8s.io_podgroups.yaml", SigsPodGroup::crd()),
+        (
+            "scheduling.sigs.k8s.io_podgroups.yaml",
+            approved(SigsPodGroup::crd()),
+        ),
     ]
+}
+
+/// `*.k8s.io` groups are protected: the API server accepts their CRDs only with this
+/// annotation, pointing to where the API was approved (as the upstream CRD does).
+fn approved(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    crd.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            "api-approved.kubernetes.io".into(),
+            "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50".into(),
+        );
+    crd
 }
 
 /// The checked-in files: (file name in `crds/`, contents), one CRD per file, named as

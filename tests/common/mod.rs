@@ -171,6 +171,29 @@ pub struct Place<'a> {
 }
 
 impl Place<'_> {
+    /// A pod of this place with the given labels and annotations (any gang dialect).
+    pub async fn raw_pod(
+        &self,
+        name: &str,
+        labels: serde_json::Value,
+        annotations: serde_json::Value,
+        requests: serde_json::Value,
+    ) {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": self.ns, "labels": labels, "annotations": annotations},
+            "spec": {
+                "schedulerName": self.scheduler,
+                "nodeSelector": {"pool": self.pool},
+                "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests.clone(), "limits": requests}}]
+            }
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(self.client.clone(), self.ns)
+            .create(&PostParams::default(), &p)
+            .await
+            .expect("pod created");
+    }
+
     pub async fn pod(
         &self,
         group: &str,
@@ -322,19 +345,34 @@ pub async fn foreign_pod(client: &Client, ns: &str, name: &str, node: Option<&st
 /// is any group a pod declares in any dialect; its minimum comes from its PodGroup, else
 /// from the pods (kube-batch annotation, ACK labels).
 pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usize)> {
-    let groups: HashMap<String, usize> = Api::<PodGroup>::namespaced(client.clone(), ns)
+    use rust_batch::kube::coscheduling::{SigsPodGroup, XK8sPodGroup};
+    // Every PodGroup kind; where several share a name, Volcano's, then scheduler-plugins'.
+    let mut groups: HashMap<String, usize> = HashMap::new();
+    let min = |m: Option<i32>| m.unwrap_or(1) as usize;
+    for g in Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
+    }
+    for g in Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
+    }
+    for g in Api::<PodGroup>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
-        .into_iter()
-        .map(|g| {
-            (
-                g.metadata.name.clone().unwrap(),
-                g.spec.min_member.unwrap_or(1) as usize,
-            )
-        })
-        .collect();
+    {
+        groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
+    }
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await

@@ -1,0 +1,684 @@
+//! End-to-end on a real control plane: every way of declaring a gang. S1 through
+//! scheduler-plugins' PodGroup, the legacy (ACK/Koordinator) PodGroup and ACK labels; S3 and
+//! S4 through Koordinator annotations; Strict and NonStrict gangs competing; a waiting-time
+//! expiry; bad annotations; and the shapes operators create (training-operator in Volcano
+//! and scheduler-plugins mode, MPI-operator-like jobs with `schedulerName: volcano`). The two
+//! invariants are checked on every poll. Without a cluster this test fails; it never skips.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use rust_batch::kube::coscheduling::{SigsPodGroup, XK8sPodGroup};
+use rust_batch::kube::crd::PodGroup;
+use serde_json::{json, Value};
+
+const KOORD: &str = "gang.scheduling.koordinator.sh";
+
+async fn start(name: &str, extra_names: &[&str]) -> (Scheduler, u16) {
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut args = vec!["--http-address", address.as_str()];
+    for n in extra_names {
+        args.extend(["--scheduler-name", n]);
+    }
+    let scheduler = start_scheduler_with(name, &args);
+    wait_for(Duration::from_secs(30), "/readyz ready", || async {
+        http_get(port, "/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    (scheduler, port)
+}
+
+async fn gang_info(port: u16, ns: &str, name: &str) -> Option<Value> {
+    let (code, body) = http_get(
+        port,
+        &format!("/apis/v1/plugins/Coscheduling/gang/{ns}/{name}"),
+    )
+    .await?;
+    (code == 200).then(|| serde_json::from_str(&body).unwrap())
+}
+
+/// Polls for `secs` seconds that no pod of `ns` is bound (and the invariants hold).
+async fn stays_unbound(client: &Client, ns: &str, secs: u64) {
+    for _ in 0..secs * 2 {
+        let pods = check_invariants(client, ns).await;
+        let bound: Vec<&String> = pods
+            .iter()
+            .filter(|(_, p)| node_of(p).is_some())
+            .map(|(n, _)| n)
+            .collect();
+        assert!(bound.is_empty(), "{ns}: bound too early: {bound:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn all_running(client: &Client, ns: &str, n: usize, what: &str) {
+    wait_for(Duration::from_secs(45), what, || async {
+        let pods = check_invariants(client, ns).await;
+        (pods.len() == n && pods.values().all(|p| phase(p) == "Running")).then_some(())
+    })
+    .await;
+}
+
+async fn create<K>(client: &Client, ns: &str, object: Value)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let obj: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("object created");
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Dialect {
+    XK8s,
+    Sigs,
+    AckLabels,
+}
+
+/// S1 (1 PS + 4 workers × 2 GPUs on 2 nodes × 2 GPUs: nothing binds; 2 more nodes: all
+/// bind) with the gang declared in one dialect.
+async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
+    let tag = format!("{dialect:?}").to_lowercase();
+    let ns = format!("e2e-s1-{tag}");
+    let place = Place {
+        client,
+        ns: &ns,
+        pool: &ns,
+        scheduler,
+    };
+    namespace(client, &ns).await;
+    let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
+    fake_nodes(client, &ns, 1..=2, &ns, &gpu_node).await;
+    let (labels, dialect_name) = match dialect {
+        Dialect::XK8s => {
+            create::<XK8sPodGroup>(
+                client,
+                &ns,
+                json!({
+                    "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                    "metadata": {"name": "tf-smoke-gpu", "namespace": ns},
+                    "spec": {"minMember": 5}
+                }),
+            )
+            .await;
+            (
+                json!({"scheduling.x-k8s.io/pod-group": "tf-smoke-gpu"}),
+                "scheduling.x-k8s.io",
+            )
+        }
+        Dialect::Sigs => {
+            create::<SigsPodGroup>(
+                client,
+                &ns,
+                json!({
+                    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                    "metadata": {"name": "tf-smoke-gpu", "namespace": ns},
+                    "spec": {"minMember": 5}
+                }),
+            )
+            .await;
+            (
+                json!({"pod-group.scheduling.sigs.k8s.io": "tf-smoke-gpu"}),
+                "scheduling.sigs.k8s.io",
+            )
+        }
+        Dialect::AckLabels => (
+            json!({"pod-group.scheduling.sigs.k8s.io/name": "tf-smoke-gpu",
+                   "pod-group.scheduling.sigs.k8s.io/min-available": "5"}),
+            "annotations",
+        ),
+    };
+    place
+        .raw_pod("ps-0", labels.clone(), json!({}), json!({"cpu": "1"}))
+        .await;
+    for i in 0..4 {
+        place
+            .raw_pod(
+                &format!("worker-{i}"),
+                labels.clone(),
+                json!({}),
+                json!({"nvidia.com/gpu": "2"}),
+            )
+            .await;
+    }
+    let gang = wait_for(
+        Duration::from_secs(30),
+        "S1 gang says it is short of GPUs",
+        || async {
+            check_invariants(client, &ns).await;
+            gang_info(port, &ns, "tf-smoke-gpu").await.filter(|g| {
+                g["pending"]
+                    .to_string()
+                    .contains("Insufficient nvidia.com/gpu")
+            })
+        },
+    )
+    .await;
+    assert_eq!(gang["minRequiredNumber"], 5, "{gang}");
+    assert_eq!(gang["dialect"], dialect_name, "{gang}");
+    stays_unbound(client, &ns, 2).await;
+    fake_nodes(client, &ns, 3..=4, &ns, &gpu_node).await;
+    all_running(client, &ns, 5, "S1 gang bound whole").await;
+    let pods = check_invariants(client, &ns).await;
+    assert_eq!(distinct_nodes(&pods, "worker"), 4);
+    // The object's own status (through its status subresource) follows.
+    let phase_of = || async {
+        match dialect {
+            Dialect::XK8s => Api::<XK8sPodGroup>::namespaced(client.clone(), &ns)
+                .get("tf-smoke-gpu")
+                .await
+                .ok()
+                .and_then(|g| g.status)
+                .map(|s| (s.phase, s.running)),
+            Dialect::Sigs => Api::<SigsPodGroup>::namespaced(client.clone(), &ns)
+                .get("tf-smoke-gpu")
+                .await
+                .ok()
+                .and_then(|g| g.status)
+                .map(|s| (s.phase, s.running)),
+            Dialect::AckLabels => Some((Some("Running".to_string()), Some(5))),
+        }
+    };
+    wait_for(
+        Duration::from_secs(30),
+        "PodGroup status Running, 5 running",
+        || async { (phase_of().await? == (Some("Running".to_string()), Some(5))).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_through_scheduler_plugins_legacy_and_ack_dialects() {
+    let client = client().await;
+    install_crds(&client).await;
+    let (_scheduler, port) = start("rust-batch-s1-dialects", &[]).await;
+    let name = "rust-batch-s1-dialects";
+    tokio::join!(
+        s1_via(&client, port, name, Dialect::XK8s),
+        s1_via(&client, port, name, Dialect::Sigs),
+        s1_via(&client, port, name, Dialect::AckLabels),
+    );
+}
+
+fn koord(pairs: &[(&str, &str)]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in pairs {
+        let key = if k.contains('/') {
+            k.to_string()
+        } else {
+            format!("{KOORD}/{k}")
+        };
+        m.insert(key, Value::String(v.to_string()));
+    }
+    Value::Object(m)
+}
+
+/// S3: a Koordinator gang of 2 waits with one pod, binds with two; the debug endpoint
+/// reports it.
+async fn s3(client: &Client, port: u16, scheduler: &str) {
+    let ns = "e2e-s3";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "4", "memory": "8Gi"})).await;
+    let small = json!({"cpu": "40m", "memory": "40Mi"});
+    let ann = koord(&[("name", "gang-example"), ("min-available", "2")]);
+    place
+        .raw_pod("pod-example1", json!({}), ann.clone(), small.clone())
+        .await;
+    wait_for(Duration::from_secs(30), "S3 gang known", || async {
+        gang_info(port, ns, "gang-example").await
+    })
+    .await;
+    stays_unbound(client, ns, 2).await;
+    place.raw_pod("pod-example2", json!({}), ann, small).await;
+    all_running(client, ns, 2, "S3 both bound").await;
+    let gang = wait_for(
+        Duration::from_secs(10),
+        "debug API sees both bound",
+        || async {
+            gang_info(port, ns, "gang-example")
+                .await
+                .filter(|g| g["boundChildren"].as_array().is_some_and(|b| b.len() == 2))
+        },
+    )
+    .await;
+    assert_eq!(gang["minRequiredNumber"], 2, "{gang}");
+    assert_eq!(gang["mode"], "Strict", "{gang}");
+    assert_eq!(gang["gangFrom"], "GangFromPodAnnotation", "{gang}");
+}
+
+/// S4: two gangs of one GangGroup, room for 3 of their 4 pods: none binds; one more slot:
+/// all 4 bind.
+async fn s4(client: &Client, scheduler: &str) {
+    let ns = "e2e-s4";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    let slot = json!({"cpu": "1", "memory": "4Gi"});
+    fake_nodes(client, ns, 1..=3, ns, &slot).await;
+    let groups = r#"["e2e-s4/gang-a","e2e-s4/gang-b"]"#;
+    for gang in ["gang-a", "gang-b"] {
+        let ann = koord(&[("name", gang), ("min-available", "2"), ("groups", groups)]);
+        for i in 0..2 {
+            place
+                .raw_pod(
+                    &format!("{gang}-{i}"),
+                    json!({}),
+                    ann.clone(),
+                    json!({"cpu": "1"}),
+                )
+                .await;
+        }
+    }
+    stays_unbound(client, ns, 4).await;
+    fake_nodes(client, ns, 4..=4, ns, &slot).await;
+    all_running(client, ns, 4, "S4 all four bound together").await;
+}
+
+/// A Strict and a NonStrict gang want the same 4 cpus, each all of them: one runs, then the
+/// other, never a deadlock, never a partial gang.
+async fn strict_and_non_strict(client: &Client, scheduler: &str) {
+    let ns = "e2e-modes";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    fake_nodes(client, ns, 1..=2, ns, &json!({"cpu": "2", "memory": "8Gi"})).await;
+    for (gang, mode) in [("strict", "Strict"), ("loose", "NonStrict")] {
+        let ann = koord(&[
+            ("name", gang),
+            ("min-available", "4"),
+            ("mode", mode),
+            ("waiting-time", "20s"),
+            ("rust-batch.io/runtime", "4s"),
+        ]);
+        for i in 0..4 {
+            place
+                .raw_pod(
+                    &format!("{gang}-{i}"),
+                    json!({}),
+                    ann.clone(),
+                    json!({"cpu": "1"}),
+                )
+                .await;
+        }
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "both gangs ran to completion",
+        || async {
+            let pods = check_invariants(client, ns).await;
+            (pods.len() == 8 && pods.values().all(|p| phase(p) == "Succeeded")).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A NonStrict gang that cannot fit holds what it can for its waiting time, then says so
+/// on its pods (WaitingTimeExpired), releases it, and backs off; nothing binds.
+async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
+    let ns = "e2e-expiry";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "2", "memory": "8Gi"})).await;
+    let ann = koord(&[
+        ("name", "big"),
+        ("min-available", "4"),
+        ("mode", "NonStrict"),
+        ("waiting-time", "3s"),
+    ]);
+    for i in 0..4 {
+        place
+            .raw_pod(
+                &format!("big-{i}"),
+                json!({}),
+                ann.clone(),
+                json!({"cpu": "1"}),
+            )
+            .await;
+    }
+    let held = wait_for(
+        Duration::from_secs(20),
+        "the gang holds two placements",
+        || async {
+            gang_info(port, ns, "big").await.filter(|g| {
+                g["waitingForBindChildren"]
+                    .as_array()
+                    .is_some_and(|w| w.len() == 2)
+            })
+        },
+    )
+    .await;
+    assert_eq!(held["mode"], "NonStrict", "{held}");
+    assert_eq!(held["waitTime"], "3s", "{held}");
+    let note = wait_for(
+        Duration::from_secs(30),
+        "a WaitingTimeExpired event",
+        || async {
+            check_invariants(client, ns).await;
+            pod_events(client, ns, "big-0")
+                .await
+                .into_iter()
+                .map(|(_, note)| note)
+                .find(|n| n.contains("gang waited 3s without every member fitting"))
+        },
+    )
+    .await;
+    assert!(note.contains("retrying after a backoff"), "{note}");
+    let pods = check_invariants(client, ns).await;
+    assert!(pods.values().all(|p| node_of(p).is_none()));
+}
+
+/// Bad Koordinator annotations: an event on the pod with the exact problem, the pod stays
+/// Pending, and a good gang next to them schedules.
+async fn bad_input(client: &Client, scheduler: &str) {
+    let ns = "e2e-bad";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "8", "memory": "8Gi"})).await;
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "bad-groups",
+            koord(&[("name", "g1"), ("min-available", "1"), ("groups", "[oops")]),
+            "is not a JSON list",
+        ),
+        (
+            "bad-duration",
+            koord(&[
+                ("name", "g2"),
+                ("min-available", "1"),
+                ("waiting-time", "ten minutes"),
+            ]),
+            "\"ten minutes\" is not a duration",
+        ),
+        (
+            "bad-name",
+            koord(&[("name", "Bad_Name"), ("min-available", "1")]),
+            "\"Bad_Name\" is not a DNS subdomain",
+        ),
+        (
+            "bad-min",
+            koord(&[("name", "g3"), ("min-available", "two")]),
+            "\"two\" is not a whole number",
+        ),
+        (
+            "min-over-total",
+            koord(&[
+                ("name", "g4"),
+                ("min-available", "3"),
+                ("total-number", "2"),
+            ]),
+            "min-available 3 is larger than total-number 2",
+        ),
+        (
+            "ghost-group",
+            koord(&[
+                ("name", "g5"),
+                ("min-available", "1"),
+                ("groups", r#"["e2e-bad/ghost"]"#),
+            ]),
+            "gang group member e2e-bad/ghost does not exist",
+        ),
+    ];
+    for (name, ann, _) in &cases {
+        place
+            .raw_pod(name, json!({}), ann.clone(), json!({"cpu": "100m"}))
+            .await;
+    }
+    place
+        .raw_pod(
+            "good",
+            json!({}),
+            koord(&[("name", "fine"), ("min-available", "1")]),
+            json!({"cpu": "100m"}),
+        )
+        .await;
+    wait_for(Duration::from_secs(30), "the good pod runs", || async {
+        let pods = check_invariants(client, ns).await;
+        pods.get("good")
+            .filter(|p| phase(p) == "Running")
+            .map(|_| ())
+    })
+    .await;
+    for (name, _, problem) in &cases {
+        wait_for(
+            Duration::from_secs(30),
+            &format!("event on {name}: {problem}"),
+            || async {
+                pod_events(client, ns, name)
+                    .await
+                    .iter()
+                    .any(|(reason, note)| reason == "FailedScheduling" && note.contains(problem))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    let pods = check_invariants(client, ns).await;
+    for (name, _, _) in &cases {
+        assert!(node_of(&pods[*name]).is_none(), "{name} must stay Pending");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_annotations_s3_s4_modes_expiry_and_bad_input() {
+    let client = client().await;
+    install_crds(&client).await;
+    let name = "rust-batch-koord";
+    let (_scheduler, port) = start(name, &[]).await;
+    tokio::join!(
+        s3(&client, port, name),
+        s4(&client, name),
+        strict_and_non_strict(&client, name),
+        waiting_time_expiry(&client, port, name),
+        bad_input(&client, name),
+    );
+}
+
+/// training-operator, Volcano mode: the PodGroup first (minMember, minResources, queue,
+/// priorityClassName); the pods only once the PodGroup has left Pending, annotated with
+/// group-name and task-spec.
+async fn training_operator_volcano_mode(client: &Client) {
+    let ns = "e2e-op-volcano";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler: "volcano",
+    };
+    namespace(client, ns).await;
+    fake_nodes(
+        client,
+        ns,
+        1..=2,
+        ns,
+        &json!({"cpu": "4", "memory": "16Gi"}),
+    )
+    .await;
+    create::<PodGroup>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pytorch-mnist", "namespace": ns},
+            "spec": {"minMember": 3, "queue": "default", "priorityClassName": "e2e-training-high",
+                     "minResources": {"cpu": "3", "memory": "3Gi"}}
+        }),
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(30),
+        "PodGroup admitted (left Pending) with no pods yet",
+        || async {
+            let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .get("pytorch-mnist")
+                .await
+                .ok()?;
+            let phase = pg.status?.phase?;
+            (phase.as_str() != "Pending").then_some(())
+        },
+    )
+    .await;
+    for (name, role) in [
+        ("pytorch-mnist-master-0", "master"),
+        ("pytorch-mnist-worker-0", "worker"),
+        ("pytorch-mnist-worker-1", "worker"),
+    ] {
+        place
+            .raw_pod(name, json!({}), json!({"scheduling.k8s.io/group-name": "pytorch-mnist", "volcano.sh/task-spec": role}), json!({"cpu": "1", "memory": "1Gi"}))
+            .await;
+    }
+    all_running(client, ns, 3, "training-operator job bound whole").await;
+}
+
+/// MPI operator / KubeRay / Spark operator shape: the operator's PodGroup and pods created
+/// together, `schedulerName: volcano` hard-coded, served by rust-batch answering to both.
+async fn volcano_scheduler_name(client: &Client) {
+    let ns = "e2e-op-mpi";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler: "volcano",
+    };
+    namespace(client, ns).await;
+    fake_nodes(
+        client,
+        ns,
+        1..=2,
+        ns,
+        &json!({"cpu": "4", "memory": "16Gi"}),
+    )
+    .await;
+    create::<PodGroup>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pi", "namespace": ns},
+            "spec": {"minMember": 3, "minResources": {"cpu": "3"}}
+        }),
+    )
+    .await;
+    for (name, role) in [
+        ("pi-launcher", "launcher"),
+        ("pi-worker-0", "worker"),
+        ("pi-worker-1", "worker"),
+    ] {
+        place
+            .raw_pod(
+                name,
+                json!({}),
+                json!({"scheduling.k8s.io/group-name": "pi", "volcano.sh/task-spec": role}),
+                json!({"cpu": "1"}),
+            )
+            .await;
+    }
+    all_running(client, ns, 3, "MPI-shaped job bound whole").await;
+}
+
+/// training-operator, scheduler-plugins mode: an x-k8s.io PodGroup and pods labelled with
+/// it, `schedulerName` rust-batch's own.
+async fn training_operator_scheduler_plugins_mode(client: &Client, scheduler: &str) {
+    let ns = "e2e-op-sp";
+    let place = Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    };
+    namespace(client, ns).await;
+    fake_nodes(
+        client,
+        ns,
+        1..=2,
+        ns,
+        &json!({"cpu": "4", "memory": "16Gi"}),
+    )
+    .await;
+    create::<XK8sPodGroup>(
+        client,
+        ns,
+        json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "tfjob-dist", "namespace": ns},
+            "spec": {"minMember": 3, "minResources": {"cpu": "3"}, "scheduleTimeoutSeconds": 60}
+        }),
+    )
+    .await;
+    for name in [
+        "tfjob-dist-ps-0",
+        "tfjob-dist-worker-0",
+        "tfjob-dist-worker-1",
+    ] {
+        place
+            .raw_pod(
+                name,
+                json!({"scheduling.x-k8s.io/pod-group": "tfjob-dist"}),
+                json!({}),
+                json!({"cpu": "1"}),
+            )
+            .await;
+    }
+    all_running(client, ns, 3, "scheduler-plugins-mode job bound whole").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_flows_volcano_and_scheduler_plugins_modes() {
+    let client = client().await;
+    install_crds(&client).await;
+    let pc: PriorityClass = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-training-high"}, "value": 1000
+    }))
+    .unwrap();
+    Api::<PriorityClass>::all(client.clone())
+        .create(&PostParams::default(), &pc)
+        .await
+        .expect("priority class created");
+    let name = "rust-batch-ops";
+    // Only this test answers to "volcano", so no two schedulers race for a pod.
+    let (_scheduler, _port) = start(name, &["volcano"]).await;
+    tokio::join!(
+        training_operator_volcano_mode(&client),
+        volcano_scheduler_name(&client),
+        training_operator_scheduler_plugins_mode(&client, name),
+    );
+}
