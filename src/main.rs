@@ -267,15 +267,38 @@ fn explain(gang: &str, server: &str) -> anyhow::Result<ExitCode> {
     }
     let list = |k: &str| v[k].as_array().map(|a| a.len()).unwrap_or(0);
     println!(
-        "gang {} (from {}, queue {}, phase {}): {}/{} bound, minMember {}",
+        "gang {} ({}, mode {}, queue {}, phase {}): {}/{} bound, minMember {}",
         v["name"].as_str().unwrap_or(gang),
-        v["gangFrom"].as_str().unwrap_or("?"),
+        v["dialect"].as_str().unwrap_or("?"),
+        v["mode"].as_str().unwrap_or("?"),
         v["queue"].as_str().unwrap_or("?"),
         v["phase"].as_str().unwrap_or("?"),
         list("boundChildren"),
         v["totalChildrenNum"],
         v["minRequiredNumber"]
     );
+    if list("gangGroup") > 1 {
+        let members: Vec<&str> = v["gangGroup"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str())
+            .collect();
+        println!("gang group (binds only together): {}", members.join(", "));
+    }
+    if let Some(wait) = v["waitTime"].as_str() {
+        let since = v["waitingSince"]
+            .as_str()
+            .map(|t| format!(", waiting since {t}"));
+        let backoff = v["backoffUntil"]
+            .as_str()
+            .map(|t| format!(", backing off until {t}"));
+        println!(
+            "waiting time {wait}{}{}",
+            since.unwrap_or_default(),
+            backoff.unwrap_or_default()
+        );
+    }
     if let Some(c) = v["condition"].as_object() {
         println!(
             "{} ({}): {}",
@@ -302,10 +325,16 @@ fn explain(gang: &str, server: &str) -> anyhow::Result<ExitCode> {
             .flatten()
             .find(|p| p["pod"] == child)
             .and_then(|p| p["reason"].as_str());
+        let placed = v["waitingForBindChildren"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|x| x == child));
         match (bound.contains(&child), why) {
             (true, _) => println!("  {child}: bound"),
             (false, Some(why)) => println!("  {child}: pending: {why}"),
-            (false, None) => println!("  {child}: binding"),
+            (false, None) if placed => {
+                println!("  {child}: placed, held until the whole gang fits (or binding)")
+            }
+            (false, None) => println!("  {child}: not yet considered"),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -384,6 +384,19 @@ async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
     .await;
     assert_eq!(held["mode"], "NonStrict", "{held}");
     assert_eq!(held["waitTime"], "3s", "{held}");
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "explain",
+            "e2e-expiry/big",
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explained.stdout);
+    assert!(explained.status.success(), "{text}");
+    assert!(text.contains("mode NonStrict"), "{text}");
+    assert!(text.contains("waiting time 3s"), "{text}");
     let note = wait_for(
         Duration::from_secs(30),
         "a WaitingTimeExpired event",
@@ -405,7 +418,7 @@ async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
 /// Bad Koordinator annotations: an event on the pod with the exact problem, the pod stays
 /// Pending, and a good gang next to them schedules.
 async fn bad_input(client: &Client, scheduler: &str) {
-    let ns = "e2e-bad";
+    let ns = "e2e-koord-bad";
     let place = Place {
         client,
         ns,
@@ -453,9 +466,9 @@ async fn bad_input(client: &Client, scheduler: &str) {
             koord(&[
                 ("name", "g5"),
                 ("min-available", "1"),
-                ("groups", r#"["e2e-bad/ghost"]"#),
+                ("groups", r#"["e2e-koord-bad/ghost"]"#),
             ]),
-            "gang group member e2e-bad/ghost does not exist",
+            "gang group member e2e-koord-bad/ghost does not exist",
         ),
     ];
     for (name, ann, _) in &cases {

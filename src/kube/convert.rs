@@ -105,7 +105,8 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
 /// 4. annotation `gang.scheduling.koordinator.sh/name` with the other Koordinator keys
 ///    (with `min-available` the gang needs no PodGroup object);
 /// 5. ACK labels `pod-group.scheduling.sigs.k8s.io/name` (or `pod-group.scheduling.sigs.k8s.io`)
-///    with `pod-group.scheduling.sigs.k8s.io/min-available`: a label-only gang.
+///    with `pod-group.scheduling.sigs.k8s.io/min-available`: a label-only gang; without
+///    min-available the gang is its `scheduling.sigs.k8s.io` PodGroup.
 ///
 /// Whatever key named it, a gang's PodGroup object, if one exists, is what defines it (see
 /// the driver for the precedence between PodGroup kinds).
@@ -161,11 +162,14 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         policy = gang.policy;
         (name, gang.min_available)
     } else if let Some(name) = label(ACK_GROUP_NAME).or_else(|| label(ACK_GROUP_NAME_SHORT)) {
+        // With min-available the labels alone make the gang; without, its PodGroup object
+        // (scheduling.sigs.k8s.io) does. Never a gang of one by default: pods that arrive
+        // before their PodGroup must not bind one by one.
         let m = min(
             format!("metadata.labels[{ACK_MIN_AVAILABLE}]"),
             label(ACK_MIN_AVAILABLE),
         )?;
-        (name, Some(m.unwrap_or(1)))
+        (name, m)
     } else {
         return Ok(None);
     };

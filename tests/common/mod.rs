@@ -68,6 +68,16 @@ pub fn start_scheduler(name: &str) -> Scheduler {
 }
 
 pub fn start_scheduler_with(name: &str, extra: &[&str]) -> Scheduler {
+    spawn_scheduler(name, extra, Stdio::inherit())
+}
+
+/// Like `start_scheduler_with`, its log (stderr) going to `log`.
+pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path) -> Scheduler {
+    let file = std::fs::File::create(log).expect("log file");
+    spawn_scheduler(name, extra, Stdio::from(file))
+}
+
+fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
     let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
         .args([
             "run",
@@ -79,7 +89,7 @@ pub fn start_scheduler_with(name: &str, extra: &[&str]) -> Scheduler {
         .args(extra)
         .env("RUST_LOG", "info,kube=warn,kube_client=error")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("rust-batch starts");
     Scheduler(child)
