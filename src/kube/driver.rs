@@ -1120,3 +1120,43 @@ async fn publish(
         debug!(error = %e, "event not recorded");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object<K: DeserializeOwned>(api_version: &str, min: i32) -> K {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": api_version, "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"minMember": min}
+        }))
+        .unwrap()
+    }
+
+    fn min_member(st: &State) -> Option<u32> {
+        let s = st.cache.state();
+        s.job_by_uid("ns/g").map(|id| s.job(id).min_member)
+    }
+
+    #[test]
+    fn podgroup_kinds_sharing_a_name_take_precedence_volcano_x_k8s_legacy() {
+        let mut st = State::default();
+        st.apply_sigs_group(&object("scheduling.sigs.k8s.io/v1alpha1", 3));
+        assert_eq!(min_member(&st), Some(3));
+        st.apply_x_k8s_group(&object("scheduling.x-k8s.io/v1alpha1", 2));
+        assert_eq!(min_member(&st), Some(2), "scheduler-plugins over legacy");
+        st.apply_pod_group(&object("scheduling.volcano.sh/v1beta1", 1));
+        assert_eq!(min_member(&st), Some(1), "Volcano over both");
+        // A later update of a lower kind does not take over.
+        st.apply_sigs_group(&object("scheduling.sigs.k8s.io/v1alpha1", 5));
+        assert_eq!(min_member(&st), Some(1));
+        assert_eq!(st.group_dialect("ns/g"), Some(Dialect::Volcano));
+        st.delete_group(Dialect::Volcano, "ns/g");
+        assert_eq!(min_member(&st), Some(2), "the next kind takes over");
+        st.delete_group(Dialect::XK8sPodGroup, "ns/g");
+        assert_eq!(min_member(&st), Some(5));
+        st.delete_group(Dialect::SigsPodGroup, "ns/g");
+        assert_eq!(min_member(&st), None, "no object left: the gang is gone");
+    }
+}
