@@ -50,15 +50,15 @@ macro_rules! coscheduling_pod_group {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-                                                            group = $group,
-                                                            version = "v1alpha1",
-                                                            kind = "PodGroup",
-                                                            plural = "podgroups",
-                                                            root = $root_name,
-                                                            namespaced,
-                                                            status = "CoschedulingStatus",
-                                                            derive = "PartialEq"
-                                                        )]
+                                                                    group = $group,
+                                                                    version = "v1alpha1",
+                                                                    kind = "PodGroup",
+                                                                    plural = "podgroups",
+                                                                    root = $root_name,
+                                                                    namespaced,
+                                                                    status = "CoschedulingStatus",
+                                                                    derive = "PartialEq"
+                                                                )]
         #[serde(rename_all = "camelCase")]
         pub struct $spec {
             /// The minimal number of pods to run the group; none start until this many fit.

@@ -76,10 +76,17 @@ pub fn pod_group_to_job(
         uid: format!("{ns}/{name}"),
         namespace: ns.clone(),
         name: name.clone(),
+        // spec.queue, else the queue-name annotation (older Volcano clients set only that).
         queue: spec
             .queue
             .clone()
             .filter(|q| !q.is_empty())
+            .or_else(|| {
+                pg.annotations()
+                    .get(super::convert::QUEUE_NAME_ANNOTATION)
+                    .filter(|q| !q.is_empty())
+                    .cloned()
+            })
             .unwrap_or_else(|| DEFAULT_QUEUE.into()),
         min_member: min_member as u32,
         min_task_member,
@@ -410,6 +417,33 @@ mod tests {
         assert!(
             !p.contains_key("fine") && !p.contains_key("root-child"),
             "{p:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod pod_group_tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_comes_from_spec_then_the_queue_name_annotation_then_default() {
+        let pg = |value: serde_json::Value| -> PodGroup { serde_json::from_value(value).unwrap() };
+        let job = |p: &PodGroup| pod_group_to_job(p, &HashMap::new()).unwrap().queue;
+        let annotated = json!({"name": "g", "namespace": "n",
+            "annotations": {"scheduling.volcano.sh/queue-name": "team-a"}});
+        assert_eq!(
+            job(&pg(
+                json!({"metadata": annotated, "spec": {"queue": "team-b"}})
+            )),
+            "team-b"
+        );
+        assert_eq!(
+            job(&pg(json!({"metadata": annotated, "spec": {}}))),
+            "team-a"
+        );
+        assert_eq!(
+            job(&pg(json!({"metadata": {"name": "g", "namespace": "n"}}))),
+            "default"
         );
     }
 }
