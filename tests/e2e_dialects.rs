@@ -384,17 +384,7 @@ async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
     .await;
     assert_eq!(held["mode"], "NonStrict", "{held}");
     assert_eq!(held["waitTime"], "3s", "{held}");
-    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
-        .args([
-            "explain",
-            "e2e-expiry/big",
-            "--server",
-            &format!("http://127.0.0.1:{port}"),
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&explained.stdout);
-    assert!(explained.status.success(), "{text}");
+    let text = explain(port, "e2e-expiry/big");
     assert!(text.contains("mode NonStrict"), "{text}");
     assert!(text.contains("waiting time 3s"), "{text}");
     let note = wait_for(
@@ -526,37 +516,37 @@ async fn koordinator_annotations_s3_s4_modes_expiry_and_bad_input() {
     );
 }
 
+/// A namespace of its own with two 4-cpu nodes, for one operator's job.
+async fn operator_place<'a>(client: &'a Client, ns: &'a str, scheduler: &'a str) -> Place<'a> {
+    namespace(client, ns).await;
+    let shape = json!({"cpu": "4", "memory": "16Gi"});
+    fake_nodes(client, ns, 1..=2, ns, &shape).await;
+    Place {
+        client,
+        ns,
+        pool: ns,
+        scheduler,
+    }
+}
+
+/// The Volcano PodGroup an operator creates.
+async fn volcano_pod_group(client: &Client, ns: &str, name: &str, spec: Value) {
+    let object = json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec
+    });
+    create::<PodGroup>(client, ns, object).await;
+}
+
 /// training-operator, Volcano mode: the PodGroup first (minMember, minResources, queue,
 /// priorityClassName); the pods only once the PodGroup has left Pending, annotated with
 /// group-name and task-spec.
 async fn training_operator_volcano_mode(client: &Client) {
     let ns = "e2e-op-volcano";
-    let place = Place {
-        client,
-        ns,
-        pool: ns,
-        scheduler: "volcano",
-    };
-    namespace(client, ns).await;
-    fake_nodes(
-        client,
-        ns,
-        1..=2,
-        ns,
-        &json!({"cpu": "4", "memory": "16Gi"}),
-    )
-    .await;
-    create::<PodGroup>(
-        client,
-        ns,
-        json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "pytorch-mnist", "namespace": ns},
-            "spec": {"minMember": 3, "queue": "default", "priorityClassName": "e2e-training-high",
-                     "minResources": {"cpu": "3", "memory": "3Gi"}}
-        }),
-    )
-    .await;
+    let place = operator_place(client, ns, "volcano").await;
+    let spec = json!({"minMember": 3, "queue": "default", "priorityClassName": "e2e-training-high",
+                      "minResources": {"cpu": "3", "memory": "3Gi"}});
+    volcano_pod_group(client, ns, "pytorch-mnist", spec).await;
     wait_for(
         Duration::from_secs(30),
         "PodGroup admitted (left Pending) with no pods yet",
@@ -570,13 +560,15 @@ async fn training_operator_volcano_mode(client: &Client) {
         },
     )
     .await;
+    let request = json!({"cpu": "1", "memory": "1Gi"});
     for (name, role) in [
-        ("pytorch-mnist-master-0", "master"),
-        ("pytorch-mnist-worker-0", "worker"),
-        ("pytorch-mnist-worker-1", "worker"),
+        ("master-0", "master"),
+        ("worker-0", "worker"),
+        ("worker-1", "worker"),
     ] {
+        let pod = format!("pytorch-mnist-{name}");
         place
-            .raw_pod(name, json!({}), json!({"scheduling.k8s.io/group-name": "pytorch-mnist", "volcano.sh/task-spec": role}), json!({"cpu": "1", "memory": "1Gi"}))
+            .pod("pytorch-mnist", &pod, role, request.clone(), None)
             .await;
     }
     all_running(client, ns, 3, "training-operator job bound whole").await;
@@ -586,44 +578,16 @@ async fn training_operator_volcano_mode(client: &Client) {
 /// together, `schedulerName: volcano` hard-coded, served by rust-batch answering to both.
 async fn volcano_scheduler_name(client: &Client) {
     let ns = "e2e-op-mpi";
-    let place = Place {
-        client,
-        ns,
-        pool: ns,
-        scheduler: "volcano",
-    };
-    namespace(client, ns).await;
-    fake_nodes(
-        client,
-        ns,
-        1..=2,
-        ns,
-        &json!({"cpu": "4", "memory": "16Gi"}),
-    )
-    .await;
-    create::<PodGroup>(
-        client,
-        ns,
-        json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "pi", "namespace": ns},
-            "spec": {"minMember": 3, "minResources": {"cpu": "3"}}
-        }),
-    )
-    .await;
+    let place = operator_place(client, ns, "volcano").await;
+    let spec = json!({"minMember": 3, "minResources": {"cpu": "3"}});
+    volcano_pod_group(client, ns, "pi", spec).await;
     for (name, role) in [
-        ("pi-launcher", "launcher"),
-        ("pi-worker-0", "worker"),
-        ("pi-worker-1", "worker"),
+        ("launcher", "launcher"),
+        ("worker-0", "worker"),
+        ("worker-1", "worker"),
     ] {
-        place
-            .raw_pod(
-                name,
-                json!({}),
-                json!({"scheduling.k8s.io/group-name": "pi", "volcano.sh/task-spec": role}),
-                json!({"cpu": "1"}),
-            )
-            .await;
+        let pod = format!("pi-{name}");
+        place.pod("pi", &pod, role, json!({"cpu": "1"}), None).await;
     }
     all_running(client, ns, 3, "MPI-shaped job bound whole").await;
 }
@@ -632,21 +596,7 @@ async fn volcano_scheduler_name(client: &Client) {
 /// it, `schedulerName` rust-batch's own.
 async fn training_operator_scheduler_plugins_mode(client: &Client, scheduler: &str) {
     let ns = "e2e-op-sp";
-    let place = Place {
-        client,
-        ns,
-        pool: ns,
-        scheduler,
-    };
-    namespace(client, ns).await;
-    fake_nodes(
-        client,
-        ns,
-        1..=2,
-        ns,
-        &json!({"cpu": "4", "memory": "16Gi"}),
-    )
-    .await;
+    let place = operator_place(client, ns, scheduler).await;
     create::<XK8sPodGroup>(
         client,
         ns,

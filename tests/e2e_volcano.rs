@@ -89,21 +89,7 @@ async fn s1(client: &Client, port: u16) {
         .unwrap();
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("gang e2e-s1/nope not found"), "{body}");
-    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
-        .args([
-            "explain",
-            "e2e-s1/tf-smoke-gpu",
-            "--server",
-            &format!("http://127.0.0.1:{port}"),
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&explained.stdout);
-    assert!(
-        explained.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&explained.stderr)
-    );
+    let text = explain(port, "e2e-s1/tf-smoke-gpu");
     assert!(text.contains("0/5 bound, minMember 5"), "{text}");
     assert!(text.contains("e2e-s1/worker-3: pending:"), "{text}");
     assert!(text.contains("Insufficient nvidia.com/gpu"), "{text}");

@@ -378,7 +378,8 @@ pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One watch: apply, delete, and on a (re)list, forget what the list no longer has.
+/// One watch: apply, delete, and on a (re)list, forget what the list no longer has. It
+/// starts once the kind exists (see `until_installed`).
 /// Objects are keyed by uid for pods, `namespace/name` for other namespaced kinds, and
 /// name for cluster-scoped ones.
 async fn watch<K, A, D, L>(
@@ -395,6 +396,7 @@ async fn watch<K, A, D, L>(
     D: Fn(&mut State, &str) + Send + 'static,
     L: Fn(&State) -> Vec<String> + Send + 'static,
 {
+    until_installed(&api).await;
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -445,21 +447,12 @@ async fn watch<K, A, D, L>(
 /// How often a dialect whose CRD is missing looks for it again.
 const CRD_POLL: Duration = Duration::from_secs(10);
 
-/// `watch`, once the kind's CRD is installed: a missing CRD turns its dialect off with one
-/// log line, and the dialect turns on by itself when the CRD appears.
-async fn watch_when_installed<K, A, D, L>(
-    api: Api<K>,
-    state: Arc<Mutex<State>>,
-    wake: Arc<Notify>,
-    apply: A,
-    delete: D,
-    known: L,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+/// Returns once the kind can be listed. A kind whose CRD is missing turns its dialect off
+/// with one log line, and on by itself when the CRD appears (core kinds return at once).
+async fn until_installed<K>(api: &Api<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
-    A: Fn(&mut State, &K) + Send + 'static,
-    D: Fn(&mut State, &str) + Send + 'static,
-    L: Fn(&State) -> Vec<String> + Send + 'static,
 {
     let dt = K::DynamicType::default();
     let what = format!("{}/{} {}", K::group(&dt), K::version(&dt), K::kind(&dt));
@@ -473,14 +466,17 @@ async fn watch_when_installed<K, A, D, L>(
                     said_missing = true;
                 }
             }
-            Err(e) => debug!(kind = %what, error = %e, "cannot check for the CRD yet"),
+            // Unreachable API server and the like: the watch's own backoff handles those.
+            Err(e) => {
+                debug!(kind = %what, error = %e, "cannot list yet");
+                break;
+            }
         }
         tokio::time::sleep(CRD_POLL).await;
     }
     if said_missing {
         info!(kind = %what, "CRD installed: this gang dialect is on");
     }
-    watch(api, state, wake, apply, delete, known).await
 }
 
 fn key_of<K: Resource>(obj: &K) -> String
@@ -546,7 +542,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         },
         |st: &State| st.nodes.iter().cloned().collect(),
     ));
-    tokio::spawn(watch_when_installed(
+    tokio::spawn(watch(
         Api::<PodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),
@@ -554,7 +550,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         |st: &mut State, key: &str| st.delete_group(Dialect::Volcano, key),
         |st: &State| st.pod_groups.keys().cloned().collect(),
     ));
-    tokio::spawn(watch_when_installed(
+    tokio::spawn(watch(
         Api::<XK8sPodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),
@@ -562,7 +558,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         |st: &mut State, key: &str| st.delete_group(Dialect::XK8sPodGroup, key),
         |st: &State| st.x_k8s_groups.keys().cloned().collect(),
     ));
-    tokio::spawn(watch_when_installed(
+    tokio::spawn(watch(
         Api::<SigsPodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),

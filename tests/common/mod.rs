@@ -217,20 +217,29 @@ impl Place<'_> {
         if let Some(r) = runtime {
             annotations["rust-batch.io/runtime"] = r.into();
         }
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": self.ns, "annotations": annotations},
-            "spec": {
-                "schedulerName": self.scheduler,
-                "nodeSelector": {"pool": self.pool},
-                "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests.clone(), "limits": requests}}]
-            }
-        }))
-        .unwrap();
-        Api::<Pod>::namespaced(self.client.clone(), self.ns)
-            .create(&PostParams::default(), &p)
-            .await
-            .expect("pod created");
+        self.raw_pod(name, json!({}), annotations, requests).await
     }
+}
+
+/// `rust-batch explain GANG` against the scheduler serving on `port`: its output (fails the
+/// test if the command fails).
+pub fn explain(port: u16, gang: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "explain",
+            gang,
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// The two invariants, from what the API server says: no gang bound partially, no node
