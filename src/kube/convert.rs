@@ -27,8 +27,13 @@ pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
 pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
 /// Queue of a pod that has no PodGroup.
 pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
-/// Estimated runtime of a pod (a Go duration such as "30s"), used by backfill and kwok.
+/// How long a fake pod runs on kwok (a Go duration such as "30s"): the test harness's
+/// stage completes it then. Not read by the scheduler.
 pub const RUNTIME_ANNOTATION: &str = "rust-batch.io/runtime";
+/// The user's estimate of a pod's runtime (a Go duration such as "30m" or "1h30m"). Backfill
+/// uses it to know when running pods free their nodes and whether a small job ends before a
+/// waiting gang's reservation. `spec.activeDeadlineSeconds` serves when it is absent.
+pub const RUNTIME_ESTIMATE_ANNOTATION: &str = "rust-batch.io/runtime-estimate";
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{object}: {field}: {message}")]
@@ -257,8 +262,51 @@ fn effect(e: &str) -> Option<TaintEffect> {
     }
 }
 
+/// A pod's runtime estimate in milliseconds: annotation `rust-batch.io/runtime-estimate`,
+/// else `spec.activeDeadlineSeconds` (the pod cannot run longer). A bad annotation is an
+/// error naming it; the caller may still use the deadline.
+pub fn runtime_estimate(pod: &Pod) -> Result<Option<i64>, ConvertError> {
+    let deadline = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.active_deadline_seconds)
+        .filter(|s| *s > 0)
+        .map(|s| s.saturating_mul(1000));
+    let Some(text) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RUNTIME_ESTIMATE_ANNOTATION))
+    else {
+        return Ok(deadline);
+    };
+    humantime::parse_duration(text.trim())
+        .map(|d| Some(d.as_millis().min(i64::MAX as u128) as i64))
+        .map_err(|e| ConvertError {
+            object: format!(
+                "pod {}/{}",
+                pod.metadata.namespace.clone().unwrap_or_default(),
+                pod.metadata.name.clone().unwrap_or_default()
+            ),
+            field: format!("metadata.annotations[{RUNTIME_ESTIMATE_ANNOTATION}]"),
+            message: format!(
+                "{text:?} is not a duration ({e}); write e.g. \"30m\" or \"1h30m\"; the \
+                 estimate is ignored"
+            ),
+        })
+}
+
 /// A pod as a task. `job` is the gang key (`namespace/name`) when the pod is ours.
 pub fn pod_to_update(pod: &Pod, job: Option<String>) -> Result<PodUpdate, ConvertError> {
+    pod_to_update_with_warnings(pod, job).map(|(update, _)| update)
+}
+
+/// Like `pod_to_update`, with the problems that do not stop the pod from being scheduled
+/// (an unparsable runtime estimate is ignored): the driver reports them as Warning events.
+pub fn pod_to_update_with_warnings(
+    pod: &Pod,
+    job: Option<String>,
+) -> Result<(PodUpdate, Vec<ConvertError>), ConvertError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let object = format!("pod {ns}/{name}");
@@ -356,11 +404,22 @@ pub fn pod_to_update(pod: &Pod, job: Option<String>) -> Result<PodUpdate, Conver
             spec.priority_class_name.as_deref(),
             Some("system-cluster-critical" | "system-node-critical")
         );
-    task.runtime_estimate = annotations
-        .get(RUNTIME_ANNOTATION)
-        .and_then(|d| humantime::parse_duration(d).ok())
-        .map(|d| d.as_millis() as i64);
-    Ok(PodUpdate { task, job })
+    let mut warnings = Vec::new();
+    task.estimate = match runtime_estimate(pod) {
+        Ok(estimate) => estimate,
+        Err(e) => {
+            warnings.push(e);
+            spec.active_deadline_seconds
+                .filter(|s| *s > 0)
+                .map(|s| s.saturating_mul(1000))
+        }
+    };
+    task.started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0.as_millisecond());
+    Ok((PodUpdate { task, job }, warnings))
 }
 
 pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
@@ -566,6 +625,53 @@ spec:
         assert_eq!(e.field, "spec.containers[0].resources");
         assert!(e.to_string().contains("pod ns/bad"), "{e}");
         assert!(e.to_string().contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn runtime_estimates_come_from_the_annotation_or_the_deadline() {
+        let annotated = pod(r#"
+metadata:
+  name: a
+  namespace: ns
+  annotations: {rust-batch.io/runtime-estimate: 1h30m}
+spec: {activeDeadlineSeconds: 60, containers: []}
+status: {phase: Running, startTime: '2026-01-01T00:00:00Z'}
+"#);
+        let (u, warnings) = pod_to_update_with_warnings(&annotated, None).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(u.task.estimate, Some(90 * 60 * 1000), "the annotation wins");
+        assert_eq!(u.task.started, Some(1_767_225_600_000));
+        let deadline =
+            pod("metadata: {name: d}\nspec: {activeDeadlineSeconds: 600, containers: []}\n");
+        let u = pod_to_update(&deadline, None).unwrap();
+        assert_eq!(u.task.estimate, Some(600_000));
+        assert_eq!(u.task.started, None);
+        let none = pod("metadata: {name: n}\nspec: {containers: []}\n");
+        assert_eq!(pod_to_update(&none, None).unwrap().task.estimate, None);
+    }
+
+    #[test]
+    fn a_bad_runtime_estimate_is_ignored_with_a_warning() {
+        let bad = pod(r#"
+metadata:
+  name: b
+  namespace: ns
+  annotations: {rust-batch.io/runtime-estimate: soon}
+spec: {activeDeadlineSeconds: 120, containers: []}
+"#);
+        let (u, warnings) = pod_to_update_with_warnings(&bad, Some("ns/g".into())).unwrap();
+        assert_eq!(u.task.estimate, Some(120_000), "the deadline still serves");
+        assert_eq!(warnings.len(), 1);
+        let w = warnings[0].to_string();
+        assert!(
+            w.contains("pod ns/b")
+                && w.contains("rust-batch.io/runtime-estimate")
+                && w.contains("\"soon\""),
+            "{w}"
+        );
+        let bad_only = pod("metadata: {name: c, annotations: {rust-batch.io/runtime-estimate: '-'}}\nspec: {containers: []}\n");
+        let (u, warnings) = pod_to_update_with_warnings(&bad_only, None).unwrap();
+        assert_eq!((u.task.estimate, warnings.len()), (None, 1));
     }
 
     #[test]

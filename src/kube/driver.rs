@@ -19,7 +19,8 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::convert::{
-    node_to_spec, pod_gang, pod_group_name, pod_to_update, GangDecl, QUEUE_NAME_ANNOTATION,
+    node_to_spec, pod_gang, pod_group_name, pod_to_update_with_warnings, GangDecl,
+    QUEUE_NAME_ANNOTATION,
 };
 use super::coscheduling::{
     cosched_status_patch, cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
@@ -150,8 +151,18 @@ impl State {
             }
             None
         };
-        match pod_to_update(pod, job.clone()) {
-            Ok(mut update) => {
+        match pod_to_update_with_warnings(pod, job.clone()) {
+            Ok((mut update, warnings)) => {
+                if ours {
+                    for w in warnings {
+                        self.report(
+                            pod_ref(&ns, &name, &uid),
+                            EventType::Warning,
+                            "BadRuntimeEstimate",
+                            w.to_string(),
+                        );
+                    }
+                }
                 if update.task.node.is_some() {
                     self.assumed.remove(&uid);
                 } else if let Some(node) = self.assumed.get(&uid) {

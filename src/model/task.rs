@@ -95,8 +95,12 @@ pub struct TaskInfo {
     pub created: Timestamp,
     /// A system-critical pod (kube-system or system-*-critical priority class): never a victim.
     pub critical: bool,
-    /// Estimated runtime in milliseconds, if the user gave one.
-    pub runtime_estimate: Option<i64>,
+    /// Estimated runtime in milliseconds, if the user gave one (pod annotation
+    /// `rust-batch.io/runtime-estimate` or `activeDeadlineSeconds`). Backfill uses it to
+    /// know when a running task frees its node.
+    pub estimate: Option<i64>,
+    /// When the pod started running (or was bound, if the driver knows no better).
+    pub started: Option<Timestamp>,
 }
 
 impl TaskInfo {
@@ -129,12 +133,22 @@ impl TaskInfo {
             placement_key,
             created,
             critical: false,
-            runtime_estimate: None,
+            estimate: None,
+            started: None,
         }
     }
 
     pub fn is_best_effort(&self) -> bool {
         self.resreq.is_best_effort()
+    }
+
+    /// When the task is expected to free its node, if it has an estimate: its start (or
+    /// `now` if it has not started yet) plus the estimate, but never before `now` (a task
+    /// past its estimate is expected to end any moment).
+    pub fn estimated_end(&self, now: Timestamp) -> Option<Timestamp> {
+        let estimate = self.estimate?;
+        let start = self.started.unwrap_or(now);
+        Some(start.saturating_add(estimate).max(now))
     }
 }
 

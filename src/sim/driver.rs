@@ -259,6 +259,8 @@ impl Simulation {
                     placement.clone(),
                     0,
                 );
+                let mut task = task;
+                task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
                 let runtime = t
                     .runtime
                     .map(|m| (m.0 as f64 * jitter).round().max(1.0) as i64);
@@ -363,6 +365,13 @@ impl Simulation {
         pod.node = node.clone();
         pod.task.status = status;
         pod.task.node = node;
+        // Pods start when bound (the simulator has no image pulls); a pod sent back to
+        // pending starts afresh.
+        match status {
+            TaskStatus::Running if pod.task.started.is_none() => pod.task.started = Some(self.now),
+            TaskStatus::Pending => pod.task.started = None,
+            _ => {}
+        }
         let update = PodUpdate {
             task: pod.task.clone(),
             job: Some(self.jobs[pod.job].uid.clone()),

@@ -120,6 +120,10 @@ pub struct TaskDef {
     /// How long a pod runs once started; absent means it runs until the end.
     #[serde(default)]
     pub runtime: Option<Millis>,
+    /// What the user tells the scheduler the runtime will be (the pods'
+    /// `rust-batch.io/runtime-estimate`); overrides the job's `estimate`.
+    #[serde(default)]
+    pub estimate: Option<Millis>,
     #[serde(default)]
     pub priority: Option<i32>,
     #[serde(default)]
@@ -161,6 +165,10 @@ pub struct JobDef {
     /// together, as a gang's do) from the scenario's seed.
     #[serde(default)]
     pub runtime_jitter: f64,
+    /// The runtime estimate every pod of the job carries (`rust-batch.io/runtime-estimate`);
+    /// none by default. `runtime` is the true runtime, which the scheduler never sees.
+    #[serde(default)]
+    pub estimate: Option<Millis>,
     #[serde(default)]
     pub repeat: Option<Repeat>,
     /// Koordinator-style gang options (mode, match policy, total number, group, waiting
