@@ -165,6 +165,11 @@ impl Action for Allocate {
             if ssn.gang_backing_off(id) {
                 continue;
             }
+            // A reservation for an earlier gang is in force: backfill places the rest only
+            // where they do not delay it (EASY backfill, actions/backfill.rs).
+            if ssn.defer_to_backfill(id) {
+                continue;
+            }
             if ssn.job(id).policy.group.len() > 1 {
                 let members = gang_group(ssn, id, enqueue_configured);
                 done.extend(members.iter().flatten().copied());
@@ -181,8 +186,9 @@ impl Action for Allocate {
             } else if stmt.job_pipelined(id) {
                 stmt.keep();
             } else {
-                if let Some(shortage) = stmt.describe_shortage(id) {
-                    stmt.record_job_note(id, shortage);
+                let shortage = stmt.describe_shortage(id);
+                if let Some(shortage) = &shortage {
+                    stmt.record_job_note(id, shortage.clone());
                 }
                 if stmt.job(id).policy.mode == GangMode::NonStrict {
                     // Kept across sessions (the session reports them as holds) until the
@@ -190,6 +196,7 @@ impl Action for Allocate {
                     stmt.keep();
                 } else {
                     stmt.discard();
+                    super::backfill::reserve(ssn, id, shortage);
                 }
             }
         }

@@ -1,17 +1,51 @@
-//! backfill: places BestEffort pods (no requests) of admitted gangs on any node that passes
-//! the predicates, as Volcano does. They take no resources, so they delay no one; a gang
-//! is still committed only when it is ready.
+//! backfill, in two parts.
+//!
+//! 1. BestEffort pods (no requests) of admitted gangs go on any node that passes the
+//!    predicates, as Volcano does. They take no resources, so they delay no one.
+//! 2. EASY backfill. When allocate could not place a gang and the running pods carry
+//!    runtime estimates (pod annotation `rust-batch.io/runtime-estimate`, or
+//!    `activeDeadlineSeconds`), the first such gang gets a reservation: the nodes and the
+//!    time at which its pods fit once running pods end by their estimates (see
+//!    `framework/reservation.rs`). Allocate leaves every later gang to this action, which
+//!    places a whole gang only if it fits now and does not delay the reservation: it ends
+//!    by the reservation's time, or it leaves the reserved gang room at that time. A gang
+//!    without an estimate is taken to run forever, so it is placed only off the reserved
+//!    nodes (or where the reservation still fits). Without any estimate no reservation is
+//!    made and allocate behaves as without this action.
+//!
+//! A gang is committed only when it is ready; nothing partial is ever bound.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, Session, Statement};
-use crate::model::{PodGroupPhase, TaskStatus};
+use crate::framework::fit::TaskUnfit;
+use crate::framework::{Action, Reservation, Session, Statement};
+use crate::model::{JobId, NodeId, PodGroupPhase, TaskStatus};
 
 use super::allocate::best_node;
 
 pub struct Backfill;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+    // Read by the session (`reservations_enabled`); checked here so a typo is an error.
+    args.get_bool("reservation")?;
     Ok(Box::new(Backfill))
+}
+
+/// Called by allocate when it discards a gang it could not place: the first such gang in
+/// a session gets the reservation, if the estimates allow one, and says so in its status.
+pub fn reserve(ssn: &mut Session, id: JobId, shortage: Option<String>) {
+    let Some(r) = ssn.reserve(id).cloned() else {
+        return;
+    };
+    note_reservation(ssn, &r, shortage);
+}
+
+fn note_reservation(ssn: &mut Session, r: &Reservation, shortage: Option<String>) {
+    let text = ssn.describe_reservation(r);
+    let note = match shortage {
+        Some(s) => format!("{s}; {text}"),
+        None => text,
+    };
+    ssn.record_job_note(r.job, note);
 }
 
 impl Action for Backfill {
@@ -20,56 +54,162 @@ impl Action for Backfill {
     }
 
     fn execute(&self, ssn: &mut Session) {
+        let deferred = ssn.take_deferred();
         for id in ssn.job_ids() {
-            let job = ssn.job(id);
-            // A gang that allocate held (pipelined, not ready) still has Allocated tasks that
-            // no commit will bind; JobReady would count them, so committing BestEffort pods
-            // here could bind a fraction of the gang. It gets its turn next cycle.
-            if job.phase == PodGroupPhase::Pending
-                || job.pending_count() == 0
-                || job.count(TaskStatus::Allocated) > 0
-                || ssn.job_valid(id).is_some()
-            {
-                continue;
+            if !deferred.contains(&id) {
+                best_effort(ssn, id);
             }
-            let tasks: Vec<_> = ssn
-                .tasks_in(id, TaskStatus::Pending)
-                .into_iter()
-                .filter(|t| ssn.task(*t).is_best_effort())
-                .collect();
-            if tasks.is_empty() {
-                continue;
-            }
-            let mut stmt = Statement::new(ssn);
-            for &task in &tasks {
-                match stmt.feasible_nodes(task, 16) {
-                    Ok(nodes) => {
-                        // Feasible means room now or once releasing pods are gone (pod
-                        // slots included); only room now may be bound.
-                        let req = &stmt.task(task).resreq;
-                        let idle: Vec<_> = nodes
-                            .iter()
-                            .copied()
-                            .filter(|n| stmt.node(*n).fits_idle(req))
-                            .collect();
-                        if idle.is_empty() {
-                            let node = best_node(&stmt, task, &nodes);
-                            stmt.pipeline(task, node);
-                        } else {
-                            let node = best_node(&stmt, task, &idle);
-                            stmt.allocate(task, node);
-                        }
-                    }
-                    Err(unfit) => stmt.record_task_unfit(task, unfit),
-                }
-            }
-            if stmt.job_ready(id) {
-                stmt.commit();
-            } else {
-                stmt.discard();
+        }
+        let Some(reservation) = ssn.reservation().cloned() else {
+            return;
+        };
+        let want = (ssn.state().node_slots() * 5 / 100).max(100);
+        for id in deferred {
+            easy(ssn, id, &reservation, want);
+        }
+        // Backfilled gangs may have moved the reserved gang to other nodes (same time).
+        if let Some(now) = ssn.reservation().cloned() {
+            if now != reservation {
+                let shortage = ssn.describe_shortage(now.job);
+                note_reservation(ssn, &now, shortage);
             }
         }
     }
+}
+
+/// Part 1: the BestEffort pods of an admitted gang.
+fn best_effort(ssn: &mut Session, id: JobId) {
+    let job = ssn.job(id);
+    // A gang that allocate held (pipelined, not ready) still has Allocated tasks that
+    // no commit will bind; JobReady would count them, so committing BestEffort pods
+    // here could bind a fraction of the gang. It gets its turn next cycle.
+    if job.phase == PodGroupPhase::Pending
+        || job.pending_count() == 0
+        || job.count(TaskStatus::Allocated) > 0
+        || ssn.job_valid(id).is_some()
+    {
+        return;
+    }
+    let tasks: Vec<_> = ssn
+        .tasks_in(id, TaskStatus::Pending)
+        .into_iter()
+        .filter(|t| ssn.task(*t).is_best_effort())
+        .collect();
+    if tasks.is_empty() {
+        return;
+    }
+    let mut stmt = Statement::new(ssn);
+    for &task in &tasks {
+        match stmt.feasible_nodes(task, 16) {
+            Ok(nodes) => {
+                // Feasible means room now or once releasing pods are gone (pod
+                // slots included); only room now may be bound.
+                let req = &stmt.task(task).resreq;
+                let idle: Vec<_> = nodes
+                    .iter()
+                    .copied()
+                    .filter(|n| stmt.node(*n).fits_idle(req))
+                    .collect();
+                if idle.is_empty() {
+                    let node = best_node(&stmt, task, &nodes);
+                    stmt.pipeline(task, node);
+                } else {
+                    let node = best_node(&stmt, task, &idle);
+                    stmt.allocate(task, node);
+                }
+            }
+            Err(unfit) => stmt.record_task_unfit(task, unfit),
+        }
+    }
+    if stmt.job_ready(id) {
+        stmt.commit();
+    } else {
+        stmt.discard();
+    }
+}
+
+/// Part 2: a gang allocate left behind a reservation, placed whole on idle resources only
+/// if that does not delay the reservation.
+fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize) {
+    let reserved = ssn.job(r.job).uid.clone();
+    let job = ssn.job(id);
+    // Holds from earlier sessions (NonStrict gangs) stay as they are; see `best_effort`.
+    if job.pending_count() == 0 || job.count(TaskStatus::Allocated) > 0 {
+        return;
+    }
+    if job.policy.group.len() > 1 {
+        ssn.record_job_note(
+            id,
+            format!("gang group waits: gang {reserved} holds a reservation"),
+        );
+        return;
+    }
+    let queue = job.queue.clone();
+    if ssn.queue(&queue).is_some_and(|q| ssn.overused(q)) {
+        ssn.record_job_note(
+            id,
+            format!("queue {queue:?} is using its whole deserved share"),
+        );
+        return;
+    }
+    let now = ssn.now;
+    let tasks = ssn.tasks_in(id, TaskStatus::Pending);
+    let mut stmt = Statement::new(ssn);
+    for &task in &tasks {
+        if let Some(q) = stmt.queue(&queue) {
+            if !stmt.allocatable(q, task) {
+                let why = format!("queue {queue:?} would exceed its capability");
+                stmt.record_task_unfit(task, TaskUnfit::other(why));
+                continue;
+            }
+        }
+        let nodes = match stmt.feasible_nodes(task, want) {
+            Ok(nodes) => nodes,
+            Err(unfit) => {
+                stmt.record_task_unfit(task, unfit);
+                continue;
+            }
+        };
+        let t = stmt.task(task);
+        let idle: Vec<NodeId> = nodes
+            .into_iter()
+            .filter(|n| stmt.node(*n).fits_idle(&t.resreq))
+            .collect();
+        if idle.is_empty() {
+            let why = "room only once releasing pods are gone (backfill uses idle resources only)";
+            stmt.record_task_unfit(task, TaskUnfit::other(why));
+            continue;
+        }
+        // A task that may outlast the reservation's time goes off the reserved nodes when
+        // it can: it then cannot delay the reserved gang.
+        let outlasts = t.estimated_end(now).is_none_or(|end| end > r.at);
+        let off: Vec<NodeId> = idle
+            .iter()
+            .copied()
+            .filter(|n| r.nodes.binary_search(n).is_err())
+            .collect();
+        let choice = if outlasts && !off.is_empty() {
+            &off
+        } else {
+            &idle
+        };
+        let node = best_node(&stmt, task, choice);
+        stmt.allocate(task, node);
+    }
+    if !stmt.job_ready(id) {
+        if let Some(shortage) = stmt.describe_shortage(id) {
+            stmt.record_job_note(id, shortage);
+        }
+        stmt.discard();
+        return;
+    }
+    if stmt.keeps_reservation(id) {
+        stmt.commit();
+        return;
+    }
+    stmt.discard();
+    let at = ssn.describe_reservation(ssn.reservation().unwrap_or(r));
+    ssn.record_job_note(id, format!("waits: it would delay gang {reserved} ({at})"));
 }
 
 #[cfg(test)]
@@ -80,6 +220,199 @@ mod tests {
 
     const BACKFILL_ONLY: &str =
         "actions: backfill\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+
+    const EASY: &str = "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
+    const NO_BACKFILL: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
+    const GPU8: &[(&str, &str)] = &[("cpu", "32"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")];
+    const MIN: i64 = 60_000;
+
+    /// Two 8-GPU nodes: n-00000 full until 20m (by its estimate), n-00001 idle. A gang of
+    /// 2 × 8 GPU (created first) cannot fit now; by the estimates it fits at 20m on both.
+    fn reserved_cluster(estimates: bool) -> (crate::cache::Cache, String) {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, GPU8);
+        let mut old = Gang::new("old", 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("nvidia.com/gpu", "8")])
+            .running_on(&["n-00000"])
+            .started(0);
+        if estimates {
+            old = old.estimate(20 * MIN);
+        }
+        old.apply(&mut cache);
+        let big = Gang::new("big", 2)
+            .created(1)
+            .tasks("", 2, &[("nvidia.com/gpu", "8")])
+            .apply(&mut cache);
+        (cache, big)
+    }
+
+    #[test]
+    fn a_small_gang_that_ends_before_the_shadow_time_is_backfilled() {
+        let (mut cache, big) = reserved_cluster(true);
+        let short = Gang::new("short", 1)
+            .created(2)
+            .tasks("", 1, &[("nvidia.com/gpu", "4")])
+            .estimate(10 * MIN)
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        let binds = binds_by_job(&result);
+        assert_eq!(
+            binds.get(&short).map(Vec::as_slice),
+            Some(&["n-00001".to_string()][..])
+        );
+        assert_eq!(binds.get(&big), None);
+        let msg = condition_message(&result, &big).unwrap();
+        assert!(
+            msg.contains("reserved: nodes n-00000,n-00001 from 1970-01-01T00:20:00Z (in 20m)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_gang_that_would_delay_the_reservation_is_not_backfilled() {
+        // Ends after the shadow time on a node the reservation needs: it waits, though it
+        // fits now and greedy allocation (no backfill) would place it.
+        let (mut cache, big) = reserved_cluster(true);
+        let long = Gang::new("long", 1)
+            .created(2)
+            .tasks("", 1, &[("nvidia.com/gpu", "4")])
+            .estimate(60 * MIN)
+            .apply(&mut cache);
+        let unknown = Gang::new("unknown", 1)
+            .created(3)
+            .tasks("", 1, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        for job in [&long, &unknown] {
+            let msg = condition_message(&result, job).unwrap();
+            assert!(
+                msg.contains("waits: it would delay gang default/big (reserved: nodes"),
+                "{job}: {msg}"
+            );
+        }
+        assert!(condition_message(&result, &big)
+            .unwrap()
+            .contains("reserved: nodes"));
+        let greedy = run_cycle(&cache, Some(NO_BACKFILL));
+        assert_eq!(binds_by_job(&greedy).get(&long).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_gang_off_the_reserved_nodes_is_backfilled_even_without_an_estimate() {
+        // A third node, half used by a pod that never ends: the reservation does not need
+        // it, so a gang with no estimate may run there for as long as it likes.
+        let (mut cache, _big) = reserved_cluster(true);
+        add_nodes(&mut cache, "x", 1, GPU8);
+        foreign_pod(&mut cache, "other", "x-00000", &[("nvidia.com/gpu", "4")]);
+        let fits_off = Gang::new("fits-off", 1)
+            .created(2)
+            .tasks("", 1, &[("nvidia.com/gpu", "4")])
+            .apply(&mut cache);
+        let needs_reserved = Gang::new("needs-reserved", 1)
+            .created(3)
+            .tasks("", 1, &[("nvidia.com/gpu", "8")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        let binds = binds_by_job(&result);
+        assert_eq!(
+            binds.get(&fits_off).map(Vec::as_slice),
+            Some(&["x-00000".to_string()][..])
+        );
+        assert_eq!(binds.get(&needs_reserved), None, "{binds:?}");
+    }
+
+    #[test]
+    fn without_estimates_backfill_is_best_effort_only_and_allocate_is_greedy_as_before() {
+        let (mut cache, big) = reserved_cluster(false);
+        let small = Gang::new("small", 1)
+            .created(2)
+            .tasks("", 1, &[("nvidia.com/gpu", "4")])
+            .apply(&mut cache);
+        let be = Gang::new("be", 1)
+            .created(3)
+            .tasks("", 1, &[])
+            .apply(&mut cache);
+        let with = run_cycle(&cache, Some(EASY));
+        let binds = binds_by_job(&with);
+        assert_eq!(
+            binds.get(&small).map(Vec::len),
+            Some(1),
+            "no reservation holds it"
+        );
+        assert_eq!(binds.get(&be).map(Vec::len), Some(1));
+        assert!(!condition_message(&with, &big).unwrap().contains("reserved"));
+        // Exactly what allocate alone does, plus the BestEffort pod.
+        let without = run_cycle(&cache, Some(NO_BACKFILL));
+        let mut expected = binds_by_job(&without);
+        expected.remove(&be);
+        let mut got = binds;
+        got.remove(&be);
+        assert_eq!(got, expected);
+        // Turning the reservation off gives the same with estimates.
+        let (mut cache, _) = reserved_cluster(true);
+        Gang::new("small", 1)
+            .created(2)
+            .tasks("", 1, &[("nvidia.com/gpu", "4")])
+            .estimate(60 * MIN)
+            .apply(&mut cache);
+        let off = format!(
+            "{EASY}configurations:\n- name: backfill\n  arguments: {{reservation: false}}\n"
+        );
+        let result = run_cycle(&cache, Some(&off));
+        assert_eq!(binds_by_job(&result).get(&small).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_backfilled_gang_is_never_partial() {
+        // "pair" needs 2 × 4 GPU for an hour: one pod fits off the reserved nodes, the
+        // other only on a reserved one, where it would delay the reservation. Neither binds.
+        // "twins" (2 × 4 GPU, short) fit only one pod now: neither binds either.
+        let (mut cache, _big) = reserved_cluster(true);
+        add_nodes(&mut cache, "x", 1, GPU8);
+        foreign_pod(&mut cache, "other", "x-00000", &[("nvidia.com/gpu", "4")]);
+        let pair = Gang::new("pair", 2)
+            .created(2)
+            .tasks("", 2, &[("nvidia.com/gpu", "4")])
+            .estimate(60 * MIN)
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        assert_eq!(binds_by_job(&result).get(&pair), None, "{:?}", result.binds);
+        let msg = condition_message(&result, &pair).unwrap();
+        assert!(msg.contains("would delay gang default/big"), "{msg}");
+
+        let (mut cache, _big) = reserved_cluster(true);
+        let twins = Gang::new("twins", 2)
+            .created(2)
+            .tasks("", 2, &[("nvidia.com/gpu", "6")])
+            .estimate(MIN)
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        let msg = condition_message(&result, &twins).unwrap();
+        assert!(msg.contains("Insufficient nvidia.com/gpu"), "{msg}");
+    }
+
+    #[test]
+    fn the_reservation_goes_to_the_first_gang_in_job_order() {
+        // Two big gangs wait; the older one holds the reservation, the younger is left to
+        // backfill (and cannot fit either).
+        let (mut cache, big) = reserved_cluster(true);
+        let later = Gang::new("later", 2)
+            .created(5)
+            .tasks("", 2, &[("nvidia.com/gpu", "8")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        assert!(condition_message(&result, &big)
+            .unwrap()
+            .contains("reserved: nodes"));
+        let msg = condition_message(&result, &later).unwrap();
+        assert!(
+            msg.contains("Insufficient nvidia.com/gpu") && !msg.contains("; reserved:"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn best_effort_pods_are_placed_on_any_fitting_node() {

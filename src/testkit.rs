@@ -223,6 +223,23 @@ impl Gang {
         self
     }
 
+    /// Gives every task added so far a runtime estimate (ms), as the pod annotation
+    /// `rust-batch.io/runtime-estimate` would.
+    pub fn estimate(mut self, ms: Timestamp) -> Self {
+        for t in &mut self.tasks {
+            t.estimate = Some(ms);
+        }
+        self
+    }
+
+    /// Sets the start time of every task added so far that is placed on a node.
+    pub fn started(mut self, at: Timestamp) -> Self {
+        for t in self.tasks.iter_mut().filter(|t| t.node.is_some()) {
+            t.started = Some(at);
+        }
+        self
+    }
+
     /// Applies the gang and its pods; returns the gang uid.
     pub fn apply(self, cache: &mut Cache) -> String {
         let uid = self.spec.uid.clone();

@@ -2,6 +2,7 @@
 
 pub mod fit;
 mod plugin;
+mod reservation;
 mod session;
 mod statement;
 mod votes;
@@ -9,6 +10,7 @@ mod votes;
 use std::sync::Arc;
 
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
+pub use reservation::Reservation;
 pub use session::{
     Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, Session,
     SessionResult, Slots,

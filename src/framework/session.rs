@@ -244,6 +244,8 @@ pub struct Session {
     expired: HashMap<JobId, GangRuntime>,
     /// The placements each gang held when the session opened.
     held_at_open: HashMap<JobId, Vec<Hold>>,
+    /// EASY backfill's reservation for the head-of-line gang (see `reservation.rs`).
+    pub(super) reservations: super::reservation::ReservationState,
 }
 
 impl Session {
@@ -292,6 +294,7 @@ impl Session {
             window: None,
             expired: HashMap::new(),
             held_at_open: HashMap::new(),
+            reservations: Default::default(),
         };
         ssn.held_at_open = ssn
             .state

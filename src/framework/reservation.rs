@@ -1,0 +1,323 @@
+//! EASY backfill's reservation: the head-of-line gang that allocate could not place gets
+//! the nodes and the time ("shadow time") at which, by the running pods' runtime
+//! estimates, its pending pods will fit. Later gangs are then left to the backfill action,
+//! which places them only where they do not delay that reservation.
+//!
+//! The reservation lives for one session (it is recomputed every cycle from the estimates,
+//! so it needs no state across cycles) and is only ever made when the `backfill` action is
+//! configured (with `reservation` not turned off): otherwise nothing would place the gangs
+//! allocate leaves behind. Without runtime estimates nothing is known to end, so no
+//! reservation can be made and scheduling is exactly as without one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::fit::resource_fit;
+use super::session::Session;
+use crate::model::{JobId, NodeId, NodeInfo, NodeTask, Resource, TaskStatus, Timestamp};
+
+/// Where and when the head-of-line gang will fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub job: JobId,
+    /// The shadow time: by the estimates, the gang's pods fit from then on.
+    pub at: Timestamp,
+    /// The nodes its pods would get then, in id order.
+    pub nodes: Vec<NodeId>,
+}
+
+/// A session's reservation bookkeeping.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReservationState {
+    /// A reservation was attempted this session (for the first gang allocate could not
+    /// place); there is at most one, as in EASY backfill.
+    tried: bool,
+    reservation: Option<Reservation>,
+    /// Gangs allocate left to backfill because a reservation was in force, in the order
+    /// allocate reached them.
+    deferred: Vec<JobId>,
+}
+
+/// A running (or just placed) task that frees its node at `end`, by its estimate.
+struct Release {
+    end: Timestamp,
+    node: NodeId,
+    uid: Arc<str>,
+}
+
+impl Session {
+    /// Whether reservations are made this session: the backfill action is configured and
+    /// its `reservation` argument is not false.
+    pub fn reservations_enabled(&self) -> bool {
+        let conf = self.conf();
+        conf.actions.iter().any(|a| a == "backfill")
+            && conf
+                .action_arguments("backfill")
+                .get_bool("reservation")
+                .ok()
+                .flatten()
+                != Some(false)
+    }
+
+    /// The reservation in force this session, if any.
+    pub fn reservation(&self) -> Option<&Reservation> {
+        self.reservations.reservation.as_ref()
+    }
+
+    /// Tries to reserve for `job`, the first gang this session could not place (later calls
+    /// do nothing): succeeds when its pending pods fit once running pods end by their
+    /// estimates. Call it after the gang's statement was discarded.
+    pub fn reserve(&mut self, job: JobId) -> Option<&Reservation> {
+        if self.reservations.tried || !self.reservations_enabled() {
+            return None;
+        }
+        self.reservations.tried = true;
+        let reservation = self.find_reservation(job)?;
+        self.reservations.reservation = Some(reservation);
+        self.reservations.reservation.as_ref()
+    }
+
+    /// Whether allocate must leave `job` to backfill: a reservation for another gang is in
+    /// force. Records the gang for backfill if so.
+    pub fn defer_to_backfill(&mut self, job: JobId) -> bool {
+        match &self.reservations.reservation {
+            Some(r) if r.job != job => {
+                self.reservations.deferred.push(job);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The gangs allocate left to backfill, in allocate's order (emptied).
+    pub fn take_deferred(&mut self) -> Vec<JobId> {
+        std::mem::take(&mut self.reservations.deferred)
+    }
+
+    /// Whether the reservation still holds with `job`'s tentative placements (its tasks
+    /// Allocated in this session) in force: the gang ends by the shadow time, or uses no
+    /// reserved node, or the reserved gang still fits at the shadow time with it there (on
+    /// the same or other nodes; the reservation then moves to those). True when no
+    /// reservation is in force.
+    pub fn keeps_reservation(&mut self, job: JobId) -> bool {
+        let Some(r) = self.reservations.reservation.clone() else {
+            return true;
+        };
+        if job == r.job {
+            return true;
+        }
+        let now = self.now;
+        let placed: Vec<(Option<Timestamp>, Option<NodeId>)> = self
+            .job(job)
+            .tasks()
+            .iter()
+            .filter(|t| t.status == TaskStatus::Allocated)
+            .map(|t| {
+                (
+                    t.estimated_end(now),
+                    t.node.as_deref().and_then(|n| self.state().node_by_name(n)),
+                )
+            })
+            .collect();
+        if placed.iter().all(|(end, _)| end.is_some_and(|e| e <= r.at)) {
+            return true;
+        }
+        if placed
+            .iter()
+            .all(|(_, n)| n.is_none_or(|n| r.nodes.binary_search(&n).is_err()))
+        {
+            return true;
+        }
+        match self.fit_at(r.job, r.at) {
+            Some(nodes) => {
+                if let Some(res) = self.reservations.reservation.as_mut() {
+                    res.nodes = nodes;
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Running and just-placed tasks with an estimate, by estimated end (then node, uid).
+    fn releases(&self) -> Vec<Release> {
+        let now = self.now;
+        let mut out = Vec::new();
+        for (_, job) in self.state().jobs() {
+            for t in job.tasks() {
+                if !matches!(
+                    t.status,
+                    TaskStatus::Allocated
+                        | TaskStatus::Binding
+                        | TaskStatus::Bound
+                        | TaskStatus::Running
+                ) {
+                    continue;
+                }
+                let (Some(end), Some(node)) = (
+                    t.estimated_end(now),
+                    t.node.as_deref().and_then(|n| self.state().node_by_name(n)),
+                ) else {
+                    continue;
+                };
+                out.push(Release {
+                    end,
+                    node,
+                    uid: t.uid.clone(),
+                });
+            }
+        }
+        out.sort_by(|a, b| (a.end, a.node, &a.uid).cmp(&(b.end, b.node, &b.uid)));
+        out
+    }
+
+    /// The earliest estimated end at which `job`'s pending pods fit, and where.
+    fn find_reservation(&mut self, job: JobId) -> Option<Reservation> {
+        let pending = self.tasks_in(job, TaskStatus::Pending);
+        if pending.is_empty() {
+            return None;
+        }
+        // A gang held back by its queue's capability, not by nodes, has nothing to reserve.
+        let queue = self.job(job).queue.clone();
+        if let Some(q) = self.queue(&queue) {
+            if pending.iter().any(|t| !self.allocatable(q, *t)) {
+                return None;
+            }
+        }
+        let releases = self.releases();
+        if releases.is_empty() {
+            return None;
+        }
+        // Cheap necessary condition before a placement attempt: the gang's total request
+        // fits in what the cluster has free by then.
+        let mut need = Resource::new();
+        for t in &pending {
+            need.add(&self.task(*t).resreq);
+        }
+        let mut free = Resource::new();
+        for (_, n) in self.state().nodes() {
+            if n.schedulable() {
+                free.add(&n.idle);
+                free.add(&n.releasing);
+                free.sub(&n.pipelined);
+            }
+        }
+        let mut i = 0;
+        while i < releases.len() {
+            let at = releases[i].end;
+            while i < releases.len() && releases[i].end == at {
+                let r = &releases[i];
+                let node = self.node(r.node);
+                if node.schedulable() {
+                    if let Some(t) = node.tasks.get(&r.uid) {
+                        free.add(&t.resreq);
+                    }
+                }
+                i += 1;
+            }
+            if !need.without_pods().fits(&free) {
+                continue;
+            }
+            if let Some(nodes) = self.fit_at(job, at) {
+                return Some(Reservation { job, at, nodes });
+            }
+        }
+        None
+    }
+
+    /// Places `job`'s pending pods on the cluster as it will be at `at` (every task whose
+    /// estimated end is at or before `at` gone), greedily in task order on the best-scoring
+    /// node that passes every predicate. The nodes used, if enough pods fit for the gang
+    /// to be ready (minMember and every role's minimum).
+    fn fit_at(&mut self, job: JobId, at: Timestamp) -> Option<Vec<NodeId>> {
+        let pending = self.tasks_in(job, TaskStatus::Pending);
+        let mut future: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+        for r in self.releases().into_iter().take_while(|r| r.end <= at) {
+            future
+                .entry(r.node)
+                .or_insert_with(|| self.node(r.node).clone())
+                .remove_task(&r.uid);
+        }
+        let j = self.job(job);
+        let mut missing = j.min_member.saturating_sub(j.ready_count()) as i64;
+        let ready_by_role = j.by_role(TaskStatus::is_ready);
+        let mut role_missing: BTreeMap<Arc<str>, i64> = j
+            .min_task_member
+            .iter()
+            .map(|(role, min)| {
+                let have = ready_by_role.get(&**role).copied().unwrap_or(0);
+                (role.clone(), *min as i64 - have as i64)
+            })
+            .collect();
+        let job_uid = j.uid.clone();
+        let mut used = BTreeSet::new();
+        for task in pending {
+            if missing <= 0 && role_missing.values().all(|m| *m <= 0) {
+                break;
+            }
+            let candidates = self.statically_feasible_nodes(task);
+            let t = self.task(task);
+            let mut best: Option<(NodeId, f64)> = None;
+            for n in candidates {
+                let node = future.get(&n).unwrap_or_else(|| self.node(n));
+                if resource_fit(t, node).is_err()
+                    || self.votes.predicate.all().any(|f| f(t, node).is_err())
+                {
+                    continue;
+                }
+                let score: f64 = self.votes.node_order.all().map(|f| f(t, node)).sum();
+                if best.is_none_or(|(_, b)| score > b) {
+                    best = Some((n, score));
+                }
+            }
+            let Some((n, _)) = best else {
+                continue;
+            };
+            let node = future.entry(n).or_insert_with(|| self.node(n).clone());
+            node.add_task(
+                t.uid.clone(),
+                NodeTask {
+                    resreq: t.resreq.clone(),
+                    status: TaskStatus::Allocated,
+                    job: Some(job_uid.clone()),
+                    priority: t.priority,
+                },
+            );
+            missing -= 1;
+            if let Some(m) = role_missing.get_mut(&t.role) {
+                *m -= 1;
+            }
+            used.insert(n);
+        }
+        (missing <= 0 && role_missing.values().all(|m| *m <= 0)).then(|| used.into_iter().collect())
+    }
+
+    /// "reserved: nodes gpu-1, gpu-2 from 2026-01-01T10:25:00Z (in 25m)".
+    pub fn describe_reservation(&self, r: &Reservation) -> String {
+        let names: Vec<&str> = r.nodes.iter().map(|n| &*self.node(*n).name).collect();
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.at.max(0) as u64);
+        format!(
+            "reserved: nodes {} from {} (in {})",
+            names.join(","),
+            humantime::format_rfc3339_seconds(at),
+            format_wait(r.at - self.now)
+        )
+    }
+}
+
+/// "25m", "1h5m", "30s".
+fn format_wait(ms: i64) -> String {
+    let secs = (ms.max(0) + 999) / 1000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
