@@ -284,3 +284,130 @@ fn s4b_a_non_strict_gang_holds_until_its_waiting_time_then_releases_and_retries(
     );
     assert_eq!(report.summary.completed, 2);
 }
+
+/// Issue 5's starvation test: a 32-GPU gang (4 × 8 GPU on 4 × 8-GPU nodes) arrives behind
+/// a full cluster of 1-GPU jobs and a stream of more 1-GPU jobs, all with runtime estimates.
+#[test]
+fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
+    let file = "s7-backfill-starvation.yaml";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/scenarios")
+        .join(file);
+    let scenario = Scenario::load(&path).expect("scenario parses");
+    let big = scenario.jobs.iter().find(|j| j.name == "big").unwrap();
+    let big_submit = big.submit_at.0;
+    // The bound, from the scenario: every job running when the gang arrives was submitted
+    // before it, and ends by its estimate (the estimates here are upper bounds of the true
+    // runtimes); the gang then starts at the next cycle.
+    let longest_estimate = scenario
+        .jobs
+        .iter()
+        .filter(|j| j.name != "big" && j.submit_at.0 <= big_submit)
+        .map(|j| j.estimate.expect("the filling jobs carry estimates").0)
+        .max()
+        .unwrap();
+    let bound = longest_estimate + scenario.schedule_period.0;
+    let stream_ends = scenario
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            Some(j.submit_at.0 + j.repeat.as_ref()?.every.0 * i64::from(j.repeat.as_ref()?.count))
+        })
+        .max()
+        .unwrap();
+    assert!(
+        scenario.config.is_none(),
+        "runs the default configuration, which has backfill"
+    );
+    assert!(rust_batch::conf::SchedulerConf::default_conf()
+        .actions
+        .iter()
+        .any(|a| a == "backfill"));
+
+    let run = |scenario: Scenario| {
+        let mut sim = Simulation::new(scenario, file).expect("scenario builds");
+        let report = sim.run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        assert_eq!(
+            report.summary.never_started, 0,
+            "everything runs eventually"
+        );
+        report
+    };
+    let job = |r: &rust_batch::sim::Report, name: &str| {
+        r.jobs.iter().find(|j| j.name == name).unwrap().clone()
+    };
+
+    // With backfill and its reservation (the default configuration).
+    let mut sim = Simulation::new(scenario.clone(), file).unwrap();
+    sim.run_until(big_submit + 2 * SECOND, &mut |_| {});
+    let waiting = sim.job("big").unwrap().message.clone().unwrap();
+    assert!(
+        waiting.contains("reserved: nodes gpu-1,gpu-2,gpu-3,gpu-4 from"),
+        "the reservation is visible: {waiting}"
+    );
+    let easy = sim.run(&mut |_| {});
+    assert!(easy.invariants_hold(), "{:?}", easy.invariants);
+    let easy_big = job(&easy, "default/big");
+    let wait = easy_big.wait.expect("the gang starts");
+    assert!(
+        wait <= bound,
+        "wait {wait} ms exceeds the running jobs' estimates ({bound} ms)"
+    );
+    assert!(easy_big
+        .reservation
+        .as_deref()
+        .is_some_and(|r| r.starts_with("reserved: nodes gpu-1,gpu-2,gpu-3,gpu-4")));
+    assert!(
+        easy.to_table(1)
+            .contains("reservations (backfill):\n  default/big: reserved: nodes"),
+        "{}",
+        easy.to_table(1)
+    );
+    // Backfill did place stream jobs while the gang waited (short ones ending in time).
+    let backfilled = easy
+        .jobs
+        .iter()
+        .filter(|j| j.submitted > big_submit)
+        .filter(|j| j.started.is_some_and(|s| s < easy_big.started.unwrap()))
+        .count();
+    assert!(backfilled > 0, "no job was backfilled during the wait");
+
+    // Greedy filling: no backfill action, so no reservation. The stream takes every freed
+    // GPU and the gang waits until the stream dries up.
+    let mut greedy_scenario = scenario.clone();
+    greedy_scenario.config = Some(
+        rust_batch::conf::DEFAULT_CONF.replace("enqueue, allocate, backfill", "enqueue, allocate"),
+    );
+    let greedy = run(greedy_scenario);
+    let greedy_big = job(&greedy, "default/big");
+    assert!(
+        greedy_big.started.unwrap() >= stream_ends,
+        "greedy: the gang starts at {:?}, before the stream ends at {stream_ends}",
+        greedy_big.started
+    );
+    assert!(greedy_big.wait.unwrap() > 3 * bound);
+
+    // Reservation impossible (no estimates at all): exactly the greedy schedule.
+    let mut blind = scenario.clone();
+    for j in &mut blind.jobs {
+        j.estimate = None;
+    }
+    let blind = run(blind);
+    let starts = |r: &rust_batch::sim::Report| {
+        r.jobs
+            .iter()
+            .map(|j| (j.name.clone(), j.started))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(starts(&blind), starts(&greedy));
+
+    // Utilization stays within 10% of greedy filling.
+    let gpu = |r: &rust_batch::sim::Report| r.summary.mean_utilization[GPU];
+    assert!(
+        gpu(&easy) >= 0.9 * gpu(&greedy),
+        "GPU utilization {} vs greedy {}",
+        gpu(&easy),
+        gpu(&greedy)
+    );
+}

@@ -23,6 +23,9 @@ use crate::model::{
     TaskStatus, Timestamp,
 };
 
+/// How backfill's reservation note starts in a gang's condition message.
+const RESERVED: &str = "reserved: nodes ";
+
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
 struct Rng(u64);
 
@@ -77,6 +80,9 @@ pub struct SimJob {
     pub phase: PodGroupPhase,
     /// The last Unschedulable condition message, cleared when the gang is scheduled.
     pub message: Option<String>,
+    /// The last reservation backfill announced for the gang ("reserved: nodes … from …"),
+    /// kept after it starts.
+    pub reservation: Option<String>,
     spec: JobSpec,
 }
 
@@ -293,6 +299,7 @@ impl Simulation {
             pods,
             phase: PodGroupPhase::Pending,
             message: None,
+            reservation: None,
             spec,
         });
         index
@@ -531,6 +538,9 @@ impl Simulation {
             }
             match &update.condition {
                 Some(c) if c.kind == ConditionKind::Unschedulable => {
+                    if let Some(i) = c.message.find(RESERVED) {
+                        self.jobs[j].reservation = Some(c.message[i..].to_string());
+                    }
                     self.jobs[j].message = Some(c.message.clone())
                 }
                 Some(_) => self.jobs[j].message = None,
@@ -804,6 +814,7 @@ impl Simulation {
                     } else {
                         None
                     },
+                    reservation: j.reservation.clone(),
                 }
             })
             .collect();

@@ -42,6 +42,8 @@ pub struct JobReport {
     pub status: String,
     /// Why a gang that never started is waiting.
     pub message: Option<String>,
+    /// The last reservation backfill held for the gang while it waited (EASY backfill).
+    pub reservation: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -303,6 +305,22 @@ impl Report {
                 "... {} more jobs (use --output json for all)",
                 self.jobs.len() - max_jobs
             );
+        }
+        let reserved: Vec<&JobReport> = self
+            .jobs
+            .iter()
+            .filter(|j| j.reservation.is_some())
+            .collect();
+        if !reserved.is_empty() {
+            let _ = writeln!(out, "\nreservations (backfill):");
+            for j in reserved.iter().take(max_jobs) {
+                let _ = writeln!(
+                    out,
+                    "  {}: {}",
+                    j.name,
+                    j.reservation.as_deref().unwrap_or("")
+                );
+            }
         }
         let waiting: Vec<&JobReport> = self.jobs.iter().filter(|j| j.message.is_some()).collect();
         if !waiting.is_empty() {
