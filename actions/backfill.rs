@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(binds.get(&big), None);
         let msg = condition_message(&result, &big).unwrap();
         assert!(
-            msg.contains("reserved: nodes n-00000,n-00001 from 1970-01-01T00:20:00Z (in 20m)"),
+            msg.contains("reserved: nodes n-00000,n-00001 from 1970-01-01T00:20:00Z"),
             "{msg}"
         );
     }
@@ -392,6 +392,46 @@ mod tests {
         assert!(result.binds.is_empty(), "{:?}", result.binds);
         let msg = condition_message(&result, &twins).unwrap();
         assert!(msg.contains("Insufficient nvidia.com/gpu"), "{msg}");
+    }
+
+    #[test]
+    fn the_shadow_time_is_the_earliest_estimated_end_at_which_the_gang_fits() {
+        // Three full nodes freeing at 10m, 30m and 20m (by estimate), one node's pods with no
+        // estimate at all: a gang of 2 × 8 GPU fits at 20m on the first and third.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 4, GPU8);
+        for (i, end) in [(0, Some(10)), (1, Some(30)), (2, Some(20)), (3, None)] {
+            let node = format!("n-0000{i}");
+            // Two pods per node, started 5m apart, so the node frees at the later end.
+            let mut g = Gang::new(&format!("run-{i}"), 1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("nvidia.com/gpu", "4")])
+                .running_on(&[&node])
+                .started(0);
+            if let Some(end) = end {
+                g = g.estimate(end * MIN);
+            }
+            g.apply(&mut cache);
+            let mut h = Gang::new(&format!("early-{i}"), 1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("nvidia.com/gpu", "4")])
+                .running_on(&[&node])
+                .started(5 * MIN);
+            if let Some(end) = end {
+                h = h.estimate(end * MIN - 10 * MIN);
+            }
+            h.apply(&mut cache);
+        }
+        let big = Gang::new("big", 2)
+            .created(1)
+            .tasks("", 2, &[("nvidia.com/gpu", "8")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        let msg = condition_message(&result, &big).unwrap();
+        assert!(
+            msg.ends_with("; reserved: nodes n-00000,n-00002 from 1970-01-01T00:20:00Z"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -128,7 +128,8 @@ impl Session {
         {
             return true;
         }
-        match self.fit_at(r.job, r.at) {
+        let releases = self.releases();
+        match self.fit_at(r.job, r.at, &releases) {
             Some(nodes) => {
                 if let Some(res) = self.reservations.reservation.as_mut() {
                     res.nodes = nodes;
@@ -218,7 +219,7 @@ impl Session {
             if !need.without_pods().fits(&free) {
                 continue;
             }
-            if let Some(nodes) = self.fit_at(job, at) {
+            if let Some(nodes) = self.fit_at(job, at, &releases) {
                 return Some(Reservation { job, at, nodes });
             }
         }
@@ -229,10 +230,10 @@ impl Session {
     /// estimated end is at or before `at` gone), greedily in task order on the best-scoring
     /// node that passes every predicate. The nodes used, if enough pods fit for the gang
     /// to be ready (minMember and every role's minimum).
-    fn fit_at(&mut self, job: JobId, at: Timestamp) -> Option<Vec<NodeId>> {
+    fn fit_at(&mut self, job: JobId, at: Timestamp, releases: &[Release]) -> Option<Vec<NodeId>> {
         let pending = self.tasks_in(job, TaskStatus::Pending);
         let mut future: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
-        for r in self.releases().into_iter().take_while(|r| r.end <= at) {
+        for r in releases.iter().take_while(|r| r.end <= at) {
             future
                 .entry(r.node)
                 .or_insert_with(|| self.node(r.node).clone())
@@ -292,32 +293,15 @@ impl Session {
         (missing <= 0 && role_missing.values().all(|m| *m <= 0)).then(|| used.into_iter().collect())
     }
 
-    /// "reserved: nodes gpu-1, gpu-2 from 2026-01-01T10:25:00Z (in 25m)".
+    /// "reserved: nodes gpu-1,gpu-2 from 2026-01-01T10:25:00Z". No "in 25m": the message
+    /// would change every cycle, and drivers send an event whenever it changes.
     pub fn describe_reservation(&self, r: &Reservation) -> String {
         let names: Vec<&str> = r.nodes.iter().map(|n| &*self.node(*n).name).collect();
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.at.max(0) as u64);
         format!(
-            "reserved: nodes {} from {} (in {})",
+            "reserved: nodes {} from {}",
             names.join(","),
-            humantime::format_rfc3339_seconds(at),
-            format_wait(r.at - self.now)
+            humantime::format_rfc3339_seconds(at)
         )
     }
-}
-
-/// "25m", "1h5m", "30s".
-fn format_wait(ms: i64) -> String {
-    let secs = (ms.max(0) + 999) / 1000;
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
 }
