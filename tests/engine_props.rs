@@ -419,7 +419,7 @@ fn build(w: &World) -> (Cache, Model) {
         // Two gangs in three carry runtime estimates (0-4 ms, against cycles 1 ms apart), so
         // backfill's reservations and EASY placements are exercised too.
         let spin = w.seed.wrapping_add(g as u64 * 7);
-        if spin % 3 != 0 {
+        if !spin.is_multiple_of(3) {
             gang = gang.estimate((spin % 5) as i64);
         }
         for t in &gang.tasks {
