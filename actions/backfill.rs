@@ -435,6 +435,49 @@ mod tests {
     }
 
     #[test]
+    fn a_long_gang_on_a_reserved_node_is_backfilled_only_if_the_reserved_gang_still_fits() {
+        // The reserved gang needs 6 of each node's 8 GPUs at 20m. A 2-GPU gang that runs
+        // forever leaves it room on n-00001; a 3-GPU one would not.
+        let setup = |gpus: &str| {
+            let mut cache = cache_with_default_queue();
+            add_nodes(&mut cache, "n", 2, GPU8);
+            Gang::new("old", 2)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("nvidia.com/gpu", "8")])
+                .running_on(&["n-00000"])
+                .tasks("", 1, &[("nvidia.com/gpu", "4")])
+                .running_on(&["n-00001"])
+                .started(0)
+                .estimate(20 * MIN)
+                .apply(&mut cache);
+            let big = Gang::new("big", 2)
+                .created(1)
+                .tasks("", 2, &[("nvidia.com/gpu", "6")])
+                .apply(&mut cache);
+            let forever = Gang::new("forever", 1)
+                .created(2)
+                .tasks("", 1, &[("nvidia.com/gpu", gpus)])
+                .apply(&mut cache);
+            let result = run_cycle(&cache, Some(EASY));
+            (result, big, forever)
+        };
+        let (result, big, forever) = setup("2");
+        assert_eq!(
+            binds_by_job(&result).get(&forever).map(Vec::as_slice),
+            Some(&["n-00001".to_string()][..])
+        );
+        let msg = condition_message(&result, &big).unwrap();
+        assert!(
+            msg.contains("reserved: nodes n-00000,n-00001 from 1970-01-01T00:20:00Z"),
+            "{msg}"
+        );
+        let (result, _, forever) = setup("3");
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        let msg = condition_message(&result, &forever).unwrap();
+        assert!(msg.contains("would delay gang default/big"), "{msg}");
+    }
+
+    #[test]
     fn the_reservation_goes_to_the_first_gang_in_job_order() {
         // Two big gangs wait; the older one holds the reservation, the younger is left to
         // backfill (and cannot fit either).

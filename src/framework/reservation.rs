@@ -36,9 +36,14 @@ pub(crate) struct ReservationState {
     /// Gangs allocate left to backfill because a reservation was in force, in the order
     /// allocate reached them.
     deferred: Vec<JobId>,
+    /// The releases the reservation was computed from. Tasks placed later in the session
+    /// are not among them, so checks against this list count them as never ending: safe
+    /// for the reservation, and computed once rather than per backfilled gang.
+    releases: Vec<Release>,
 }
 
 /// A running (or just placed) task that frees its node at `end`, by its estimate.
+#[derive(Clone, Debug)]
 struct Release {
     end: Timestamp,
     node: NodeId,
@@ -72,8 +77,10 @@ impl Session {
             return None;
         }
         self.reservations.tried = true;
-        let reservation = self.find_reservation(job)?;
+        let releases = self.releases();
+        let reservation = self.find_reservation(job, &releases)?;
         self.reservations.reservation = Some(reservation);
+        self.reservations.releases = releases;
         self.reservations.reservation.as_ref()
     }
 
@@ -98,7 +105,8 @@ impl Session {
     /// Allocated in this session) in force: the gang ends by the shadow time, or uses no
     /// reserved node, or the reserved gang still fits at the shadow time with it there (on
     /// the same or other nodes; the reservation then moves to those). True when no
-    /// reservation is in force.
+    /// reservation is in force. Call it right before committing the gang: on true, its
+    /// estimated ends are taken into account for the gangs checked after it.
     pub fn keeps_reservation(&mut self, job: JobId) -> bool {
         let Some(r) = self.reservations.reservation.clone() else {
             return true;
@@ -107,7 +115,7 @@ impl Session {
             return true;
         }
         let now = self.now;
-        let placed: Vec<(Option<Timestamp>, Option<NodeId>)> = self
+        let placed: Vec<(Option<Timestamp>, Option<NodeId>, Arc<str>)> = self
             .job(job)
             .tasks()
             .iter()
@@ -116,28 +124,40 @@ impl Session {
                 (
                     t.estimated_end(now),
                     t.node.as_deref().and_then(|n| self.state().node_by_name(n)),
+                    t.uid.clone(),
                 )
             })
             .collect();
-        if placed.iter().all(|(end, _)| end.is_some_and(|e| e <= r.at)) {
-            return true;
-        }
-        if placed
+        let ends_in_time = placed
             .iter()
-            .all(|(_, n)| n.is_none_or(|n| r.nodes.binary_search(&n).is_err()))
-        {
-            return true;
-        }
-        let releases = self.releases();
-        match self.fit_at(r.job, r.at, &releases) {
-            Some(nodes) => {
-                if let Some(res) = self.reservations.reservation.as_mut() {
-                    res.nodes = nodes;
+            .all(|(end, ..)| end.is_some_and(|e| e <= r.at));
+        let off_reserved = placed
+            .iter()
+            .all(|(_, n, _)| n.is_none_or(|n| r.nodes.binary_search(&n).is_err()));
+        let keeps = ends_in_time || off_reserved || {
+            let releases = std::mem::take(&mut self.reservations.releases);
+            let fit = self.fit_at(r.job, r.at, &releases);
+            self.reservations.releases = releases;
+            match fit {
+                Some(nodes) => {
+                    if let Some(res) = self.reservations.reservation.as_mut() {
+                        res.nodes = nodes;
+                    }
+                    true
                 }
-                true
+                None => false,
             }
-            None => false,
+        };
+        if keeps {
+            let releases = &mut self.reservations.releases;
+            for (end, node, uid) in placed {
+                if let (Some(end), Some(node)) = (end, node) {
+                    releases.push(Release { end, node, uid });
+                }
+            }
+            releases.sort_by(|a, b| (a.end, a.node, &a.uid).cmp(&(b.end, b.node, &b.uid)));
         }
+        keeps
     }
 
     /// Running and just-placed tasks with an estimate, by estimated end (then node, uid).
@@ -173,7 +193,7 @@ impl Session {
     }
 
     /// The earliest estimated end at which `job`'s pending pods fit, and where.
-    fn find_reservation(&mut self, job: JobId) -> Option<Reservation> {
+    fn find_reservation(&mut self, job: JobId, releases: &[Release]) -> Option<Reservation> {
         let pending = self.tasks_in(job, TaskStatus::Pending);
         if pending.is_empty() {
             return None;
@@ -185,7 +205,6 @@ impl Session {
                 return None;
             }
         }
-        let releases = self.releases();
         if releases.is_empty() {
             return None;
         }
@@ -219,7 +238,7 @@ impl Session {
             if !need.without_pods().fits(&free) {
                 continue;
             }
-            if let Some(nodes) = self.fit_at(job, at, &releases) {
+            if let Some(nodes) = self.fit_at(job, at, releases) {
                 return Some(Reservation { job, at, nodes });
             }
         }
