@@ -143,10 +143,19 @@ impl Action for Allocate {
         while let Some(queue) =
             ssn.next_queue(groups.iter().filter(|(_, j)| !j.is_empty()).map(|(q, _)| q))
         {
+            let blocked = ssn.queue(&queue).and_then(|q| ssn.queue_blocked(q));
             let overused = ssn.queue(&queue).is_some_and(|q| ssn.overused(q));
             let Some(jobs) = groups.get_mut(&queue) else {
                 break;
             };
+            if let Some(why) = blocked {
+                // Admitted gangs of a closing queue wait (as in Volcano, whose allocatable
+                // vote refuses any queue that is not Open); their running pods go on.
+                for id in jobs.drain(..) {
+                    ssn.record_job_note(id, format!("{why}: no new pods are placed"));
+                }
+                continue;
+            }
             if overused {
                 for id in jobs.drain(..) {
                     ssn.record_job_note(

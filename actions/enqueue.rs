@@ -1,6 +1,7 @@
 //! enqueue: admits Pending gangs (PodGroup Pending → Inqueue) in queue and job order when
 //! the plugins agree they can be admitted (JobEnqueueable). Operators such as the
-//! training-operator create their pods only after this happens. Closed queues admit none.
+//! training-operator create their pods only after this happens. Closed and Closing queues,
+//! and queues whose parent chain is broken, admit none (`Session::queue_blocked`).
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session};
@@ -20,9 +21,10 @@ impl Action for Enqueue {
     fn execute(&self, ssn: &mut Session) {
         let mut groups = ssn.jobs_by_queue(|s, id| s.job(id).phase == PodGroupPhase::Pending);
         for (queue, jobs) in groups.iter_mut() {
-            if !ssn.queue(queue).is_some_and(|q| q.is_open()) {
+            let blocked = ssn.queue(queue).and_then(|q| ssn.queue_blocked(q));
+            if let Some(why) = blocked {
                 for id in jobs.drain(..) {
-                    ssn.record_job_note(id, format!("queue {queue:?} is not open"));
+                    ssn.record_job_note(id, format!("not admitted: {why}"));
                 }
             }
             jobs.reverse(); // pop() takes from the front of job order
@@ -100,7 +102,7 @@ mod tests {
         assert!(result.binds.is_empty());
         assert_eq!(
             condition_message(&result, &job).as_deref(),
-            Some("queue \"closed\" is not open")
+            Some("not admitted: queue \"closed\" is closed")
         );
     }
 

@@ -13,7 +13,7 @@ use crate::conf::{ConfError, PluginOption, SchedulerConf};
 use crate::model::resource::format_amount;
 use crate::model::{
     GangMode, GangRuntime, JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo,
-    Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
+    QueueState, QueueTree, Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
 };
 
 /// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
@@ -246,6 +246,8 @@ pub struct Session {
     held_at_open: HashMap<JobId, Vec<Hold>>,
     /// EASY backfill's reservation for the head-of-line gang (see `reservation.rs`).
     pub(super) reservations: super::reservation::ReservationState,
+    /// The queue hierarchy, resolved once (queues do not change during a session).
+    queue_tree: QueueTree,
 }
 
 impl Session {
@@ -272,9 +274,11 @@ impl Session {
             }
         }
         let total_allocatable = snapshot.total_allocatable();
+        let queue_tree = QueueTree::new(snapshot.queues());
         let mut ssn = Session {
             now,
             total_allocatable,
+            queue_tree,
             state: snapshot,
             conf,
             votes: Votes::default(),
@@ -570,6 +574,29 @@ impl Session {
         &self.total_allocatable
     }
 
+    /// The queue hierarchy (parents, children, broken chains).
+    pub fn queue_tree(&self) -> &QueueTree {
+        &self.queue_tree
+    }
+
+    /// Why a queue takes no new work, whatever plugins are configured: it is not Open
+    /// (Closed and Closing queues admit no job and get no new pods, as with Volcano's
+    /// allocatable vote; running pods go on), or its parent chain is broken.
+    pub fn queue_blocked(&self, queue: &QueueInfo) -> Option<String> {
+        let name = &queue.name;
+        match queue.state {
+            QueueState::Open => {}
+            QueueState::Closed => return Some(format!("queue {name:?} is closed")),
+            QueueState::Closing => return Some(format!("queue {name:?} is closing")),
+            QueueState::Unknown => return Some(format!("queue {name:?} is in an unknown state")),
+        }
+        if let Some(p) = self.queue_tree.problem(name) {
+            return Some(format!("queue {name:?} takes no work: {p}"));
+        }
+        (!self.queue_tree.is_leaf(name))
+            .then(|| format!("queue {name:?} has child queues; submit jobs to a leaf queue"))
+    }
+
     pub fn node(&self, id: NodeId) -> &NodeInfo {
         self.state.node(id)
     }
@@ -811,7 +838,12 @@ impl Session {
         self.votes.overused.any_true(|f| f(queue))
     }
 
+    /// Whether a task of `queue` may be placed: the queue takes work (`queue_blocked`) and
+    /// every allocatable vote agrees.
     pub fn allocatable(&self, queue: &QueueInfo, task: TaskRef) -> bool {
+        if self.queue_blocked(queue).is_some() {
+            return false;
+        }
         let t = self.task(task);
         self.votes.allocatable.all_true(|f| f(queue, t))
     }

@@ -317,67 +317,17 @@ pub fn queue_status_patch<'a>(q: &Queue, jobs: impl Iterator<Item = &'a JobInfo>
 pub fn queue_problems<'a>(
     queues: impl IntoIterator<Item = &'a Queue>,
 ) -> std::collections::BTreeMap<String, String> {
-    use petgraph::algo::tarjan_scc;
-    use petgraph::graphmap::DiGraphMap;
-    let queues: Vec<&Queue> = queues.into_iter().collect();
-    let names: std::collections::BTreeSet<String> = queues.iter().map(|q| q.name_any()).collect();
-    let mut problems = std::collections::BTreeMap::new();
-    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
-    for q in &queues {
-        let name = q.metadata.name.as_deref().unwrap_or_default();
-        graph.add_node(name);
-        if let Some(parent) = q
-            .spec
-            .parent
-            .as_deref()
-            .filter(|p| !p.is_empty() && *p != "root")
-        {
-            if names.contains(parent) {
-                graph.add_edge(name, parent, ());
-            } else {
-                problems.insert(
-                    name.to_string(),
-                    format!("spec.parent: queue {parent:?} does not exist"),
-                );
-            }
-        }
-        if let (Some(cap), Some(guarantee)) = (
-            &q.spec.capability,
-            q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()),
-        ) {
-            if let (Ok(cap), Ok(guarantee)) =
-                (resource_list(Some(cap)), resource_list(Some(guarantee)))
-            {
-                let limited = cap.without_pods();
-                // Only the dimensions the capability names limit the guarantee.
-                if let Some((name_, need)) = guarantee
-                    .dimensions()
-                    .find(|(n, v)| limited.get(n) > 0 && *v > limited.get(n))
-                {
-                    problems.insert(
-                        name.to_string(),
-                        format!(
-                            "spec.guarantee: {name_} {} is above the capability {}",
-                            crate::model::resource::format_amount(name_, need),
-                            crate::model::resource::format_amount(name_, limited.get(name_))
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    for scc in tarjan_scc(&graph) {
-        let looped = scc.len() > 1 || scc.first().is_some_and(|n| graph.contains_edge(n, n));
-        if looped {
-            let mut cycle: Vec<&str> = scc.clone();
-            cycle.sort();
-            for q in &scc {
-                problems.insert(
-                    q.to_string(),
-                    format!("spec.parent: queues {} form a cycle", cycle.join(" -> ")),
-                );
-            }
-        }
+    // The engine's own view (the queues it could read), so events say what scheduling does.
+    let infos: Vec<QueueInfo> = queues
+        .into_iter()
+        .filter_map(|q| queue_to_info(q).ok())
+        .collect();
+    let mut problems: std::collections::BTreeMap<String, String> = infos
+        .iter()
+        .filter_map(|q| Some((q.name.to_string(), q.guarantee_problem()?)))
+        .collect();
+    for (name, problem) in crate::model::QueueTree::new(infos.iter()).problems() {
+        problems.insert(name.to_string(), problem.clone());
     }
     problems
 }

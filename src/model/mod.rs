@@ -11,7 +11,7 @@ mod task;
 pub use job::{GangMode, GangPolicy, GangRuntime, JobInfo, JobSpec, MatchPolicy, PodGroupPhase};
 pub use node::{NodeInfo, NodeSpec, NodeTask};
 pub use placement::{Placement, Taint, TaintEffect, Toleration};
-pub use queue::{QueueInfo, QueueState};
+pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};
 pub use resource::{Resource, ResourceList};
 pub use task::{TaskInfo, TaskStatus};
 
