@@ -1,6 +1,7 @@
 //! Plugins: each file registers votes with a session and does nothing else.
 
 pub mod binpack;
+pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
@@ -15,6 +16,7 @@ use crate::framework::PluginBuilder;
 /// Every plugin name the configuration accepts.
 pub const NAMES: &[&str] = &[
     "binpack",
+    "capacity",
     "conformance",
     "drf",
     "gang",
@@ -28,6 +30,7 @@ pub const NAMES: &[&str] = &[
 pub fn builder(name: &str) -> Option<PluginBuilder> {
     Some(match name {
         "binpack" => binpack::build,
+        "capacity" => capacity::build,
         "conformance" => conformance::build,
         "drf" => drf::build,
         "gang" => gang::build,

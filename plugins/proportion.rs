@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Plugin, Session, Vote};
-use crate::model::{PodGroupPhase, QueueInfo, Resource, TaskStatus};
+use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Proportion;
 
@@ -37,6 +37,8 @@ pub struct QueueShare {
     pub guarantee: Resource,
     /// Whether other queues may take back what this queue holds beyond its share.
     pub reclaimable: bool,
+    /// What the queue and its descendants hold: a parent queue's capability caps them all.
+    pub subtree_allocated: Resource,
 }
 
 impl QueueShare {
@@ -68,6 +70,26 @@ impl QueueShare {
             .dimensions()
             .all(|(n, cap)| self.allocated.get(n) + extra.get(n) <= cap)
     }
+
+    /// Whether `extra` more fits under the capability of this queue as an ancestor.
+    fn subtree_within_limit(&self, extra: &Resource) -> bool {
+        self.limit
+            .dimensions()
+            .all(|(n, cap)| self.subtree_allocated.get(n) + extra.get(n) <= cap)
+    }
+}
+
+/// Whether `extra` more for `queue` fits under the capability of every ancestor (shares
+/// are flat; a parent's capability still caps its children together).
+fn ancestors_allow(
+    queues: &BTreeMap<Arc<str>, QueueShare>,
+    tree: &QueueTree,
+    queue: &str,
+    extra: &Resource,
+) -> bool {
+    tree.ancestors(queue)
+        .iter()
+        .all(|a| queues.get(a).is_none_or(|q| q.subtree_within_limit(extra)))
 }
 
 /// The cluster total with the dimensions a queue's capability names lowered to it.
@@ -153,7 +175,13 @@ impl Plugin for Proportion {
                 )
             })
             .collect();
+        let tree = Rc::new(ssn.queue_tree().clone());
         for (_, job) in ssn.state().jobs() {
+            for a in tree.path(&job.queue) {
+                if let Some(q) = queues.get_mut(&a) {
+                    q.subtree_allocated.add(&job.allocated.without_pods());
+                }
+            }
             let Some(q) = queues.get_mut(&job.queue) else {
                 continue;
             };
@@ -214,20 +242,21 @@ impl Plugin for Proportion {
             self.name(),
             Box::new(move |q| s.borrow().get(&q.name).is_some_and(QueueShare::overused)),
         );
-        let s = state.clone();
+        let (s, t) = (state.clone(), tree.clone());
         ssn.add_allocatable_fn(
             self.name(),
-            Box::new(move |q, t| {
+            Box::new(move |q, task| {
                 let queues = s.borrow();
                 let Some(share) = queues.get(&q.name) else {
                     return true;
                 };
-                // Only the queue's own limit: what does not fit in the cluster is the
+                // Only the queues' own limits: what does not fit in the cluster is the
                 // nodes' answer to give, with the resource and the shortfall.
-                share.within_limit(&t.resreq)
+                share.within_limit(&task.resreq)
+                    && ancestors_allow(&queues, &t, &q.name, &task.resreq)
             }),
         );
-        let s = state.clone();
+        let (s, t) = (state.clone(), tree.clone());
         ssn.add_job_enqueueable_fn(
             self.name(),
             Box::new(move |job| {
@@ -238,10 +267,11 @@ impl Plugin for Proportion {
                 let Some(share) = queues.get(&job.queue) else {
                     return Vote::Reject;
                 };
-                let mut want = job.min_request().without_pods();
+                let min = job.min_request().without_pods();
+                let mut want = min.clone();
                 want.add(&share.allocated);
                 want.add(&share.inqueue);
-                if want.fits(&share.capability) {
+                if want.fits(&share.capability) && ancestors_allow(&queues, &t, &job.queue, &min) {
                     Vote::Permit
                 } else {
                     Vote::Reject
@@ -254,16 +284,30 @@ impl Plugin for Proportion {
                 q.inqueue.add(&job.min_request().without_pods());
             }
         }));
-        let (a, d) = (state.clone(), state);
+        let (a, d, ta, td) = (state.clone(), state, tree.clone(), tree);
         ssn.add_event_handler(
             Some(Box::new(move |e| {
-                if let Some(q) = a.borrow_mut().get_mut(&e.job.queue) {
-                    q.allocated.add(&e.task.resreq.without_pods());
+                let need = e.task.resreq.without_pods();
+                let mut queues = a.borrow_mut();
+                if let Some(q) = queues.get_mut(&e.job.queue) {
+                    q.allocated.add(&need);
+                }
+                for n in ta.path(&e.job.queue) {
+                    if let Some(q) = queues.get_mut(&n) {
+                        q.subtree_allocated.add(&need);
+                    }
                 }
             })),
             Some(Box::new(move |e| {
-                if let Some(q) = d.borrow_mut().get_mut(&e.job.queue) {
-                    q.allocated.sub(&e.task.resreq.without_pods());
+                let need = e.task.resreq.without_pods();
+                let mut queues = d.borrow_mut();
+                if let Some(q) = queues.get_mut(&e.job.queue) {
+                    q.allocated.sub(&need);
+                }
+                for n in td.path(&e.job.queue) {
+                    if let Some(q) = queues.get_mut(&n) {
+                        q.subtree_allocated.sub(&need);
+                    }
                 }
             })),
         );

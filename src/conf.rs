@@ -335,6 +335,22 @@ impl SchedulerConf {
                         format!("plugin {name:?} is configured twice"),
                     ));
                 }
+                // Two answers to "what does a queue deserve" cannot both hold.
+                let rival = match name.as_str() {
+                    "capacity" => Some("proportion"),
+                    "proportion" => Some("capacity"),
+                    _ => None,
+                };
+                if let Some(rival) = rival.filter(|r| seen.iter().any(|s| s == r)) {
+                    return Err(invalid(
+                        format!("{at}.name"),
+                        format!(
+                            "plugins {rival:?} and {name:?} both divide the cluster between \
+                             queues; configure one of them (capacity for explicit deserved \
+                             shares and hierarchical queues, proportion for weights)"
+                        ),
+                    ));
+                }
                 seen.push(name.clone());
                 let mut disabled = Vec::new();
                 for (key, value) in &raw_plugin.switches {
@@ -472,6 +488,21 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("allocate"), "{msg}");
+    }
+
+    #[test]
+    fn capacity_and_proportion_together_are_an_error() {
+        let text = "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: proportion\n- plugins:\n  - name: capacity\n";
+        let msg = SchedulerConf::parse(text, "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with(
+                "s.conf: tiers[1].plugins[0].name: plugins \"proportion\" and \"capacity\""
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("configure one of them"), "{msg}");
     }
 
     #[test]

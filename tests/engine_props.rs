@@ -74,6 +74,9 @@ struct QueueCfg {
     weight: u32,
     capability_cpu: Option<i64>,
     closed: bool,
+    /// A child of q0 (hierarchical queues; q0 then takes no jobs of its own).
+    child_of_first: bool,
+    deserved_cpu: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -166,12 +169,18 @@ fn queue_cfg() -> impl Strategy<Value = QueueCfg> {
         1u32..=4,
         prop_oneof![2 => Just(None), 1 => (1i64..=32).prop_map(Some)],
         prop::bool::weighted(0.1),
+        prop::bool::weighted(0.3),
+        prop_oneof![1 => Just(None), 2 => (1i64..=16).prop_map(Some)],
     )
-        .prop_map(|(weight, capability_cpu, closed)| QueueCfg {
-            weight,
-            capability_cpu,
-            closed,
-        })
+        .prop_map(
+            |(weight, capability_cpu, closed, child_of_first, deserved_cpu)| QueueCfg {
+                weight,
+                capability_cpu,
+                closed,
+                child_of_first,
+                deserved_cpu,
+            },
+        )
 }
 
 fn world() -> impl Strategy<Value = World> {
@@ -254,6 +263,20 @@ tiers:
   - name: nodeorder
 ",
     ),
+    Some(
+        "actions: \"enqueue, allocate, reclaim, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: capacity
+  - name: nodeorder
+",
+    ),
 ];
 
 // ----- the test's own model of the cluster -----------------------------------------------
@@ -282,6 +305,8 @@ struct Model {
     pods: BTreeMap<String, PodModel>,
     jobs: BTreeMap<String, JobModel>,
     capability: BTreeMap<String, i64>,
+    /// Queue -> its parent queue.
+    parent: BTreeMap<String, String>,
 }
 
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -317,6 +342,7 @@ fn build(w: &World) -> (Cache, Model) {
         pods: BTreeMap::new(),
         jobs: BTreeMap::new(),
         capability: BTreeMap::new(),
+        parent: BTreeMap::new(),
     };
     for (i, q) in w.queues.iter().enumerate() {
         let name = format!("q{i}");
@@ -327,6 +353,13 @@ fn build(w: &World) -> (Cache, Model) {
         }
         if q.closed {
             info.state = QueueState::Closed;
+        }
+        if let Some(cpu) = q.deserved_cpu {
+            info.deserved = Some(testkit::res(&[("cpu", &cpu.to_string())]));
+        }
+        if i > 0 && q.child_of_first {
+            info.parent = Some("q0".into());
+            model.parent.insert(name.clone(), "q0".into());
         }
         cache.apply_queue(info);
     }
@@ -584,17 +617,17 @@ fn check_cycle(
         );
     }
 
-    // No queue beyond its capability (every configuration with proportion).
-    if conf.is_none_or(|c| c.contains("proportion")) {
+    // No queue beyond its capability, its children's pods included (every configuration
+    // with proportion or capacity).
+    if conf.is_none_or(|c| c.contains("proportion") || c.contains("capacity")) {
         for (queue, cap) in &model.capability {
+            let within = |q: &String| q == queue || model.parent.get(q) == Some(queue);
             let used: i64 = model
                 .pods
                 .values()
                 .filter(|p| {
                     matches!(p.status, TaskStatus::Bound | TaskStatus::Running)
-                        && p.job
-                            .as_ref()
-                            .is_some_and(|j| model.jobs[j].queue == *queue)
+                        && p.job.as_ref().is_some_and(|j| within(&model.jobs[j].queue))
                 })
                 .map(|p| p.request.milli_cpu)
                 .sum();

@@ -1,0 +1,442 @@
+//! capacity: each queue deserves what its `spec.deserved` says, per resource, in a hierarchy
+//! of queues (`spec.parent`) — Volcano's capacity plugin, an alternative to proportion (the
+//! configuration refuses both). A queue may borrow idle resources beyond its deserved share
+//! up to its *real capability*: its capability, and never what other queues' guarantees
+//! reserve (`parent's real capability − siblings' guarantees`, the cluster at the top). Every
+//! limit holds along the whole chain of ancestors, whose usage includes their descendants'.
+//! Queues further below their deserved share go first; a queue below its deserved share
+//! reclaims from reclaimable queues above theirs, never taking them below it.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::conf::{ArgError, Arguments};
+use crate::framework::{Plugin, Session, Vote};
+use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
+
+pub struct Capacity;
+
+pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    Ok(Box::new(Capacity))
+}
+
+/// One queue's accounts; `allocated` and `inqueue` include its descendants'.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueAttr {
+    pub deserved: Resource,
+    pub guarantee: Resource,
+    /// The most it may hold, borrowing included (see the module comment).
+    pub real_capability: Resource,
+    pub allocated: Resource,
+    /// Minimum requests of admitted gangs that are not running yet.
+    pub inqueue: Resource,
+    pub reclaimable: bool,
+}
+
+/// `used` is within `bound` in every dimension `bound` names (only those: a deserved share
+/// of `{cpu: 4}` says nothing about memory).
+fn within(used: &Resource, bound: &Resource) -> bool {
+    bound.dimensions().all(|(n, b)| used.get(n) <= b)
+}
+
+/// Allocated over deserved, the largest over the dimensions deserved names; a queue that
+/// deserves nothing and holds something comes last.
+fn share(q: &QueueAttr) -> f64 {
+    let mut s: f64 = 0.0;
+    for (n, v) in q.allocated.dimensions() {
+        let d = q.deserved.get(n);
+        s = s.max(if d > 0 {
+            v as f64 / d as f64
+        } else {
+            f64::INFINITY
+        });
+    }
+    s
+}
+
+/// Every healthy queue's deserved share, guarantee and real capability, top-down.
+pub fn queue_attrs(
+    total: &Resource,
+    queues: &BTreeMap<Arc<str>, &QueueInfo>,
+    tree: &QueueTree,
+) -> BTreeMap<Arc<str>, QueueAttr> {
+    let mut attrs = BTreeMap::new();
+    let top: Vec<Arc<str>> = tree.top_level().cloned().collect();
+    let mut level: Vec<(Vec<Arc<str>>, Resource)> = vec![(top, total.clone())];
+    while let Some((siblings, base)) = level.pop() {
+        let guarantee_of = |n: &Arc<str>| {
+            queues
+                .get(n)
+                .and_then(|q| q.guarantee.as_ref())
+                .map(Resource::without_pods)
+                .unwrap_or_default()
+        };
+        let mut guarantees = Resource::new();
+        for s in &siblings {
+            guarantees.add(&guarantee_of(s));
+        }
+        for name in siblings {
+            let Some(q) = queues.get(&name) else { continue };
+            let guarantee = guarantee_of(&name);
+            // What the others' guarantees reserve is never lent.
+            let mut real = base.minus(&guarantees);
+            real.add(&guarantee);
+            real.max_with(&guarantee);
+            if let Some(cap) = &q.capability {
+                for (n, c) in cap.without_pods().dimensions() {
+                    real.set(n, c.min(real.get(n)));
+                }
+            }
+            let mut deserved = q
+                .deserved
+                .as_ref()
+                .map(Resource::without_pods)
+                .unwrap_or_else(|| guarantee.clone());
+            deserved.max_with(&guarantee);
+            deserved.min_with(&real);
+            level.push((tree.children(&name).to_vec(), real.clone()));
+            attrs.insert(
+                name,
+                QueueAttr {
+                    deserved,
+                    guarantee,
+                    real_capability: real,
+                    reclaimable: q.reclaimable,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    attrs
+}
+
+/// The queue and its ancestors.
+fn path(tree: &QueueTree, queue: &str) -> Vec<Arc<str>> {
+    tree.path(queue)
+}
+
+impl Plugin for Capacity {
+    fn name(&self) -> &'static str {
+        "capacity"
+    }
+
+    fn on_session_open(&mut self, ssn: &mut Session) {
+        let total = ssn.total_allocatable().without_pods();
+        let tree = ssn.queue_tree().clone();
+        let infos: BTreeMap<Arc<str>, &QueueInfo> =
+            ssn.state().queues().map(|q| (q.name.clone(), q)).collect();
+        let mut attrs = queue_attrs(&total, &infos, &tree);
+        for (_, job) in ssn.state().jobs() {
+            let allocated = job.allocated.without_pods();
+            let waiting = (job.phase == PodGroupPhase::Inqueue
+                && job.count(TaskStatus::Running) == 0)
+                .then(|| job.min_request().without_pods());
+            for q in path(&tree, &job.queue) {
+                if let Some(a) = attrs.get_mut(&q) {
+                    a.allocated.add(&allocated);
+                    if let Some(w) = &waiting {
+                        a.inqueue.add(w);
+                    }
+                }
+            }
+        }
+        let state = Rc::new(RefCell::new(attrs));
+        let tree = Rc::new(tree);
+
+        let (s, t) = (state.clone(), tree.clone());
+        ssn.add_queue_order_fn(
+            self.name(),
+            Box::new(move |l, r| {
+                let attrs = s.borrow();
+                // The leaf's share, then its parent's, and so on up.
+                let shares = |n: &str| -> Vec<f64> {
+                    path(&t, n)
+                        .iter()
+                        .map(|q| attrs.get(q).map(share).unwrap_or(0.0))
+                        .collect()
+                };
+                let (a, b) = (shares(&l.name), shares(&r.name));
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| x.total_cmp(y))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            }),
+        );
+        let (s, t) = (state.clone(), tree.clone());
+        ssn.add_allocatable_fn(
+            self.name(),
+            Box::new(move |q, task| {
+                let attrs = s.borrow();
+                let need = task.resreq.without_pods();
+                path(&t, &q.name).iter().all(|n| {
+                    attrs.get(n).is_none_or(|a| {
+                        let mut after = a.allocated.clone();
+                        after.add(&need);
+                        within(&after, &a.real_capability)
+                    })
+                })
+            }),
+        );
+        let (s, t) = (state.clone(), tree.clone());
+        ssn.add_job_enqueueable_fn(
+            self.name(),
+            Box::new(move |job| {
+                if job.min_resources.is_none() {
+                    return Vote::Permit;
+                }
+                let attrs = s.borrow();
+                let min = job.min_request().without_pods();
+                let fits = path(&t, &job.queue).iter().all(|n| {
+                    attrs.get(n).is_some_and(|a| {
+                        let mut want = min.clone();
+                        want.add(&a.allocated);
+                        want.add(&a.inqueue);
+                        within(&want, &a.real_capability)
+                    })
+                });
+                if fits {
+                    Vote::Permit
+                } else {
+                    Vote::Reject
+                }
+            }),
+        );
+        let (s, t) = (state.clone(), tree.clone());
+        ssn.add_job_enqueued_fn(Box::new(move |job| {
+            let min = job.min_request().without_pods();
+            let mut attrs = s.borrow_mut();
+            for n in path(&t, &job.queue) {
+                if let Some(a) = attrs.get_mut(&n) {
+                    a.inqueue.add(&min);
+                }
+            }
+        }));
+        let s = state.clone();
+        ssn.add_reclaimable_fn(
+            self.name(),
+            Box::new(move |st, reclaimer, candidates| {
+                let attrs = s.borrow();
+                let own = &st.job(reclaimer.job).queue;
+                // Only a queue below its deserved share reclaims.
+                let below = attrs.get(own).is_some_and(|a| {
+                    let mut after = a.allocated.clone();
+                    after.add(&st.task(reclaimer).resreq.without_pods());
+                    within(&after, &a.deserved)
+                });
+                if !below {
+                    return Some(Vec::new());
+                }
+                // From reclaimable queues above theirs, never below it.
+                let mut taken: BTreeMap<Arc<str>, Resource> = BTreeMap::new();
+                let mut out = Vec::new();
+                for &c in candidates {
+                    let queue = &st.job(c.job).queue;
+                    if queue == own {
+                        continue;
+                    }
+                    let Some(a) = attrs.get(queue) else { continue };
+                    let taken = taken.entry(queue.clone()).or_default();
+                    let mut after = a.allocated.minus(taken);
+                    after.sub(&st.task(c).resreq.without_pods());
+                    if a.reclaimable && !within(&a.allocated.minus(taken), &a.deserved) {
+                        // Taking it must leave the queue at or above what it deserves.
+                        if a.deserved.dimensions().all(|(n, d)| after.get(n) >= d) {
+                            taken.add(&st.task(c).resreq.without_pods());
+                            out.push(c);
+                        }
+                    }
+                }
+                Some(out)
+            }),
+        );
+        let (a, d, ta, td) = (state.clone(), state, tree.clone(), tree);
+        ssn.add_event_handler(
+            Some(Box::new(move |e| {
+                let need = e.task.resreq.without_pods();
+                let mut attrs = a.borrow_mut();
+                for n in path(&ta, &e.job.queue) {
+                    if let Some(q) = attrs.get_mut(&n) {
+                        q.allocated.add(&need);
+                    }
+                }
+            })),
+            Some(Box::new(move |e| {
+                let need = e.task.resreq.without_pods();
+                let mut attrs = d.borrow_mut();
+                for n in path(&td, &e.job.queue) {
+                    if let Some(q) = attrs.get_mut(&n) {
+                        q.allocated.sub(&need);
+                    }
+                }
+            })),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TaskStatus;
+    use crate::testkit::*;
+
+    const CONF: &str = "actions: \"enqueue, allocate, reclaim\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: capacity
+  - name: nodeorder
+";
+
+    fn q(name: &str, parent: Option<&str>, spec: &[(&str, &[(&str, &str)])]) -> QueueInfo {
+        let mut q = queue(name, 1);
+        q.parent = parent.map(Arc::from);
+        for (field, pairs) in spec {
+            let r = Some(res(pairs));
+            match *field {
+                "deserved" => q.deserved = r,
+                "capability" => q.capability = r,
+                "guarantee" => q.guarantee = r,
+                other => panic!("{other}"),
+            }
+        }
+        q
+    }
+
+    fn cpu_of(r: &Resource) -> i64 {
+        r.milli_cpu / 1000
+    }
+
+    #[test]
+    fn real_capability_keeps_others_guarantees_and_is_capped_along_the_chain() {
+        let qs = [
+            q("eng", None, &[("capability", &[("cpu", "24")])]),
+            q("ml", Some("eng"), &[("deserved", &[("cpu", "10")])]),
+            q("web", Some("eng"), &[("guarantee", &[("cpu", "6")])]),
+            q("ops", None, &[("guarantee", &[("cpu", "4")])]),
+        ];
+        let infos: BTreeMap<Arc<str>, &QueueInfo> =
+            qs.iter().map(|q| (q.name.clone(), q)).collect();
+        let tree = QueueTree::new(qs.iter());
+        let a = queue_attrs(&res(&[("cpu", "32")]), &infos, &tree);
+        // eng: 32 - ops's 4 = 28, capped at 24. ml under eng: 24 - web's 6 = 18.
+        assert_eq!(cpu_of(&a["eng"].real_capability), 24);
+        assert_eq!(cpu_of(&a["ml"].real_capability), 18);
+        assert_eq!(cpu_of(&a["web"].real_capability), 24);
+        assert_eq!(
+            cpu_of(&a["ops"].real_capability),
+            32,
+            "its own guarantee is its own"
+        );
+        assert_eq!(cpu_of(&a["ml"].deserved), 10);
+        assert_eq!(cpu_of(&a["web"].deserved), 6, "no deserved: its guarantee");
+    }
+
+    #[test]
+    fn a_queue_borrows_idle_capacity_up_to_its_capability_and_its_parents() {
+        let mut cache = crate::cache::Cache::new();
+        for info in [
+            q("eng", None, &[("capability", &[("cpu", "6")])]),
+            q("ml", Some("eng"), &[("deserved", &[("cpu", "2")])]),
+            q("default", None, &[]),
+        ] {
+            cache.apply_queue(info);
+        }
+        add_nodes(&mut cache, "n", 4, &[("cpu", "4"), ("memory", "16Gi")]);
+        for i in 0..5 {
+            Gang::new(&format!("g{i}"), 2)
+                .queue("ml")
+                .tasks("", 2, &[("cpu", "1")])
+                .apply(&mut cache);
+        }
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        // ml deserves 2 but borrows idle cpu: up to eng's capability of 6 (3 gangs).
+        assert_eq!(r.binds.len(), 6, "{:?}", binds_by_job(&r));
+    }
+
+    #[test]
+    fn jobs_in_a_parent_queue_wait_with_a_reason() {
+        let mut cache = crate::cache::Cache::new();
+        for info in [q("eng", None, &[]), q("ml", Some("eng"), &[])] {
+            cache.apply_queue(info);
+        }
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        let job = Gang::new("g", 1)
+            .queue("eng")
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert!(r.binds.is_empty());
+        let why = condition_message(&r, &job).unwrap_or_default();
+        assert!(
+            why.contains("has child queues; submit jobs to a leaf queue"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_queue_below_its_deserved_share_reclaims_from_one_above_only_down_to_its_share() {
+        let mut cache = crate::cache::Cache::new();
+        for info in [
+            q("a", None, &[("deserved", &[("cpu", "4")])]),
+            q("b", None, &[("deserved", &[("cpu", "4")])]),
+        ] {
+            cache.apply_queue(info);
+        }
+        add_nodes(&mut cache, "n", 2, &[("cpu", "4"), ("memory", "16Gi")]);
+        // b borrowed everything: 8 one-cpu gangs.
+        for i in 0..8 {
+            Gang::new(&format!("b{i}"), 1)
+                .queue("b")
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("cpu", "1")])
+                .running_on(&[if i < 4 { "n-00000" } else { "n-00001" }])
+                .apply(&mut cache);
+        }
+        let a = Gang::new("a0", 2)
+            .queue("a")
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert_eq!(
+            r.evictions.len(),
+            2,
+            "exactly what a's gang needs: {:?}",
+            r.evictions
+        );
+        // b stays at or above its deserved 4.
+        let b_left = cache
+            .state()
+            .jobs()
+            .filter(|(_, j)| &*j.queue == "b")
+            .map(|(_, j)| j.count(TaskStatus::Running))
+            .sum::<u32>();
+        assert!(b_left >= 4, "{b_left}");
+        let _ = a;
+    }
+
+    #[test]
+    fn a_gang_is_admitted_only_if_its_min_resources_fit_the_real_capability() {
+        let mut cache = crate::cache::Cache::new();
+        cache.apply_queue(q("small", None, &[("capability", &[("cpu", "2")])]));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "4")]);
+        let big = Gang::new("big", 1)
+            .queue("small")
+            .min_resources(&[("cpu", "3")])
+            .tasks("", 1, &[("cpu", "3")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert!(r.binds.is_empty());
+        let phase = cache
+            .state()
+            .job(cache.state().job_by_uid(&big).unwrap())
+            .phase;
+        assert_eq!(phase, PodGroupPhase::Pending, "not admitted");
+    }
+}
