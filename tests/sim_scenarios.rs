@@ -411,3 +411,51 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
         gpu(&greedy)
     );
 }
+
+#[test]
+fn s5b_hierarchical_queues_never_exceed_a_parent_capability_and_converge_to_deserved() {
+    let mut sim = load("s5b-capacity-hierarchy.yaml");
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    let cpu = |s: &rust_batch::sim::report::Sample, q: &str| {
+        s.queue_share
+            .get(q)
+            .and_then(|r| r.get("cpu"))
+            .copied()
+            .unwrap_or(0.0)
+            * 32.0
+    };
+    for s in &report.samples {
+        let eng = cpu(s, "ml") + cpu(s, "web");
+        assert!(
+            eng <= 24.0 + 1e-9,
+            "eng's children hold {eng} cpu at t={}",
+            s.t
+        );
+    }
+    // While every leaf has work waiting, each holds what it deserves within one gang.
+    let steady: Vec<_> = report
+        .samples
+        .iter()
+        .filter(|s| s.t >= 5 * MINUTE && s.t <= 9 * MINUTE)
+        .collect();
+    assert!(!steady.is_empty());
+    for s in steady {
+        let (ml, web, ops) = (cpu(s, "ml"), cpu(s, "web"), cpu(s, "ops"));
+        assert!(
+            (12.0..=20.0).contains(&ml),
+            "ml holds {ml} cpu at t={}",
+            s.t
+        );
+        assert!(
+            (4.0..=12.0).contains(&web),
+            "web holds {web} cpu at t={}",
+            s.t
+        );
+        assert!(
+            (4.0..=12.0).contains(&ops),
+            "ops holds {ops} cpu at t={}",
+            s.t
+        );
+    }
+}

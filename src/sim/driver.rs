@@ -164,6 +164,8 @@ impl Simulation {
             let mut info = QueueInfo::new(&q.name, q.weight);
             info.capability = q.capability.as_ref().map(|c| c.0.clone());
             info.guarantee = q.guarantee.as_ref().map(|c| c.0.clone());
+            info.deserved = q.deserved.as_ref().map(|c| c.0.clone());
+            info.parent = q.parent.as_deref().map(Into::into);
             info.reclaimable = q.reclaimable;
             info.state = q.state;
             queues.retain(|existing| existing.name != info.name);

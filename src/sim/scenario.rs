@@ -93,6 +93,12 @@ pub struct QueueDef {
     pub reclaimable: bool,
     #[serde(default)]
     pub state: QueueState,
+    /// Explicit deserved share (the capacity plugin).
+    #[serde(default)]
+    pub deserved: Option<ResourceList>,
+    /// Parent queue (hierarchical queues).
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 fn one() -> u32 {
@@ -346,6 +352,28 @@ impl Scenario {
             }
             queues.push(&q.name);
         }
+        let infos: Vec<crate::model::QueueInfo> = self
+            .queues
+            .iter()
+            .map(|q| {
+                let mut info = crate::model::QueueInfo::new(&q.name, q.weight);
+                info.parent = q.parent.as_deref().map(Into::into);
+                info.capability = q.capability.as_ref().map(|c| c.0.clone());
+                info.guarantee = q.guarantee.as_ref().map(|c| c.0.clone());
+                info
+            })
+            .collect();
+        let tree = crate::model::QueueTree::new(infos.iter());
+        for (i, q) in infos.iter().enumerate() {
+            if let Some(problem) = tree.problem(&q.name) {
+                let problem = problem.trim_start_matches("spec.parent: ");
+                return Err(invalid(format!("queues[{i}].parent"), problem.into()));
+            }
+            if let Some(problem) = q.guarantee_problem() {
+                let problem = problem.trim_start_matches("spec.guarantee: ");
+                return Err(invalid(format!("queues[{i}].guarantee"), problem.into()));
+            }
+        }
         let mut names = Vec::new();
         for (i, j) in self.jobs.iter().enumerate() {
             let at = format!("jobs[{i}]");
@@ -478,6 +506,20 @@ mod tests {
         assert!(msg.contains("jobs[0].tasks[0].requests"), "{msg}");
         assert!(msg.contains("resource memory"), "{msg}");
 
+        let looped = format!("{MINIMAL}queues:\n- name: a\n  parent: b\n- name: b\n  parent: a\n");
+        let msg = Scenario::parse(&looped, "s.yaml").unwrap_err().to_string();
+        assert!(
+            msg.contains("s.yaml: queues[0].parent: queues a -> b form a cycle"),
+            "{msg}"
+        );
+        let greedy = format!(
+            "{MINIMAL}queues:\n- name: a\n  capability: {{cpu: \"2\"}}\n  guarantee: {{cpu: \"4\"}}\n"
+        );
+        let msg = Scenario::parse(&greedy, "s.yaml").unwrap_err().to_string();
+        assert!(
+            msg.contains("s.yaml: queues[0].guarantee: cpu 4 is above the capability 2"),
+            "{msg}"
+        );
         let bad_queue =
             format!("{MINIMAL}jobs:\n- name: j\n  queue: nope\n  tasks:\n  - role: w\n");
         let msg = Scenario::parse(&bad_queue, "s.yaml")
