@@ -13,7 +13,7 @@ use common::*;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
 use kube::Client;
-use rust_batch::kube::coscheduling::{SigsPodGroup, XK8sPodGroup};
+use rust_batch::kube::coscheduling::{GroupObject, SigsPodGroup, XK8sPodGroup};
 use rust_batch::kube::crd::PodGroup;
 use serde_json::{json, Value};
 
@@ -105,38 +105,24 @@ async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
     namespace(client, &ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
     fake_nodes(client, &ns, 1..=2, &ns, &gpu_node).await;
+    // The PodGroup object, if the dialect has one: minMember 5, as the pods' gang.
+    let object = |group: &str| {
+        json!({
+            "apiVersion": format!("{group}/v1alpha1"), "kind": "PodGroup",
+            "metadata": {"name": "tf-smoke-gpu", "namespace": ns},
+            "spec": {"minMember": 5}
+        })
+    };
     let (labels, dialect_name) = match dialect {
         Dialect::XK8s => {
-            create::<XK8sPodGroup>(
-                client,
-                &ns,
-                json!({
-                    "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                    "metadata": {"name": "tf-smoke-gpu", "namespace": ns},
-                    "spec": {"minMember": 5}
-                }),
-            )
-            .await;
-            (
-                json!({"scheduling.x-k8s.io/pod-group": "tf-smoke-gpu"}),
-                "scheduling.x-k8s.io",
-            )
+            create::<XK8sPodGroup>(client, &ns, object("scheduling.x-k8s.io")).await;
+            let labels = json!({"scheduling.x-k8s.io/pod-group": "tf-smoke-gpu"});
+            (labels, "scheduling.x-k8s.io")
         }
         Dialect::Sigs => {
-            create::<SigsPodGroup>(
-                client,
-                &ns,
-                json!({
-                    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-                    "metadata": {"name": "tf-smoke-gpu", "namespace": ns},
-                    "spec": {"minMember": 5}
-                }),
-            )
-            .await;
-            (
-                json!({"pod-group.scheduling.sigs.k8s.io": "tf-smoke-gpu"}),
-                "scheduling.sigs.k8s.io",
-            )
+            create::<SigsPodGroup>(client, &ns, object("scheduling.sigs.k8s.io")).await;
+            let labels = json!({"pod-group.scheduling.sigs.k8s.io": "tf-smoke-gpu"});
+            (labels, "scheduling.sigs.k8s.io")
         }
         Dialect::AckLabels => (
             json!({"pod-group.scheduling.sigs.k8s.io/name": "tf-smoke-gpu",
@@ -180,18 +166,8 @@ async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
     // The object's own status (through its status subresource) follows.
     let phase_of = || async {
         match dialect {
-            Dialect::XK8s => Api::<XK8sPodGroup>::namespaced(client.clone(), &ns)
-                .get("tf-smoke-gpu")
-                .await
-                .ok()
-                .and_then(|g| g.status)
-                .map(|s| (s.phase, s.running)),
-            Dialect::Sigs => Api::<SigsPodGroup>::namespaced(client.clone(), &ns)
-                .get("tf-smoke-gpu")
-                .await
-                .ok()
-                .and_then(|g| g.status)
-                .map(|s| (s.phase, s.running)),
+            Dialect::XK8s => status_of::<XK8sPodGroup>(client, &ns).await,
+            Dialect::Sigs => status_of::<SigsPodGroup>(client, &ns).await,
             Dialect::AckLabels => Some((Some("Running".to_string()), Some(5))),
         }
     };
@@ -201,6 +177,24 @@ async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
         || async { (phase_of().await? == (Some("Running".to_string()), Some(5))).then_some(()) },
     )
     .await;
+}
+
+/// Phase and running count in the status of the coscheduling PodGroup `tf-smoke-gpu`.
+async fn status_of<K>(client: &Client, ns: &str) -> Option<(Option<String>, Option<i32>)>
+where
+    K: GroupObject
+        + kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let group = Api::<K>::namespaced(client.clone(), ns)
+        .get("tf-smoke-gpu")
+        .await
+        .ok()?;
+    let status = group.cosched_status()?;
+    Some((status.phase.clone(), status.running))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
