@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session, Vote};
+use crate::framework::{ClusterState, Plugin, Session, Vote};
 use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Capacity;
@@ -112,6 +112,33 @@ pub fn queue_attrs(
     attrs
 }
 
+/// Every queue's accounts as a session opens (its descendants' usage included).
+pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>, QueueAttr> {
+    let total = state.total_allocatable().without_pods();
+    let infos: BTreeMap<Arc<str>, &QueueInfo> =
+        state.queues().map(|q| (q.name.clone(), q)).collect();
+    let mut attrs = queue_attrs(&total, &infos, tree);
+    for (_, job) in state.jobs() {
+        let allocated = job.allocated.without_pods();
+        let waiting = (job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0)
+            .then(|| job.min_request().without_pods());
+        for q in path(tree, &job.queue) {
+            if let Some(a) = attrs.get_mut(&q) {
+                a.allocated.add(&allocated);
+                if let Some(w) = &waiting {
+                    a.inqueue.add(w);
+                }
+            }
+        }
+    }
+    attrs
+}
+
+/// Whether `allocated` is more than `deserved` in some dimension `deserved` names.
+pub fn above_deserved(allocated: &Resource, deserved: &Resource) -> bool {
+    !within(allocated, deserved)
+}
+
 /// The queue and its ancestors.
 fn path(tree: &QueueTree, queue: &str) -> Vec<Arc<str>> {
     tree.path(queue)
@@ -123,25 +150,8 @@ impl Plugin for Capacity {
     }
 
     fn on_session_open(&mut self, ssn: &mut Session) {
-        let total = ssn.total_allocatable().without_pods();
         let tree = ssn.queue_tree().clone();
-        let infos: BTreeMap<Arc<str>, &QueueInfo> =
-            ssn.state().queues().map(|q| (q.name.clone(), q)).collect();
-        let mut attrs = queue_attrs(&total, &infos, &tree);
-        for (_, job) in ssn.state().jobs() {
-            let allocated = job.allocated.without_pods();
-            let waiting = (job.phase == PodGroupPhase::Inqueue
-                && job.count(TaskStatus::Running) == 0)
-                .then(|| job.min_request().without_pods());
-            for q in path(&tree, &job.queue) {
-                if let Some(a) = attrs.get_mut(&q) {
-                    a.allocated.add(&allocated);
-                    if let Some(w) = &waiting {
-                        a.inqueue.add(w);
-                    }
-                }
-            }
-        }
+        let attrs = session_attrs(ssn.state(), &tree);
         let state = Rc::new(RefCell::new(attrs));
         let tree = Rc::new(tree);
 

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session, Vote};
+use crate::framework::{ClusterState, Plugin, Session, Vote};
 use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Proportion;
@@ -142,62 +142,68 @@ pub fn deserved_shares(total: &Resource, queues: &mut BTreeMap<Arc<str>, QueueSh
     }
 }
 
+/// Every queue's share of the cluster as a session opens: what it holds, asks for, is
+/// limited to, and deserves.
+pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>, QueueShare> {
+    let total = state.total_allocatable().without_pods();
+    let mut queues: BTreeMap<Arc<str>, QueueShare> = state
+        .queues()
+        .map(|q: &QueueInfo| {
+            let limit = q
+                .capability
+                .as_ref()
+                .map(Resource::without_pods)
+                .unwrap_or_default();
+            (
+                q.name.clone(),
+                QueueShare {
+                    weight: q.weight,
+                    reclaimable: q.reclaimable,
+                    capability: effective_capability(&total, &limit),
+                    limit,
+                    guarantee: q
+                        .guarantee
+                        .as_ref()
+                        .map(Resource::without_pods)
+                        .unwrap_or_default(),
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    for (_, job) in state.jobs() {
+        for a in tree.path(&job.queue) {
+            if let Some(q) = queues.get_mut(&a) {
+                q.subtree_allocated.add(&job.allocated.without_pods());
+            }
+        }
+        let Some(q) = queues.get_mut(&job.queue) else {
+            continue;
+        };
+        // Pod counts are dropped once below, rather than copying every vector here.
+        q.allocated.add(&job.allocated);
+        q.request.add(&job.total_request);
+        if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
+            q.inqueue.add(&job.min_request());
+        }
+    }
+    for q in queues.values_mut() {
+        q.allocated.pods = 0;
+        q.request.pods = 0;
+        q.inqueue.pods = 0;
+    }
+    deserved_shares(&total, &mut queues);
+    queues
+}
+
 impl Plugin for Proportion {
     fn name(&self) -> &'static str {
         "proportion"
     }
 
     fn on_session_open(&mut self, ssn: &mut Session) {
-        let total = ssn.total_allocatable().without_pods();
-        let mut queues: BTreeMap<Arc<str>, QueueShare> = ssn
-            .state()
-            .queues()
-            .map(|q: &QueueInfo| {
-                let limit = q
-                    .capability
-                    .as_ref()
-                    .map(Resource::without_pods)
-                    .unwrap_or_default();
-                (
-                    q.name.clone(),
-                    QueueShare {
-                        weight: q.weight,
-                        reclaimable: q.reclaimable,
-                        capability: effective_capability(&total, &limit),
-                        limit,
-                        guarantee: q
-                            .guarantee
-                            .as_ref()
-                            .map(Resource::without_pods)
-                            .unwrap_or_default(),
-                        ..Default::default()
-                    },
-                )
-            })
-            .collect();
         let tree = Rc::new(ssn.queue_tree().clone());
-        for (_, job) in ssn.state().jobs() {
-            for a in tree.path(&job.queue) {
-                if let Some(q) = queues.get_mut(&a) {
-                    q.subtree_allocated.add(&job.allocated.without_pods());
-                }
-            }
-            let Some(q) = queues.get_mut(&job.queue) else {
-                continue;
-            };
-            // Pod counts are dropped once below, rather than copying every vector here.
-            q.allocated.add(&job.allocated);
-            q.request.add(&job.total_request);
-            if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-                q.inqueue.add(&job.min_request());
-            }
-        }
-        for q in queues.values_mut() {
-            q.allocated.pods = 0;
-            q.request.pods = 0;
-            q.inqueue.pods = 0;
-        }
-        deserved_shares(&total, &mut queues);
+        let queues = queue_shares(ssn.state(), &tree);
         let state = Rc::new(RefCell::new(queues));
 
         let s = state.clone();

@@ -87,6 +87,9 @@ struct World {
     conf: usize,
     cycles: usize,
     seed: u64,
+    /// Fill the cluster first with a configuration that ignores queue shares (when no queue
+    /// has a capability), so later cycles find queues above their share to reclaim from.
+    warm_up: bool,
 }
 
 fn node_cfg() -> impl Strategy<Value = NodeCfg> {
@@ -191,16 +194,23 @@ fn world() -> impl Strategy<Value = World> {
         0usize..CONFS.len(),
         1usize..=4,
         any::<u64>(),
+        any::<bool>(),
     )
-        .prop_map(|(nodes, gangs, queues, conf, cycles, seed)| World {
-            nodes,
-            gangs,
-            queues,
-            conf,
-            cycles,
-            seed,
-        })
+        .prop_map(
+            |(nodes, gangs, queues, conf, cycles, seed, warm_up)| World {
+                nodes,
+                gangs,
+                queues,
+                conf,
+                cycles,
+                seed,
+                warm_up,
+            },
+        )
 }
+
+/// The configuration in `CONFS` without any queue plugin.
+const GREEDY: usize = 3;
 
 /// Configurations the properties must hold under. Every one has gang and predicates.
 const CONFS: &[Option<&str>] = &[
@@ -790,6 +800,66 @@ fn check_evictions(
     Ok(())
 }
 
+/// Reclaim takes a pod only from a queue that, before that pod goes, holds more than it
+/// deserves (as the configured queue plugin computes it when the session opens, plus what
+/// this cycle bound).
+fn check_reclaim_takes_only_above_deserved(
+    conf: Option<&str>,
+    cache: &Cache,
+    result: &SessionResult,
+) -> Result<(), TestCaseError> {
+    use rust_batch::plugins::{capacity, proportion};
+    let Some(conf) = conf.filter(|c| c.contains("reclaim")) else {
+        return Ok(());
+    };
+    let state = cache.state();
+    let tree = rust_batch::model::QueueTree::new(state.queues());
+    let capacity_plugin = conf.contains("capacity");
+    // queue -> (allocated, deserved)
+    let mut queues: BTreeMap<Arc<str>, (Resource, Resource)> = if capacity_plugin {
+        capacity::session_attrs(state, &tree)
+            .into_iter()
+            .map(|(q, a)| (q, (a.allocated, a.deserved)))
+            .collect()
+    } else {
+        proportion::queue_shares(state, &tree)
+            .into_iter()
+            .map(|(q, s)| (q, (s.allocated, s.deserved)))
+            .collect()
+    };
+    let queue_of = |job: &str| state.job_by_uid(job).map(|id| state.job(id).queue.clone());
+    for b in &result.binds {
+        let task = testkit::task_ref(state, &b.task).unwrap();
+        if let Some(q) = queue_of(&b.job).and_then(|q| queues.get_mut(&q)) {
+            q.0.add(&state.task(task).resreq.without_pods());
+        }
+    }
+    for e in result
+        .evictions
+        .iter()
+        .filter(|e| e.reason.starts_with("reclaimed"))
+    {
+        let task = testkit::task_ref(state, &e.task).unwrap();
+        let queue = queue_of(&e.job).unwrap();
+        let (allocated, deserved) = queues.get_mut(&queue).unwrap();
+        let above = if capacity_plugin {
+            capacity::above_deserved(allocated, deserved)
+        } else {
+            !allocated.fits(deserved)
+        };
+        prop_assert!(
+            above,
+            "reclaimed {} from queue {} holding {} of a deserved {}",
+            e.task,
+            queue,
+            allocated,
+            deserved
+        );
+        allocated.sub(&state.task(task).resreq.without_pods());
+    }
+    Ok(())
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 64,
@@ -805,8 +875,14 @@ proptest! {
         let (mut cache, mut model) = build(&w);
         let scheduler = testkit::scheduler(CONFS[w.conf]);
         let mut rng = Rng(w.seed | 1);
+        if w.warm_up && model.capability.is_empty() {
+            let greedy = World { conf: GREEDY, ..w.clone() };
+            let result = testkit::scheduler(CONFS[GREEDY]).run_cycle(cache.snapshot(), 0).unwrap();
+            check_cycle(&greedy, &mut cache, &mut model, &result)?;
+        }
         for round in 0..w.cycles {
             let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
+            check_reclaim_takes_only_above_deserved(CONFS[w.conf], &cache, &result)?;
             check_evictions(&mut cache, &mut model, &result)?;
             check_cycle(&w, &mut cache, &mut model, &result)?;
             churn(&mut cache, &mut model, &mut rng, round);
