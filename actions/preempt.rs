@@ -1,6 +1,8 @@
 //! preempt: within a queue, a starving gang (not even pipelined) may evict placed tasks of
 //! other gangs that the plugins agree are victims (priority: strictly lower priority;
-//! gang: never below the victim gang's minMember; conformance: never system-critical). The
+//! gang: never below the victim gang's minMember — its surplus, or the whole gang at once;
+//! conformance: never system-critical). Surplus tasks go first; whole gangs only where
+//! surplus cannot make room. The
 //! preemptor's tasks are pipelined onto the space being released, and the statement is
 //! committed only if the whole gang becomes pipelined — otherwise nothing is evicted.
 
@@ -89,6 +91,83 @@ pub fn evict_for_gang(
                 break;
             }
         }
+        if stmt.task(task).status == TaskStatus::Pending {
+            evict_whole_gangs(stmt, task, scope, reason, vote);
+        }
+    }
+}
+
+/// When no node can be freed with victims' surplus tasks alone: evicts whole victim gangs
+/// (every placed task of each, on whatever node it runs; the gang rule allows a gang to go
+/// whole, never to be left below its minimum) on the first node where that makes room,
+/// lowest priority first, then the smallest gangs.
+fn evict_whole_gangs(
+    stmt: &mut Statement,
+    task: TaskRef,
+    scope: &Scope,
+    reason: &str,
+    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+) {
+    let job = task.job;
+    let queue = stmt.job(job).queue.clone();
+    let request = stmt.task(task).resreq.clone();
+    let members = |stmt: &Statement, g: JobId| -> Vec<TaskRef> {
+        let mut m = stmt.tasks_in(g, TaskStatus::Running);
+        m.extend(stmt.tasks_in(g, TaskStatus::Bound));
+        m
+    };
+    for node in stmt.statically_feasible_nodes(task) {
+        let mut gangs: Vec<JobId> = stmt
+            .running_tasks_on(node)
+            .into_iter()
+            .map(|c| c.job)
+            .filter(|g| *g != job)
+            .filter(|g| matches!(scope, Scope::SameQueue) == (stmt.job(*g).queue == queue))
+            .collect();
+        gangs.sort();
+        gangs.dedup();
+        gangs.sort_by(|a, b| {
+            let (x, y) = (stmt.job(*a), stmt.job(*b));
+            x.priority
+                .cmp(&y.priority)
+                .then(x.tasks().len().cmp(&y.tasks().len()))
+                .then(x.uid.cmp(&y.uid))
+        });
+        // Which gangs, in that order, would make room on this node; none if they cannot.
+        let name = stmt.node(node).name.clone();
+        let mut freed = stmt.node(node).clone();
+        let mut chosen: Vec<Vec<TaskRef>> = Vec::new();
+        for g in gangs {
+            if freed.fits_future_idle(&request) {
+                break;
+            }
+            let whole = members(stmt, g);
+            if vote(stmt, task, &whole).len() != whole.len() {
+                continue;
+            }
+            for m in &whole {
+                if stmt.task(*m).node.as_deref() == Some(&*name) {
+                    freed.releasing.add(&stmt.task(*m).resreq);
+                }
+            }
+            chosen.push(whole);
+        }
+        if !freed.fits_future_idle(&request) {
+            continue;
+        }
+        for whole in chosen {
+            // Earlier evictions in this statement may have changed a plugin's answer.
+            if vote(stmt, task, &whole).len() != whole.len() {
+                continue;
+            }
+            for m in whole {
+                stmt.evict_for(m, Some(job), reason);
+            }
+        }
+        if stmt.node(node).fits_future_idle(&request) {
+            stmt.pipeline(task, node);
+            return;
+        }
     }
 }
 
@@ -151,5 +230,140 @@ impl Action for Preempt {
                 evict_or_nothing(ssn, job, &Scope::SameQueue, &reason, preemptable);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::cache::Cache;
+    use crate::framework::SessionResult;
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const CONF: &str = "actions: \"enqueue, allocate, preempt\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: nodeorder
+";
+
+    /// `nodes` nodes of 4 cpu.
+    fn cluster(nodes: usize) -> Cache {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", nodes, &[("cpu", "4"), ("memory", "16Gi")]);
+        cache
+    }
+
+    /// A running gang of `pods` one-cpu pods, `per_node` on each node from `first`.
+    fn running(
+        cache: &mut Cache,
+        name: &str,
+        min: u32,
+        pods: usize,
+        priority: i32,
+        nodes: &[&str],
+    ) {
+        Gang::new(name, min)
+            .priority(priority)
+            .phase(PodGroupPhase::Running)
+            .tasks("", pods, &[("cpu", "1")])
+            .running_on(nodes)
+            .apply(cache);
+    }
+
+    fn evicted_by_job(r: &SessionResult) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for e in &r.evictions {
+            *m.entry(e.job.to_string()).or_default() += 1;
+        }
+        m
+    }
+
+    const N0: &str = "n-00000";
+    const N1: &str = "n-00001";
+
+    #[test]
+    fn a_victim_gang_without_surplus_is_evicted_whole_when_that_is_the_only_way() {
+        let mut cache = cluster(1);
+        running(&mut cache, "low", 4, 4, 1, &[N0, N0, N0, N0]);
+        let high = Gang::new("high", 4)
+            .priority(100)
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert_eq!(
+            evicted_by_job(&r).get("default/low"),
+            Some(&4),
+            "the whole gang goes"
+        );
+        assert!(r
+            .evictions
+            .iter()
+            .all(|e| e.preemptor.as_deref() == Some(high.as_str())));
+    }
+
+    #[test]
+    fn surplus_goes_first_and_is_enough_when_it_makes_room() {
+        let mut cache = cluster(1);
+        // min 2 of 4: two spare tasks; the preemptor needs two cpus.
+        running(&mut cache, "low", 2, 4, 1, &[N0, N0, N0, N0]);
+        Gang::new("high", 2)
+            .priority(100)
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert_eq!(
+            evicted_by_job(&r).get("default/low"),
+            Some(&2),
+            "{:?}",
+            r.evictions
+        );
+    }
+
+    #[test]
+    fn whole_gangs_spread_over_nodes_go_together_and_the_least_valuable_first() {
+        let mut cache = cluster(2);
+        // Two low gangs of min 4, each spread over both nodes; the lower-priority one goes.
+        running(&mut cache, "lowest", 4, 4, 1, &[N0, N0, N1, N1]);
+        running(&mut cache, "low", 4, 4, 5, &[N0, N0, N1, N1]);
+        Gang::new("high", 4)
+            .priority(100)
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        let evicted = evicted_by_job(&r);
+        assert_eq!(evicted.get("default/lowest"), Some(&4), "{evicted:?}");
+        assert_eq!(evicted.get("default/low"), None, "{evicted:?}");
+    }
+
+    #[test]
+    fn nothing_is_evicted_when_even_whole_gangs_cannot_make_room() {
+        let mut cache = cluster(1);
+        running(&mut cache, "low", 2, 2, 1, &[N0, N0]);
+        running(&mut cache, "peer", 2, 2, 100, &[N0, N0]);
+        Gang::new("high", 4)
+            .priority(100)
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
+    }
+
+    #[test]
+    fn a_gang_of_equal_priority_is_never_a_victim() {
+        let mut cache = cluster(1);
+        running(&mut cache, "peer", 4, 4, 100, &[N0, N0, N0, N0]);
+        Gang::new("high", 4)
+            .priority(100)
+            .tasks("", 4, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
     }
 }

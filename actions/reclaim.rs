@@ -37,3 +37,81 @@ impl Action for Reclaim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const CONF: &str = "actions: \"enqueue, allocate, reclaim\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+";
+
+    fn setup() -> (crate::cache::Cache, String) {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(queue("a", 1));
+        cache.apply_queue(queue("b", 1));
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4"), ("memory", "16Gi")]);
+        // Queue a borrowed the whole node while b was idle: two gangs of two, no surplus.
+        for g in ["a1", "a2"] {
+            Gang::new(g, 2)
+                .queue("a")
+                .phase(PodGroupPhase::Running)
+                .tasks("", 2, &[("cpu", "1")])
+                .running_on(&["n-00000", "n-00000"])
+                .apply(&mut cache);
+        }
+        let b = Gang::new("b1", 2)
+            .queue("b")
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        (cache, b)
+    }
+
+    #[test]
+    fn a_queue_below_its_share_reclaims_a_whole_gang_from_one_above() {
+        let (mut cache, b) = setup();
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        // Deserved 2 cpu each: one of a's gangs goes, whole, and a keeps its share.
+        assert_eq!(r.evictions.len(), 2, "{:?}", r.evictions);
+        let victim = &r.evictions[0].job;
+        assert!(r
+            .evictions
+            .iter()
+            .all(|e| e.job == *victim && e.preemptor.as_deref() == Some(b.as_str())));
+        assert!(
+            r.evictions[0].reason.starts_with("reclaimed"),
+            "{}",
+            r.evictions[0].reason
+        );
+    }
+
+    #[test]
+    fn a_lender_is_never_taken_below_its_share_even_for_a_whole_gang() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(queue("a", 1));
+        cache.apply_queue(queue("b", 1));
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4"), ("memory", "16Gi")]);
+        // One gang of four holds the node: evicting it whole would leave a with nothing.
+        Gang::new("a1", 4)
+            .queue("a")
+            .phase(PodGroupPhase::Running)
+            .tasks("", 4, &[("cpu", "1")])
+            .running_on(&["n-00000"; 4])
+            .apply(&mut cache);
+        Gang::new("b1", 2)
+            .queue("b")
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
+    }
+}

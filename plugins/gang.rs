@@ -97,13 +97,23 @@ pub fn job_pipelined(job: &JobInfo) -> bool {
             && roles_short(job, occupied).is_empty())
 }
 
-/// Victims the gang rule allows: from each victim gang, at most the tasks it has beyond
-/// its minMember (any of them if minMember is 1).
+/// Victims the gang rule allows: a victim gang is never left below its minMember — from
+/// each gang, at most the tasks it has beyond its minimum (any of them if minMember is 1),
+/// or all of them at once when `candidates` hold every placed task of the gang (evicted
+/// whole, it keeps nothing).
 pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef> {
+    let mut offered: BTreeMap<_, u32> = BTreeMap::new();
+    for c in candidates {
+        *offered.entry(c.job).or_default() += 1;
+    }
     let mut spare: BTreeMap<_, i64> = BTreeMap::new();
     let mut out = Vec::new();
     for &c in candidates {
         let job = state.job(c.job);
+        if offered[&c.job] == evictable_whole(job) {
+            out.push(c);
+            continue;
+        }
         let left = spare
             .entry(c.job)
             .or_insert_with(|| i64::from(job.ready_count()) - i64::from(job.min_member));
@@ -113,6 +123,19 @@ pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef
         }
     }
     out
+}
+
+/// How many tasks a gang has to evict for it to go whole: its bound and running tasks, when
+/// nothing of it is in flight (a binding or tentatively placed task would stay behind
+/// alone); otherwise it cannot go whole (`u32::MAX`).
+pub fn evictable_whole(job: &JobInfo) -> u32 {
+    let in_flight = job.count(TaskStatus::Binding)
+        + job.count(TaskStatus::Allocated)
+        + job.count(TaskStatus::Pipelined);
+    if in_flight > 0 {
+        return u32::MAX;
+    }
+    job.count(TaskStatus::Bound) + job.count(TaskStatus::Running)
 }
 
 impl Plugin for Gang {

@@ -211,6 +211,8 @@ fn world() -> impl Strategy<Value = World> {
 
 /// The configuration in `CONFS` without any queue plugin.
 const GREEDY: usize = 3;
+/// The configurations in `CONFS` with preempt or reclaim.
+const EVICTING: &[usize] = &[4, 5];
 
 /// Configurations the properties must hold under. Every one has gang and predicates.
 const CONFS: &[Option<&str>] = &[
@@ -781,14 +783,26 @@ fn check_evictions(
             .values()
             .filter(|p| p.job.as_deref() == Some(job.as_str()) && p.status == TaskStatus::Succeeded)
             .count();
-        let left = placed + new_binds + done - evicted;
+        // Evicted whole means no live member left (finished ones stay finished); otherwise
+        // the live and finished members still reach minMember, as JobReady counts them.
+        let live = placed + new_binds - evicted;
+        let left = if live == 0 { 0 } else { live + done };
         let min = model.jobs[&job].min_member as usize;
+        let pods: Vec<_> = model
+            .pods
+            .iter()
+            .filter(|(_, p)| p.job.as_deref() == Some(job.as_str()))
+            .map(|(n, p)| (n.clone(), p.status))
+            .collect();
+        let evictions: Vec<_> = result.evictions.iter().filter(|e| *e.job == *job).collect();
         prop_assert!(
             left == 0 || left >= min,
-            "victim gang {} left with {} of minMember {}",
+            "victim gang {} left with {} of minMember {} (pods {:?}, evictions {:?})",
             job,
             left,
-            min
+            min,
+            pods,
+            evictions
         );
     }
     for e in &result.evictions {
@@ -860,6 +874,31 @@ fn check_reclaim_takes_only_above_deserved(
     Ok(())
 }
 
+/// Runs a world's cycles, checking every property after each.
+fn run_world(w: &World) -> Result<(), TestCaseError> {
+    let (mut cache, mut model) = build(w);
+    let scheduler = testkit::scheduler(CONFS[w.conf]);
+    let mut rng = Rng(w.seed | 1);
+    if w.warm_up && model.capability.is_empty() {
+        let greedy = World {
+            conf: GREEDY,
+            ..w.clone()
+        };
+        let result = testkit::scheduler(CONFS[GREEDY])
+            .run_cycle(cache.snapshot(), 0)
+            .unwrap();
+        check_cycle(&greedy, &mut cache, &mut model, &result)?;
+    }
+    for round in 0..w.cycles {
+        let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
+        check_reclaim_takes_only_above_deserved(CONFS[w.conf], &cache, &result)?;
+        check_evictions(&mut cache, &mut model, &result)?;
+        check_cycle(w, &mut cache, &mut model, &result)?;
+        churn(&mut cache, &mut model, &mut rng, round);
+    }
+    Ok(())
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 64,
@@ -872,22 +911,9 @@ proptest! {
 
     #[test]
     fn cycles_never_bind_partial_gangs_or_overcommit_nodes(w in world()) {
-        let (mut cache, mut model) = build(&w);
-        let scheduler = testkit::scheduler(CONFS[w.conf]);
-        let mut rng = Rng(w.seed | 1);
-        if w.warm_up && model.capability.is_empty() {
-            let greedy = World { conf: GREEDY, ..w.clone() };
-            let result = testkit::scheduler(CONFS[GREEDY]).run_cycle(cache.snapshot(), 0).unwrap();
-            check_cycle(&greedy, &mut cache, &mut model, &result)?;
-        }
-        for round in 0..w.cycles {
-            let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
-            check_reclaim_takes_only_above_deserved(CONFS[w.conf], &cache, &result)?;
-            check_evictions(&mut cache, &mut model, &result)?;
-            check_cycle(&w, &mut cache, &mut model, &result)?;
-            churn(&mut cache, &mut model, &mut rng, round);
-        }
+        run_world(&w)?;
     }
+
 
     #[test]
     fn statement_discard_restores_the_session_exactly(
@@ -979,5 +1005,24 @@ proptest! {
         let after_discard = ssn.close();
         let fresh = scheduler.run_cycle(cache.snapshot(), 1).unwrap();
         prop_assert_eq!(after_discard, fresh);
+    }
+}
+
+proptest! {
+    // Evictions are rarer than binds: more worlds.
+    #![proptest_config(ProptestConfig { cases: 256, ..config() })]
+
+    /// Worlds where preempt and reclaim have work: the cluster filled ignoring shares and
+    /// priorities, then a configuration with preempt or reclaim.
+    #[test]
+    fn evictions_respect_priorities_shares_and_gangs(w in world().prop_map(|mut w| {
+        w.conf = EVICTING[(w.seed % EVICTING.len() as u64) as usize];
+        w.warm_up = true;
+        for q in &mut w.queues {
+            q.capability_cpu = None;
+        }
+        w
+    })) {
+        run_world(&w)?;
     }
 }
