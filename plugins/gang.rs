@@ -339,15 +339,22 @@ mod tests {
             })
             .collect();
         let p = task_ref(&state, &format!("{preemptor}-0")).unwrap();
-        let victims = ssn.preemptable(p, &running);
-        let count = |g: &str| {
+        let count = |victims: &[crate::model::TaskRef], g: &str| {
             let id = state.job_by_uid(&format!("default/{g}")).unwrap();
             victims.iter().filter(|v| v.job == id).count()
         };
-        assert_eq!(count("min2"), 2, "4 running, min 2: 2 spare");
-        assert_eq!(count("min1"), 2, "min 1: any");
-        assert_eq!(count("exact"), 0, "at its minimum: none");
+        // Offered every placed task of each gang: each may go whole.
+        let victims = ssn.preemptable(p, &running);
+        assert_eq!(count(&victims, "min2"), 4, "whole");
+        assert_eq!(count(&victims, "min1"), 2, "whole");
+        assert_eq!(count(&victims, "exact"), 2, "whole");
         assert_eq!(ssn.reclaimable(p, &running), victims);
+        // Offered all but one task of each: only what keeps the gang at its minimum.
+        let partial: Vec<_> = running.iter().copied().filter(|t| t.index > 0).collect();
+        let victims = ssn.preemptable(p, &partial);
+        assert_eq!(count(&victims, "min2"), 2, "4 running, min 2: 2 spare");
+        assert_eq!(count(&victims, "min1"), 1, "min 1: any");
+        assert_eq!(count(&victims, "exact"), 0, "at its minimum: none");
     }
 
     #[test]
