@@ -70,6 +70,10 @@ pub(super) struct State {
     pub(super) implicit: HashMap<String, HashSet<String>>,
     /// Pods we sent a bind for, until the watch shows them bound (or the bind fails).
     assumed: HashMap<String, Arc<str>>,
+    /// Pods we sent an eviction for, until the watch shows them going (or it is refused):
+    /// an update in between must not make a victim look running again, or the next cycle
+    /// would evict for the same preemptor twice.
+    evicting: HashSet<String>,
     /// uid -> (namespace, name, job key) of every pod we track.
     pods: HashMap<String, (String, String, Option<String>)>,
     nodes: HashSet<String>,
@@ -161,6 +165,13 @@ impl State {
                             "BadRuntimeEstimate",
                             w.to_string(),
                         );
+                    }
+                }
+                if self.evicting.contains(&uid) {
+                    if matches!(update.task.status, TaskStatus::Running | TaskStatus::Bound) {
+                        update.task.status = TaskStatus::Releasing;
+                    } else {
+                        self.evicting.remove(&uid);
                     }
                 }
                 if update.task.node.is_some() {
@@ -258,6 +269,7 @@ impl State {
         }
         self.foreign_members.retain(|_, m| !m.is_empty());
         self.assumed.remove(uid);
+        self.evicting.remove(uid);
         if let Some((_, _, Some(job))) = self.pods.remove(uid) {
             if let Some(members) = self.implicit.get_mut(&job) {
                 members.remove(uid);
@@ -795,6 +807,7 @@ impl Applier<'_> {
             for e in &result.evictions {
                 let node = s.cache.pod(&e.task).and_then(|p| p.task.node.clone());
                 s.cache.set_pod_status(&e.task, TaskStatus::Releasing, node);
+                s.evicting.insert(e.task.to_string());
             }
             for u in &result.job_updates {
                 if u.condition.is_some() {
@@ -921,6 +934,7 @@ impl Applier<'_> {
                         warn!(pod = %e.name, error = %err, "eviction refused");
                         {
                             let mut s = lock(&state);
+                            s.evicting.remove(&*e.task);
                             if s.cache
                                 .pod(&e.task)
                                 .is_some_and(|p| p.task.status == TaskStatus::Releasing)
