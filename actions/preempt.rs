@@ -34,9 +34,15 @@ pub fn evict_for_gang(
     vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
 ) {
     let queue = stmt.job(job).queue.clone();
+    // A task like one that found no room (same template) finds none either.
+    let mut no_room: Vec<u64> = Vec::new();
     for task in stmt.tasks_in(job, TaskStatus::Pending) {
         if stmt.job_pipelined(job) {
             break;
+        }
+        let template = stmt.task(task).template;
+        if no_room.contains(&template) {
+            continue;
         }
         let request = stmt.task(task).resreq.clone();
         for node in stmt.statically_feasible_nodes(task) {
@@ -94,6 +100,9 @@ pub fn evict_for_gang(
         if stmt.task(task).status == TaskStatus::Pending {
             evict_whole_gangs(stmt, task, scope, reason, vote);
         }
+        if stmt.task(task).status == TaskStatus::Pending {
+            no_room.push(template);
+        }
     }
 }
 
@@ -116,6 +125,9 @@ fn evict_whole_gangs(
         m.extend(stmt.tasks_in(g, TaskStatus::Bound));
         m
     };
+    // Whether the plugins let each gang go whole (asked once per gang here; asked again
+    // before evicting, as evictions in this statement may change the answer).
+    let mut whole_allowed: std::collections::HashMap<JobId, bool> = Default::default();
     for node in stmt.statically_feasible_nodes(task) {
         let mut gangs: Vec<JobId> = stmt
             .running_tasks_on(node)
@@ -142,7 +154,10 @@ fn evict_whole_gangs(
                 break;
             }
             let whole = members(stmt, g);
-            if vote(stmt, task, &whole).len() != whole.len() {
+            let allowed = *whole_allowed
+                .entry(g)
+                .or_insert_with(|| vote(stmt, task, &whole).len() == whole.len());
+            if !allowed {
                 continue;
             }
             for m in &whole {
@@ -195,15 +210,22 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
 }
 
 /// Makes room for one starving gang by evictions, committing only if the gang becomes
-/// pipelined.
+/// pipelined. A gang shaped like one that already failed in this session (same queue,
+/// priority, minimum and pending tasks) is not tried again: victims only get scarcer as a
+/// session goes on.
 pub fn evict_or_nothing(
     ssn: &mut Session,
     job: JobId,
     scope: &Scope,
     reason: &str,
     vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+    failed: &mut FailedShapes,
 ) {
     if !ssn.job_starving(job) {
+        return;
+    }
+    let shape = FailedShapes::shape(ssn, job);
+    if failed.0.contains(&shape) {
         return;
     }
     let mut stmt = Statement::new(ssn);
@@ -212,6 +234,25 @@ pub fn evict_or_nothing(
         stmt.commit();
     } else {
         stmt.discard();
+        failed.0.insert(shape);
+    }
+}
+
+/// Shapes of gangs that could not be given room in this session.
+#[derive(Default)]
+pub struct FailedShapes(std::collections::HashSet<(std::sync::Arc<str>, i32, u32, Vec<u64>)>);
+
+impl FailedShapes {
+    fn shape(ssn: &Session, job: JobId) -> (std::sync::Arc<str>, i32, u32, Vec<u64>) {
+        let j = ssn.job(job);
+        let mut templates: Vec<u64> = j
+            .tasks()
+            .iter()
+            .filter(|t| t.status == TaskStatus::Pending)
+            .map(|t| t.template)
+            .collect();
+        templates.sort_unstable();
+        (j.queue.clone(), j.priority, j.min_member, templates)
     }
 }
 
@@ -221,13 +262,15 @@ impl Action for Preempt {
     }
 
     fn execute(&self, ssn: &mut Session) {
+        let mut failed = FailedShapes::default();
         for (_, jobs) in starving_gangs(ssn) {
             for job in jobs {
                 let reason = format!(
                     "preempted by gang {} (higher priority, same queue)",
                     ssn.job(job).name
                 );
-                evict_or_nothing(ssn, job, &Scope::SameQueue, &reason, preemptable);
+                let scope = &Scope::SameQueue;
+                evict_or_nothing(ssn, job, scope, &reason, preemptable, &mut failed);
             }
         }
     }

@@ -7,7 +7,7 @@ use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session};
 use crate::model::TaskRef;
 
-use super::preempt::{evict_or_nothing, starving_gangs, Scope};
+use super::preempt::{evict_or_nothing, starving_gangs, FailedShapes, Scope};
 
 pub struct Reclaim;
 
@@ -25,6 +25,7 @@ impl Action for Reclaim {
     }
 
     fn execute(&self, ssn: &mut Session) {
+        let mut failed = FailedShapes::default();
         for (queue, jobs) in starving_gangs(ssn) {
             // A queue at or over its share has nothing to reclaim.
             if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
@@ -32,7 +33,8 @@ impl Action for Reclaim {
             }
             let reason = format!("reclaimed by queue {queue} (below its deserved share)");
             for job in jobs {
-                evict_or_nothing(ssn, job, &Scope::OtherQueues, &reason, reclaimable);
+                let scope = &Scope::OtherQueues;
+                evict_or_nothing(ssn, job, scope, &reason, reclaimable, &mut failed);
             }
         }
     }
