@@ -1,12 +1,23 @@
 //! preempt: within a queue, a starving gang (not even pipelined) may evict placed tasks of
 //! other gangs that the plugins agree are victims (priority: strictly lower priority;
-//! gang: never below the victim gang's minMember; conformance: never system-critical). The
-//! preemptor's tasks are pipelined onto the space being released, and the statement is
-//! committed only if the whole gang becomes pipelined — otherwise nothing is evicted.
+//! gang: never below the victim gang's minMember — its surplus one by one, or the gang
+//! whole; conformance: never system-critical). The preemptor's tasks are pipelined onto the
+//! space being released, and the statement is committed only if the whole gang becomes
+//! pipelined — otherwise nothing is evicted.
+//!
+//! For each pending task of the preemptor, in task order: a node where it fits once what is
+//! already releasing is gone; else a node where victims allowed one by one (a gang's
+//! surplus) make room, the lowest priority first; else a node where evicting whole victim
+//! gangs (all their placed tasks, on every node) makes room, the fewest and lowest-priority
+//! gangs first. Space a whole gang frees on other nodes serves the later tasks. Every set
+//! of victims is put to the plugins' set vote before it is evicted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session, Statement};
-use crate::model::{JobId, PodGroupPhase, TaskRef, TaskStatus};
+use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
 
@@ -14,80 +25,307 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     Ok(Box::new(Preempt))
 }
 
-/// Which placed tasks a preemptor may consider: `same_queue` for preempt, other queues for
-/// reclaim.
+/// Which placed tasks a preemptor may consider: its own queue's for preempt, other queues'
+/// for reclaim.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     SameQueue,
     OtherQueues,
 }
 
-/// Tries to make room for every pending task of `job` by evicting victims, within `stmt`.
-/// Victims come from `candidates_for` filtered by `vote` (the plugins' preemptable or
-/// reclaimable vote), lowest priority first, as few as needed on each node.
-pub fn evict_for_gang(
-    stmt: &mut Statement,
+/// How one action asks the plugins and explains its evictions.
+pub struct Rules {
+    pub scope: Scope,
+    /// The victims among candidates that may go one by one.
+    pub victims: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+    /// Whether a set of victims may go together.
+    pub together: fn(&Session, TaskRef, &[TaskRef]) -> bool,
+    /// The reason given to a victim evicted for the preemptor gang.
+    pub reason: fn(&Session, JobId, TaskRef) -> String,
+}
+
+/// Nodes examined for victims per pending task (beyond those where the task already
+/// fits): bounds the work for a gang that cannot be helped on a large cluster.
+const NODE_CAP: usize = 64;
+
+fn is_placed(s: TaskStatus) -> bool {
+    matches!(s, TaskStatus::Bound | TaskStatus::Running)
+}
+
+/// What the node will have free once its releasing tasks are gone, its pipelined ones have
+/// arrived and `extra` is released too.
+fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
+    let mut free = node.idle.clone();
+    free.add(&node.releasing);
+    free.sub(&node.pipelined);
+    free.add(extra);
+    free
+}
+
+/// The placed (bound or running) tasks of a victim gang, on every node.
+fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
+    ssn.job(job)
+        .tasks()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_placed(t.status) && t.node.is_some())
+        .map(|(i, _)| TaskRef {
+            job,
+            index: i as u32,
+        })
+        .collect()
+}
+
+/// Lowest priority first, then youngest: the least valuable work goes.
+fn victim_order(ssn: &Session, a: TaskRef, b: TaskRef) -> std::cmp::Ordering {
+    let (x, y) = (ssn.task(a), ssn.task(b));
+    x.priority
+        .cmp(&y.priority)
+        .then(y.created.cmp(&x.created))
+        .then(x.uid.cmp(&y.uid))
+}
+
+/// One node's way to make room for a task with whole victim gangs.
+struct WholePlan {
+    node: NodeId,
+    gangs: Vec<JobId>,
+    /// (number of gangs, highest victim priority, tasks evicted): smaller is better.
+    cost: (usize, i32, usize),
+}
+
+struct Attempt<'r> {
     job: JobId,
-    scope: &Scope,
-    reason: &str,
-    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-) {
-    let queue = stmt.job(job).queue.clone();
-    for task in stmt.tasks_in(job, TaskStatus::Pending) {
-        if stmt.job_pipelined(job) {
-            break;
+    queue: Arc<str>,
+    rules: &'r Rules,
+    index: Arc<Vec<Vec<TaskRef>>>,
+    /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
+    /// final set is asked again before anything is evicted).
+    whole: HashMap<JobId, bool>,
+}
+
+impl Attempt<'_> {
+    fn in_scope(&self, ssn: &Session, c: TaskRef) -> bool {
+        if c.job == self.job || !is_placed(ssn.task(c).status) {
+            return false;
+        }
+        let same = ssn.job(c.job).queue == self.queue;
+        (self.rules.scope == Scope::SameQueue) == same
+    }
+
+    fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        self.index[node.0 as usize]
+            .iter()
+            .copied()
+            .filter(|c| self.in_scope(ssn, *c))
+            .collect()
+    }
+
+    fn whole_allowed(&mut self, ssn: &Session, task: TaskRef, victim: JobId) -> bool {
+        let together = self.rules.together;
+        *self
+            .whole
+            .entry(victim)
+            .or_insert_with(|| together(ssn, task, &placed_tasks(ssn, victim)))
+    }
+
+    fn evict(&self, stmt: &mut Statement, victims: &[TaskRef]) {
+        for &v in victims {
+            let reason = (self.rules.reason)(stmt, self.job, v);
+            stmt.evict_for(v, Some(self.job), reason);
+        }
+    }
+
+    /// Places one pending task, evicting if it must. False if it found no way.
+    fn place(&mut self, stmt: &mut Statement, task: TaskRef) -> bool {
+        if let Ok(nodes) = stmt.feasible_nodes(task, 1) {
+            stmt.pipeline(task, nodes[0]);
+            return true;
         }
         let request = stmt.task(task).resreq.clone();
-        for node in stmt.statically_feasible_nodes(task) {
-            if stmt.node(node).fits_future_idle(&request) {
-                stmt.pipeline(task, node);
+        let nodes = stmt.statically_feasible_nodes(task);
+        if nodes.is_empty() {
+            return false;
+        }
+        let start = (self.job.0 as usize).wrapping_mul(7919) % nodes.len();
+        let mut examined = Vec::new();
+        for k in 0..nodes.len() {
+            if examined.len() >= NODE_CAP {
                 break;
             }
-            let candidates: Vec<TaskRef> = stmt
-                .running_tasks_on(node)
-                .into_iter()
-                .filter(|c| c.job != job)
-                .filter(|c| {
-                    let same = stmt.job(c.job).queue == queue;
-                    matches!(scope, Scope::SameQueue) == same
-                })
-                .collect();
+            let node = nodes[(start + k) % nodes.len()];
+            let candidates = self.candidates_on(stmt, node);
             if candidates.is_empty() {
                 continue;
             }
-            let mut victims = vote(stmt, task, &candidates);
-            // Lowest priority first, then youngest: the least valuable work goes.
-            victims.sort_by(|a, b| {
-                let (x, y) = (stmt.task(*a), stmt.task(*b));
-                x.priority
-                    .cmp(&y.priority)
-                    .then(y.created.cmp(&x.created))
-                    .then(x.uid.cmp(&y.uid))
-            });
-            // Only evict if the victims together make room.
-            let mut freed = stmt.node(node).clone();
-            let mut needed = 0;
-            for v in &victims {
-                if freed.fits_future_idle(&request) {
-                    break;
-                }
-                freed.releasing.add(&stmt.task(*v).resreq);
-                needed += 1;
+            // Even every candidate gone would not make room: nothing to do here.
+            let mut all = Resource::new();
+            for c in &candidates {
+                all.add(&stmt.task(*c).resreq);
             }
-            if !freed.fits_future_idle(&request) {
+            if !request.fits(&future_free(stmt.node(node), &all)) {
                 continue;
             }
-            for v in victims.into_iter().take(needed) {
-                // A victim's gang may have lost its surplus to an earlier eviction in this
-                // statement: ask the plugins again, one victim at a time.
-                if vote(stmt, task, &[v]).is_empty() {
+            // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
+            let mut victims = (self.rules.victims)(stmt, task, &candidates);
+            victims.sort_by(|a, b| victim_order(stmt, *a, *b));
+            let mut freed = Resource::new();
+            let mut needed = 0;
+            for v in &victims {
+                if request.fits(&future_free(stmt.node(node), &freed)) {
                     break;
                 }
-                stmt.evict_for(v, Some(job), reason);
+                freed.add(&stmt.task(*v).resreq);
+                needed += 1;
             }
-            if stmt.node(node).fits_future_idle(&request) {
-                stmt.pipeline(task, node);
+            if request.fits(&future_free(stmt.node(node), &freed)) {
+                victims.truncate(needed);
+                if (self.rules.together)(stmt, task, &victims) {
+                    self.evict(stmt, &victims);
+                    stmt.pipeline(task, node);
+                    return true;
+                }
+            }
+            examined.push((node, candidates, victims));
+        }
+        // Whole gangs: the cheapest plan over the nodes examined.
+        let mut best: Option<WholePlan> = None;
+        for (node, candidates, singles) in &examined {
+            if let Some(plan) = self.whole_plan(stmt, task, *node, candidates, singles, &request) {
+                if best.as_ref().is_none_or(|b| plan.cost < b.cost) {
+                    best = Some(plan);
+                }
+            }
+        }
+        let Some(plan) = best else {
+            return false;
+        };
+        let (_, _, singles) = examined
+            .iter()
+            .find(|(n, _, _)| *n == plan.node)
+            .expect("the plan's node was examined");
+        let mut set: Vec<TaskRef> = Vec::new();
+        let mut freed = Resource::new();
+        for &g in &plan.gangs {
+            for t in placed_tasks(stmt, g) {
+                if stmt.task(t).node.as_deref() == Some(&*stmt.node(plan.node).name) {
+                    freed.add(&stmt.task(t).resreq);
+                }
+                set.push(t);
+            }
+        }
+        for &v in singles {
+            if request.fits(&future_free(stmt.node(plan.node), &freed)) {
                 break;
             }
+            if plan.gangs.contains(&v.job) {
+                continue;
+            }
+            freed.add(&stmt.task(v).resreq);
+            set.push(v);
+        }
+        if !request.fits(&future_free(stmt.node(plan.node), &freed))
+            || !(self.rules.together)(stmt, task, &set)
+        {
+            return false;
+        }
+        self.evict(stmt, &set);
+        stmt.pipeline(task, plan.node);
+        true
+    }
+
+    /// Whole victim gangs with tasks on `node` that, with the node's single victims, make
+    /// room for the task: the lowest-priority, smallest gangs first.
+    fn whole_plan(
+        &mut self,
+        ssn: &Session,
+        task: TaskRef,
+        node: NodeId,
+        candidates: &[TaskRef],
+        singles: &[TaskRef],
+        request: &Resource,
+    ) -> Option<WholePlan> {
+        let mut gangs: Vec<JobId> = candidates.iter().map(|c| c.job).collect();
+        gangs.sort();
+        gangs.dedup();
+        gangs.retain(|g| self.whole_allowed(ssn, task, *g));
+        if gangs.is_empty() {
+            return None;
+        }
+        let size = |g: JobId| placed_tasks(ssn, g).len();
+        gangs.sort_by(|a, b| {
+            let (x, y) = (ssn.job(*a), ssn.job(*b));
+            x.priority
+                .cmp(&y.priority)
+                .then(size(*a).cmp(&size(*b)))
+                .then(y.created.cmp(&x.created))
+                .then(x.uid.cmp(&y.uid))
+        });
+        let on_node = |g: JobId| candidates.iter().filter(move |c| c.job == g);
+        let free_with = |chosen: &[JobId]| {
+            let mut freed = Resource::new();
+            for &g in chosen {
+                for c in on_node(g) {
+                    freed.add(&ssn.task(*c).resreq);
+                }
+            }
+            for s in singles.iter().filter(|s| !chosen.contains(&s.job)) {
+                freed.add(&ssn.task(*s).resreq);
+            }
+            future_free(ssn.node(node), &freed)
+        };
+        let mut chosen = Vec::new();
+        for g in gangs {
+            chosen.push(g);
+            if request.fits(&free_with(&chosen)) {
+                let top = chosen.iter().map(|g| ssn.job(*g).priority).max()?;
+                let tasks = chosen.iter().map(|g| size(*g)).sum();
+                return Some(WholePlan {
+                    node,
+                    cost: (chosen.len(), top, tasks),
+                    gangs: chosen,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Tries to make room for the pending tasks of `job` by evicting victims, within `stmt`.
+/// Stops as soon as the gang is pipelined, or cannot be any more.
+pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
+    let mut attempt = Attempt {
+        job,
+        queue: stmt.job(job).queue.clone(),
+        rules,
+        index: stmt.running_index(),
+        whole: HashMap::new(),
+    };
+    let pending = stmt.tasks_in(job, TaskStatus::Pending);
+    let mut failed: Vec<u64> = Vec::new();
+    for (i, &task) in pending.iter().enumerate() {
+        if stmt.job_pipelined(job) {
+            break;
+        }
+        // Tasks of one template are interchangeable: once one finds no way, nor will the
+        // others (this attempt only ever takes room away from them).
+        let template = stmt.task(task).template;
+        if failed.contains(&template) {
+            continue;
+        }
+        if attempt.place(stmt, task) {
+            continue;
+        }
+        failed.push(template);
+        // Stop early when the tasks left cannot bring the gang to its minimum.
+        let info = stmt.job(job);
+        let have = info.ready_count() + info.count(TaskStatus::Pipelined);
+        let need = info.min_member.saturating_sub(have) as usize;
+        let left = pending[i + 1..]
+            .iter()
+            .filter(|t| !failed.contains(&stmt.task(**t).template))
+            .count();
+        if left < need {
+            break;
         }
     }
 }
@@ -95,6 +333,27 @@ pub fn evict_for_gang(
 fn preemptable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
     ssn.preemptable(task, candidates)
 }
+
+fn preemptable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
+    ssn.preemptable_together(task, set)
+}
+
+/// "preempted by ns/job (priority 100 > 10)".
+pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> String {
+    let (p, v) = (ssn.job(preemptor), ssn.job(victim.job));
+    let relation = if p.priority > v.priority { ">" } else { "vs" };
+    format!(
+        "preempted by {}/{} (priority {} {relation} {})",
+        p.namespace, p.name, p.priority, v.priority
+    )
+}
+
+pub const PREEMPT: Rules = Rules {
+    scope: Scope::SameQueue,
+    victims: preemptable,
+    together: preemptable_together,
+    reason: preempt_reason,
+};
 
 /// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
 /// list in job order; the queues in queue order.
@@ -117,18 +376,12 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
 
 /// Makes room for one starving gang by evictions, committing only if the gang becomes
 /// pipelined.
-pub fn evict_or_nothing(
-    ssn: &mut Session,
-    job: JobId,
-    scope: &Scope,
-    reason: &str,
-    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-) {
+pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
     if !ssn.job_starving(job) {
         return;
     }
     let mut stmt = Statement::new(ssn);
-    evict_for_gang(&mut stmt, job, scope, reason, vote);
+    evict_for_gang(&mut stmt, job, rules);
     if stmt.job_pipelined(job) {
         stmt.commit();
     } else {
@@ -144,12 +397,126 @@ impl Action for Preempt {
     fn execute(&self, ssn: &mut Session) {
         for (_, jobs) in starving_gangs(ssn) {
             for job in jobs {
-                let reason = format!(
-                    "preempted by gang {} (higher priority, same queue)",
-                    ssn.job(job).name
-                );
-                evict_or_nothing(ssn, job, &Scope::SameQueue, &reason, preemptable);
+                evict_or_nothing(ssn, job, &PREEMPT);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::framework::SessionResult;
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const PREEMPT: &str = "actions: \"allocate, preempt\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
+
+    /// Two nodes of 2 CPUs, full with `running` gangs of 1-CPU pods: (name, min, pods,
+    /// priority), pods spread over both nodes.
+    fn full_cluster(running: &[(&str, u32, usize, i32)]) -> crate::cache::Cache {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let mut slot = 0;
+        for &(name, min, pods, priority) in running {
+            let nodes: Vec<String> = (slot..slot + pods)
+                .map(|i| format!("n-{:05}", i % 2))
+                .collect();
+            slot += pods;
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            Gang::new(name, min)
+                .priority(priority)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", pods, &[("cpu", "1")])
+                .running_on(&nodes)
+                .apply(&mut cache);
+        }
+        cache
+    }
+
+    fn preemptor(cache: &mut crate::cache::Cache, min: u32, pods: usize) -> String {
+        Gang::new("high", min)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", pods, &[("cpu", "1")])
+            .apply(cache)
+    }
+
+    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+        let mut by_job = BTreeMap::new();
+        for e in &result.evictions {
+            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
+        }
+        by_job
+    }
+
+    #[test]
+    fn a_gang_at_its_minimum_goes_whole_when_that_is_the_only_way() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        let high = preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 4)])
+        );
+        for e in &result.evictions {
+            assert_eq!(e.preemptor.as_deref(), Some(high.as_str()));
+            assert_eq!(e.reason, "preempted by default/high (priority 100 > 1)");
+        }
+        assert!(
+            result.binds.is_empty(),
+            "the preemptor waits for the release"
+        );
+    }
+
+    #[test]
+    fn the_lowest_priority_gang_goes_whole_first() {
+        let mut cache = full_cluster(&[("mid", 2, 2, 5), ("low", 2, 2, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
+    }
+
+    #[test]
+    fn only_the_surplus_goes_when_it_is_enough() {
+        let mut cache = full_cluster(&[("low", 2, 4, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
+    }
+
+    #[test]
+    fn nothing_is_evicted_when_even_whole_gangs_are_not_enough() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        // Six CPUs wanted, four could be freed.
+        preemptor(&mut cache, 6, 6);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // Nor if one of the victims is protected: the rest alone is not enough.
+        let mut cache = full_cluster(&[("low", 2, 2, 1), ("equal", 2, 2, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+
+    #[test]
+    fn an_equal_priority_gang_is_never_a_victim() {
+        let mut cache = full_cluster(&[("equal", 4, 4, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        let mut cache = full_cluster(&[("equal", 2, 4, 100)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 }

@@ -5,9 +5,9 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session};
-use crate::model::TaskRef;
+use crate::model::{JobId, TaskRef};
 
-use super::preempt::{evict_or_nothing, starving_gangs, Scope};
+use super::preempt::{evict_or_nothing, starving_gangs, Rules, Scope};
 
 pub struct Reclaim;
 
@@ -18,6 +18,26 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
 fn reclaimable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
     ssn.reclaimable(task, candidates)
 }
+
+fn reclaimable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
+    ssn.reclaimable_together(task, set)
+}
+
+/// "reclaimed for ns/job of queue q-b (queue q-a is above its deserved share)".
+pub fn reclaim_reason(ssn: &Session, reclaimer: JobId, victim: TaskRef) -> String {
+    let (r, v) = (ssn.job(reclaimer), ssn.job(victim.job));
+    format!(
+        "reclaimed for {}/{} of queue {} (queue {} is above its deserved share)",
+        r.namespace, r.name, r.queue, v.queue
+    )
+}
+
+pub const RECLAIM: Rules = Rules {
+    scope: Scope::OtherQueues,
+    victims: reclaimable,
+    together: reclaimable_together,
+    reason: reclaim_reason,
+};
 
 impl Action for Reclaim {
     fn name(&self) -> &'static str {
@@ -30,9 +50,8 @@ impl Action for Reclaim {
             if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
                 continue;
             }
-            let reason = format!("reclaimed by queue {queue} (below its deserved share)");
             for job in jobs {
-                evict_or_nothing(ssn, job, &Scope::OtherQueues, &reason, reclaimable);
+                evict_or_nothing(ssn, job, &RECLAIM);
             }
         }
     }

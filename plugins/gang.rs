@@ -115,6 +115,21 @@ pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef
     out
 }
 
+/// Whether evicting `set` together leaves every victim gang either at or above its
+/// minMember or with nothing placed at all (the gang goes whole: every member counted
+/// toward its readiness is in the set).
+pub fn gang_set_allowed(state: &ClusterState, set: &[TaskRef]) -> bool {
+    let mut taken: BTreeMap<_, u32> = BTreeMap::new();
+    for &c in set {
+        *taken.entry(c.job).or_insert(0) += 1;
+    }
+    taken.into_iter().all(|(id, n)| {
+        let job = state.job(id);
+        let left = job.ready_count().saturating_sub(n);
+        job.min_member <= 1 || left == 0 || left >= job.min_member
+    })
+}
+
 impl Plugin for Gang {
     fn name(&self) -> &'static str {
         "gang"
@@ -141,6 +156,15 @@ impl Plugin for Gang {
         );
         ssn.add_preemptable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
         ssn.add_reclaimable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
+        // Proposed together, a victim gang may also go whole.
+        ssn.add_preemptable_set_fn(
+            self.name(),
+            Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
+        );
+        ssn.add_reclaimable_set_fn(
+            self.name(),
+            Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
+        );
     }
 }
 

@@ -246,6 +246,8 @@ pub struct Session {
     held_at_open: HashMap<JobId, Vec<Hold>>,
     /// EASY backfill's reservation for the head-of-line gang (see `reservation.rs`).
     pub(super) reservations: super::reservation::ReservationState,
+    /// Bound and running tasks per node (see `running_index`).
+    running_index: Option<Arc<Vec<Vec<TaskRef>>>>,
 }
 
 impl Session {
@@ -295,6 +297,7 @@ impl Session {
             expired: HashMap::new(),
             held_at_open: HashMap::new(),
             reservations: Default::default(),
+            running_index: None,
         };
         ssn.held_at_open = ssn
             .state
@@ -733,6 +736,16 @@ impl Session {
             self.votes.reclaimable.push(t, plugin, f);
         }
     }
+    pub fn add_preemptable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
+            self.votes.preemptable_set.push(t, plugin, f);
+        }
+    }
+    pub fn add_reclaimable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
+            self.votes.reclaimable_set.push(t, plugin, f);
+        }
+    }
     pub fn add_overused_fn(&mut self, plugin: &'static str, f: QueueCheckFn) {
         if let Some(t) = self.tier_of(plugin, VoteKind::Overused) {
             self.votes.overused.push(t, plugin, f);
@@ -828,6 +841,28 @@ impl Session {
             .victims(|f| f(&self.state, reclaimer, candidates))
     }
 
+    /// Whether the plugins allow evicting `set` together for `preemptor` (preempt).
+    pub fn preemptable_together(&self, preemptor: TaskRef, set: &[TaskRef]) -> bool {
+        victim_set_allowed(
+            &self.votes.preemptable,
+            &self.votes.preemptable_set,
+            &self.state,
+            preemptor,
+            set,
+        )
+    }
+
+    /// Whether the plugins allow evicting `set` together for `reclaimer` (reclaim).
+    pub fn reclaimable_together(&self, reclaimer: TaskRef, set: &[TaskRef]) -> bool {
+        victim_set_allowed(
+            &self.votes.reclaimable,
+            &self.votes.reclaimable_set,
+            &self.state,
+            reclaimer,
+            set,
+        )
+    }
+
     /// Sum of every node-order plugin's score.
     pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
         node_score(&self.votes, self.task(task), self.node(node))
@@ -856,17 +891,44 @@ impl Session {
 
     /// Tasks of ours running on `node` (bound before this session, not releasing): the
     /// only possible victims — never a task this very session just placed.
-    pub fn running_tasks_on(&self, node: NodeId) -> Vec<TaskRef> {
-        let n = self.state.node(node);
-        n.tasks
+    pub fn running_tasks_on(&mut self, node: NodeId) -> Vec<TaskRef> {
+        let index = self.running_index();
+        index[node.0 as usize]
             .iter()
-            .filter(|(_, t)| matches!(t.status, TaskStatus::Bound | TaskStatus::Running))
-            .filter_map(|(uid, t)| {
-                let job = self.state.job_by_uid(t.job.as_deref()?)?;
-                let index = self.state.job(job).task_index(uid)?;
-                Some(TaskRef { job, index })
+            .copied()
+            .filter(|t| {
+                matches!(
+                    self.state.task(*t).status,
+                    TaskStatus::Bound | TaskStatus::Running
+                )
             })
             .collect()
+    }
+
+    /// Per node slot, the tasks of ours that were bound or running when first asked
+    /// (built once per session; no task becomes bound or running later in a session, so
+    /// callers only need to re-check the status of what they read).
+    pub fn running_index(&mut self) -> Arc<Vec<Vec<TaskRef>>> {
+        if let Some(index) = &self.running_index {
+            return index.clone();
+        }
+        let mut index = vec![Vec::new(); self.state.node_slots()];
+        for (job, info) in self.state.jobs() {
+            for (i, t) in info.tasks().iter().enumerate() {
+                if !matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
+                    continue;
+                }
+                if let Some(node) = t.node.as_deref().and_then(|n| self.state.node_by_name(n)) {
+                    index[node.0 as usize].push(TaskRef {
+                        job,
+                        index: i as u32,
+                    });
+                }
+            }
+        }
+        let index = Arc::new(index);
+        self.running_index = Some(index.clone());
+        index
     }
 
     fn static_fit(&mut self, task: TaskRef) -> Arc<StaticFit> {
