@@ -56,3 +56,89 @@ impl Action for Reclaim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::framework::SessionResult;
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const RECLAIM: &str = "actions: \"allocate, reclaim\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n";
+
+    /// Queues q-a and q-b of equal weight; two nodes of 2 CPUs full with q-a's `running`
+    /// gangs of 1-CPU pods (name, min, pods), spread over both nodes; q-b's gang `b` wants
+    /// `want` CPUs with minMember `want`.
+    fn cluster(running: &[(&str, u32, usize)], want: usize) -> crate::cache::Cache {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(queue("q-a", 1));
+        cache.apply_queue(queue("q-b", 1));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let mut slot = 0;
+        for &(name, min, pods) in running {
+            let nodes: Vec<String> = (slot..slot + pods)
+                .map(|i| format!("n-{:05}", i % 2))
+                .collect();
+            slot += pods;
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            Gang::new(name, min)
+                .queue("q-a")
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", pods, &[("cpu", "1")])
+                .running_on(&nodes)
+                .apply(&mut cache);
+        }
+        Gang::new("b", want as u32)
+            .queue("q-b")
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", want, &[("cpu", "1")])
+            .apply(&mut cache);
+        cache
+    }
+
+    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+        let mut by_job = BTreeMap::new();
+        for e in &result.evictions {
+            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
+        }
+        by_job
+    }
+
+    #[test]
+    fn a_gang_at_its_minimum_goes_whole_from_a_queue_above_its_share() {
+        // q-a holds 4 CPUs and deserves 2: one of its gangs goes, whole.
+        let cache = cluster(&[("a1", 2, 2), ("a2", 2, 2)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        let by_job = evicted(&result);
+        assert_eq!(by_job.values().copied().collect::<Vec<_>>(), vec![2]);
+        for e in &result.evictions {
+            assert_eq!(e.preemptor.as_deref(), Some("default/b"));
+            assert_eq!(
+                e.reason,
+                "reclaimed for default/b of queue q-b (queue q-a is above its deserved share)"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_surplus_goes_when_it_is_enough() {
+        let cache = cluster(&[("a", 2, 4)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 2)]));
+    }
+
+    #[test]
+    fn nothing_is_taken_below_the_victim_queue_share_or_when_not_enough() {
+        // The only victim gang would have to go whole, taking q-a below its share.
+        let cache = cluster(&[("a", 4, 4)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // Three CPUs wanted: only two can be taken.
+        let cache = cluster(&[("a1", 2, 2), ("a2", 2, 2)], 3);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+}

@@ -716,8 +716,19 @@ fn check_evictions(
                 by.priority,
                 e
             );
+            // Job uids are "namespace/name".
+            let reason = format!(
+                "preempted by {preemptor} (priority {} > {})",
+                by.priority, victim.priority
+            );
+            prop_assert_eq!(&e.reason, &reason);
         } else {
             prop_assert_ne!(&victim.queue, &by.queue, "reclaim within a queue: {:?}", e);
+            let reason = format!(
+                "reclaimed for {preemptor} of queue {} (queue {} is above its deserved share)",
+                by.queue, victim.queue
+            );
+            prop_assert_eq!(&e.reason, &reason);
         }
         *victims_by_job.entry(e.job.to_string()).or_insert(0) += 1;
     }
