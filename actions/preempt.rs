@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, Session, Statement};
+use crate::framework::{Action, RunningIndex, Session, Statement};
 use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
@@ -38,6 +38,9 @@ pub struct Rules {
     pub scope: Scope,
     /// The victims among candidates that may go one by one.
     pub victims: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+    /// The candidates that may be members of a victim set (each judged on its own by the
+    /// plugins without a set vote): a cheap necessary condition for both kinds.
+    pub members: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
     /// Whether a set of victims may go together.
     pub together: fn(&Session, TaskRef, &[TaskRef]) -> bool,
     /// The reason given to a victim evicted for the preemptor gang.
@@ -97,23 +100,29 @@ struct Attempt<'r> {
     job: JobId,
     queue: Arc<str>,
     rules: &'r Rules,
-    index: Arc<Vec<Vec<TaskRef>>>,
+    index: Arc<RunningIndex>,
     /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
     /// final set is asked again before anything is evicted).
     whole: HashMap<JobId, bool>,
+    /// Per victim gang, whether its queue is in scope.
+    scope: HashMap<JobId, bool>,
 }
 
 impl Attempt<'_> {
-    fn in_scope(&self, ssn: &Session, c: TaskRef) -> bool {
+    fn in_scope(&mut self, ssn: &Session, c: TaskRef) -> bool {
         if c.job == self.job || !is_placed(ssn.task(c).status) {
             return false;
         }
-        let same = ssn.job(c.job).queue == self.queue;
-        (self.rules.scope == Scope::SameQueue) == same
+        let (queue, scope) = (&self.queue, self.rules.scope);
+        *self.scope.entry(c.job).or_insert_with(|| {
+            let same = ssn.job(c.job).queue == *queue;
+            (scope == Scope::SameQueue) == same
+        })
     }
 
-    fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
-        self.index[node.0 as usize]
+    fn candidates_on(&mut self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        let index = self.index.clone();
+        index.by_node[node.0 as usize]
             .iter()
             .copied()
             .filter(|c| self.in_scope(ssn, *c))
@@ -137,19 +146,33 @@ impl Attempt<'_> {
 
     /// Places one pending task, evicting if it must. False if it found no way.
     fn place(&mut self, stmt: &mut Statement, task: TaskRef) -> bool {
-        if let Ok(nodes) = stmt.feasible_nodes(task, 1) {
-            stmt.pipeline(task, nodes[0]);
+        if let Some(&node) = stmt.feasible_nodes_quiet(task, 1).first() {
+            stmt.pipeline(task, node);
             return true;
         }
         let request = stmt.task(task).resreq.clone();
-        let nodes = stmt.statically_feasible_nodes(task);
+        // Preempt looks only where its own queue runs; reclaim anywhere.
+        let nodes = match self.rules.scope {
+            Scope::SameQueue => {
+                let index = self.index.clone();
+                let mut nodes = index
+                    .nodes_by_queue
+                    .get(&self.queue)
+                    .cloned()
+                    .unwrap_or_default();
+                nodes.retain(|n| stmt.statically_feasible(task, *n));
+                nodes
+            }
+            Scope::OtherQueues => stmt.statically_feasible_nodes(task),
+        };
         if nodes.is_empty() {
             return false;
         }
         let start = (self.job.0 as usize).wrapping_mul(7919) % nodes.len();
         let mut examined = Vec::new();
+        let mut examined_nodes = 0;
         for k in 0..nodes.len() {
-            if examined.len() >= NODE_CAP {
+            if examined_nodes >= NODE_CAP {
                 break;
             }
             let node = nodes[(start + k) % nodes.len()];
@@ -157,16 +180,21 @@ impl Attempt<'_> {
             if candidates.is_empty() {
                 continue;
             }
-            // Even every candidate gone would not make room: nothing to do here.
+            examined_nodes += 1;
+            let members = (self.rules.members)(stmt, task, &candidates);
+            if members.is_empty() {
+                continue;
+            }
+            // Even every possible victim gone would not make room: nothing to do here.
             let mut all = Resource::new();
-            for c in &candidates {
+            for c in &members {
                 all.add(&stmt.task(*c).resreq);
             }
             if !request.fits(&future_free(stmt.node(node), &all)) {
                 continue;
             }
             // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
-            let mut victims = (self.rules.victims)(stmt, task, &candidates);
+            let mut victims = (self.rules.victims)(stmt, task, &members);
             victims.sort_by(|a, b| victim_order(stmt, *a, *b));
             let mut freed = Resource::new();
             let mut needed = 0;
@@ -185,7 +213,18 @@ impl Attempt<'_> {
                     return true;
                 }
             }
-            examined.push((node, candidates, victims));
+            // A gang can go whole only if all its tasks here may go.
+            let whole: Vec<TaskRef> = candidates
+                .iter()
+                .copied()
+                .filter(|c| {
+                    candidates
+                        .iter()
+                        .filter(|o| o.job == c.job)
+                        .all(|o| members.contains(o))
+                })
+                .collect();
+            examined.push((node, whole, victims));
         }
         // Whole gangs: the cheapest plan over the nodes examined.
         let mut best: Option<WholePlan> = None;
@@ -299,6 +338,7 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
         rules,
         index: stmt.running_index(),
         whole: HashMap::new(),
+        scope: HashMap::new(),
     };
     let pending = stmt.tasks_in(job, TaskStatus::Pending);
     let mut failed: Vec<u64> = Vec::new();
@@ -334,6 +374,10 @@ fn preemptable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<Task
     ssn.preemptable(task, candidates)
 }
 
+fn preemptable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+    ssn.preemptable_members(task, candidates)
+}
+
 fn preemptable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
     ssn.preemptable_together(task, set)
 }
@@ -351,6 +395,7 @@ pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> Strin
 pub const PREEMPT: Rules = Rules {
     scope: Scope::SameQueue,
     victims: preemptable,
+    members: preemptable_members,
     together: preemptable_together,
     reason: preempt_reason,
 };

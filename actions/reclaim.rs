@@ -19,6 +19,10 @@ fn reclaimable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<Task
     ssn.reclaimable(task, candidates)
 }
 
+fn reclaimable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+    ssn.reclaimable_members(task, candidates)
+}
+
 fn reclaimable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
     ssn.reclaimable_together(task, set)
 }
@@ -35,6 +39,7 @@ pub fn reclaim_reason(ssn: &Session, reclaimer: JobId, victim: TaskRef) -> Strin
 pub const RECLAIM: Rules = Rules {
     scope: Scope::OtherQueues,
     victims: reclaimable,
+    members: reclaimable_members,
     together: reclaimable_together,
     reason: reclaim_reason,
 };

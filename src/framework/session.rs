@@ -216,6 +216,14 @@ struct Window {
 /// Beyond this many node changes, a window is scanned afresh rather than patched.
 const WINDOW_MAX_CHANGES: usize = 32;
 
+/// Our bound and running tasks when a session first asks (see `Session::running_index`).
+pub struct RunningIndex {
+    /// Per node slot, its tasks.
+    pub by_node: Vec<Vec<TaskRef>>,
+    /// Per queue, the nodes its tasks run on, in id order.
+    pub nodes_by_queue: HashMap<Arc<str>, Vec<NodeId>>,
+}
+
 pub struct Session {
     pub now: Timestamp,
     state: ClusterState,
@@ -247,7 +255,7 @@ pub struct Session {
     /// EASY backfill's reservation for the head-of-line gang (see `reservation.rs`).
     pub(super) reservations: super::reservation::ReservationState,
     /// Bound and running tasks per node (see `running_index`).
-    running_index: Option<Arc<Vec<Vec<TaskRef>>>>,
+    running_index: Option<Arc<RunningIndex>>,
 }
 
 impl Session {
@@ -852,6 +860,29 @@ impl Session {
         )
     }
 
+    /// The candidates each plugin without a set vote would let go for `preemptor` (preempt):
+    /// only these can be members of a victim set.
+    pub fn preemptable_members(&self, preemptor: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+        victim_members(
+            &self.votes.preemptable,
+            &self.votes.preemptable_set,
+            &self.state,
+            preemptor,
+            candidates,
+        )
+    }
+
+    /// Like `preemptable_members`, for reclaim.
+    pub fn reclaimable_members(&self, reclaimer: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+        victim_members(
+            &self.votes.reclaimable,
+            &self.votes.reclaimable_set,
+            &self.state,
+            reclaimer,
+            candidates,
+        )
+    }
+
     /// Whether the plugins allow evicting `set` together for `reclaimer` (reclaim).
     pub fn reclaimable_together(&self, reclaimer: TaskRef, set: &[TaskRef]) -> bool {
         victim_set_allowed(
@@ -883,6 +914,11 @@ impl Session {
         dynamic_fit(&self.votes, t, n)
     }
 
+    /// Whether every static predicate passes for the task on the node.
+    pub fn statically_feasible(&mut self, task: TaskRef, node: NodeId) -> bool {
+        self.static_fit(task).pass[node.0 as usize]
+    }
+
     /// Nodes on which the task could run if they had room: every static predicate passes
     /// (selector, affinity, taints, node state). Preempt and reclaim look for victims there.
     pub fn statically_feasible_nodes(&mut self, task: TaskRef) -> Vec<NodeId> {
@@ -893,7 +929,7 @@ impl Session {
     /// only possible victims — never a task this very session just placed.
     pub fn running_tasks_on(&mut self, node: NodeId) -> Vec<TaskRef> {
         let index = self.running_index();
-        index[node.0 as usize]
+        index.by_node[node.0 as usize]
             .iter()
             .copied()
             .filter(|t| {
@@ -908,11 +944,12 @@ impl Session {
     /// Per node slot, the tasks of ours that were bound or running when first asked
     /// (built once per session; no task becomes bound or running later in a session, so
     /// callers only need to re-check the status of what they read).
-    pub fn running_index(&mut self) -> Arc<Vec<Vec<TaskRef>>> {
+    pub fn running_index(&mut self) -> Arc<RunningIndex> {
         if let Some(index) = &self.running_index {
             return index.clone();
         }
         let mut index = vec![Vec::new(); self.state.node_slots()];
+        let mut by_queue: HashMap<Arc<str>, Vec<NodeId>> = HashMap::new();
         for (job, info) in self.state.jobs() {
             for (i, t) in info.tasks().iter().enumerate() {
                 if !matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
@@ -923,10 +960,18 @@ impl Session {
                         job,
                         index: i as u32,
                     });
+                    by_queue.entry(info.queue.clone()).or_default().push(node);
                 }
             }
         }
-        let index = Arc::new(index);
+        for nodes in by_queue.values_mut() {
+            nodes.sort_unstable();
+            nodes.dedup();
+        }
+        let index = Arc::new(RunningIndex {
+            by_node: index,
+            nodes_by_queue: by_queue,
+        });
         self.running_index = Some(index.clone());
         index
     }
@@ -969,6 +1014,55 @@ impl Session {
                 return Err(unfit.clone());
             }
         }
+        let found = self.scan_candidates(task, want);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let fit = self.static_fit(task);
+        let t = self.state.task(task);
+        // Nothing fits: say why, from every node (once per template until a release).
+        // The headline reason comes from the nodes the task could run on but for their
+        // current load (what the user can act on); selector or taint misses on other pools
+        // only when no node passes those.
+        let mut near = NodeRejections::default();
+        for &id in &fit.nodes {
+            let node = self.state.node(id);
+            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
+                near.add(&unfit);
+            }
+        }
+        let mut all = fit.rejections.clone();
+        all.merge(&near);
+        let reason = if near.nodes > 0 {
+            near.dominant()
+        } else {
+            all.dominant()
+        };
+        let unfit = TaskUnfit {
+            reason,
+            detail: all.summary(),
+        };
+        self.unfit_memo
+            .insert(template, (self.epoch, unfit.clone()));
+        Err(unfit)
+    }
+
+    /// Up to `want` nodes on which `task` fits now, without saying why none does (cheaper
+    /// than `feasible_nodes` when nothing fits: preempt asks for every starving task).
+    pub fn feasible_nodes_quiet(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
+        if let Some((epoch, _)) = self.unfit_memo.get(&template) {
+            if *epoch == self.epoch {
+                return Vec::new();
+            }
+        }
+        self.scan_candidates(task, want)
+    }
+
+    /// Scans a template's candidate nodes from the rotating offset for up to `want` on
+    /// which the task fits, dropping those it does not fit (until something is released).
+    fn scan_candidates(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
         let fit = self.static_fit(task);
         let slots = self.state.node_slots();
         let cands = self
@@ -1012,34 +1106,7 @@ impl Session {
             let id = cands.nodes.swap_remove(pos);
             cands.present[id.0 as usize] = false;
         }
-        if !found.is_empty() {
-            return Ok(found);
-        }
-        // Nothing fits: say why, from every node (once per template until a release).
-        // The headline reason comes from the nodes the task could run on but for their
-        // current load (what the user can act on); selector or taint misses on other pools
-        // only when no node passes those.
-        let mut near = NodeRejections::default();
-        for &id in &fit.nodes {
-            let node = self.state.node(id);
-            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
-                near.add(&unfit);
-            }
-        }
-        let mut all = fit.rejections.clone();
-        all.merge(&near);
-        let reason = if near.nodes > 0 {
-            near.dominant()
-        } else {
-            all.dominant()
-        };
-        let unfit = TaskUnfit {
-            reason,
-            detail: all.summary(),
-        };
-        self.unfit_memo
-            .insert(template, (self.epoch, unfit.clone()));
-        Err(unfit)
+        found
     }
 
     /// The best node for `task` among up to `want` feasible nodes (the highest score; the

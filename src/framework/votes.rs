@@ -254,6 +254,31 @@ impl<F> Tiered<F> {
     }
 }
 
+/// The candidates every plugin without a set vote allows, each judged on its own (all of
+/// them if no such plugin votes): a member of a victim set must be among these.
+pub fn victim_members(
+    per_task: &Tiered<VictimsFn>,
+    per_set: &Tiered<VictimSetFn>,
+    state: &ClusterState,
+    preemptor: TaskRef,
+    candidates: &[TaskRef],
+) -> Vec<TaskRef> {
+    let has_set_vote = |name: &str| per_set.tiers.iter().flatten().any(|(p, _)| *p == name);
+    let mut chosen = candidates.to_vec();
+    for (plugin, f) in per_task.tiers.iter().flatten() {
+        if chosen.is_empty() {
+            break;
+        }
+        if has_set_vote(plugin) {
+            continue;
+        }
+        if let Some(allowed) = f(state, preemptor, &chosen) {
+            chosen.retain(|t| allowed.contains(t));
+        }
+    }
+    chosen
+}
+
 /// Whether every voting plugin allows evicting `set` together: a plugin with a set vote
 /// answers for the set; any other must keep every member in its per-task answer.
 pub fn victim_set_allowed(
@@ -263,23 +288,10 @@ pub fn victim_set_allowed(
     preemptor: TaskRef,
     set: &[TaskRef],
 ) -> bool {
-    let has_set_vote = |name: &str| per_set.tiers.iter().flatten().any(|(p, _)| *p == name);
-    for (_, f) in per_set.tiers.iter().flatten() {
-        if f(state, preemptor, set) == Some(false) {
-            return false;
-        }
-    }
-    for (plugin, f) in per_task.tiers.iter().flatten() {
-        if has_set_vote(plugin) {
-            continue;
-        }
-        if let Some(allowed) = f(state, preemptor, set) {
-            if allowed.len() < set.len() || !set.iter().all(|t| allowed.contains(t)) {
-                return false;
-            }
-        }
-    }
-    true
+    per_set
+        .all()
+        .all(|f| f(state, preemptor, set) != Some(false))
+        && victim_members(per_task, per_set, state, preemptor, set).len() == set.len()
 }
 
 /// All votes registered for a session.
