@@ -49,7 +49,7 @@ pub struct Rules {
 
 /// Nodes examined for victims per pending task (beyond those where the task already
 /// fits): bounds the work for a gang that cannot be helped on a large cluster.
-const NODE_CAP: usize = 64;
+const NODE_CAP: usize = 32;
 
 fn is_placed(s: TaskStatus) -> bool {
     matches!(s, TaskStatus::Bound | TaskStatus::Running)

@@ -56,6 +56,10 @@ impl Action for Reclaim {
                 continue;
             }
             for job in jobs {
+                // Once the queue has its share back, the rest of it waits.
+                if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
+                    break;
+                }
                 evict_or_nothing(ssn, job, &RECLAIM);
             }
         }
