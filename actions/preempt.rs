@@ -1,14 +1,23 @@
 //! preempt: within a queue, a starving gang (not even pipelined) may evict placed tasks of
 //! other gangs that the plugins agree are victims (priority: strictly lower priority;
-//! gang: never below the victim gang's minMember — its surplus, or the whole gang at once;
-//! conformance: never system-critical). Surplus tasks go first; whole gangs only where
-//! surplus cannot make room. The
-//! preemptor's tasks are pipelined onto the space being released, and the statement is
-//! committed only if the whole gang becomes pipelined — otherwise nothing is evicted.
+//! gang: never below the victim gang's minMember — its surplus one by one, or the gang
+//! whole; conformance: never system-critical). The preemptor's tasks are pipelined onto the
+//! space being released, and the statement is committed only if the whole gang becomes
+//! pipelined — otherwise nothing is evicted.
+//!
+//! For each pending task of the preemptor, in task order: a node where it fits once what is
+//! already releasing is gone; else a node where victims allowed one by one (a gang's
+//! surplus) make room, the lowest priority first; else a node where evicting whole victim
+//! gangs (all their placed tasks, on every node) makes room, the fewest and lowest-priority
+//! gangs first. Space a whole gang frees on other nodes serves the later tasks. Every set
+//! of victims is put to the plugins' set vote before it is evicted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, Session, Statement};
-use crate::model::{JobId, PodGroupPhase, TaskRef, TaskStatus};
+use crate::framework::{Action, RunningIndex, Session, Statement};
+use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
 
@@ -16,172 +25,347 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     Ok(Box::new(Preempt))
 }
 
-/// Which placed tasks a preemptor may consider: `same_queue` for preempt, other queues for
-/// reclaim.
+/// Which placed tasks a preemptor may consider: its own queue's for preempt, other queues'
+/// for reclaim.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     SameQueue,
     OtherQueues,
 }
 
-/// Tries to make room for every pending task of `job` by evicting victims, within `stmt`.
-/// Victims come from `candidates_for` filtered by `vote` (the plugins' preemptable or
-/// reclaimable vote), lowest priority first, as few as needed on each node.
-pub fn evict_for_gang(
-    stmt: &mut Statement,
+/// How one action asks the plugins and explains its evictions.
+pub struct Rules {
+    pub scope: Scope,
+    /// The victims among candidates that may go one by one.
+    pub victims: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+    /// The candidates that may be members of a victim set (each judged on its own by the
+    /// plugins without a set vote): a cheap necessary condition for both kinds.
+    pub members: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
+    /// Whether a set of victims may go together.
+    pub together: fn(&Session, TaskRef, &[TaskRef]) -> bool,
+    /// The reason given to a victim evicted for the preemptor gang.
+    pub reason: fn(&Session, JobId, TaskRef) -> String,
+}
+
+/// Nodes examined for victims per pending task (beyond those where the task already
+/// fits): bounds the work for a gang that cannot be helped on a large cluster.
+const NODE_CAP: usize = 32;
+
+fn is_placed(s: TaskStatus) -> bool {
+    matches!(s, TaskStatus::Bound | TaskStatus::Running)
+}
+
+/// What the node will have free once its releasing tasks are gone, its pipelined ones have
+/// arrived and `extra` is released too.
+fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
+    let mut free = node.idle.clone();
+    free.add(&node.releasing);
+    free.sub(&node.pipelined);
+    free.add(extra);
+    free
+}
+
+/// The placed (bound or running) tasks of a victim gang, on every node.
+fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
+    ssn.job(job)
+        .tasks()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| is_placed(t.status) && t.node.is_some())
+        .map(|(i, _)| TaskRef {
+            job,
+            index: i as u32,
+        })
+        .collect()
+}
+
+/// Lowest priority first, then youngest: the least valuable work goes.
+fn victim_order(ssn: &Session, a: TaskRef, b: TaskRef) -> std::cmp::Ordering {
+    let (x, y) = (ssn.task(a), ssn.task(b));
+    x.priority
+        .cmp(&y.priority)
+        .then(y.created.cmp(&x.created))
+        .then(x.uid.cmp(&y.uid))
+}
+
+/// One node's way to make room for a task with whole victim gangs.
+struct WholePlan {
+    node: NodeId,
+    gangs: Vec<JobId>,
+    /// (number of gangs, highest victim priority, tasks evicted): smaller is better.
+    cost: (usize, i32, usize),
+}
+
+struct Attempt<'r> {
     job: JobId,
-    scope: &Scope,
-    reason: &str,
-    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-) {
-    let queue = stmt.job(job).queue.clone();
-    // A task like one that found no room (same template) finds none either.
-    let mut no_room: Vec<u64> = Vec::new();
-    for task in stmt.tasks_in(job, TaskStatus::Pending) {
-        if stmt.job_pipelined(job) {
-            break;
+    queue: Arc<str>,
+    rules: &'r Rules,
+    index: Arc<RunningIndex>,
+    /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
+    /// final set is asked again before anything is evicted).
+    whole: HashMap<JobId, bool>,
+    /// Per victim gang, whether its queue is in scope.
+    scope: HashMap<JobId, bool>,
+}
+
+impl Attempt<'_> {
+    fn in_scope(&mut self, ssn: &Session, c: TaskRef) -> bool {
+        if c.job == self.job || !is_placed(ssn.task(c).status) {
+            return false;
         }
-        let template = stmt.task(task).template;
-        if no_room.contains(&template) {
-            continue;
+        let (queue, scope) = (&self.queue, self.rules.scope);
+        *self.scope.entry(c.job).or_insert_with(|| {
+            let same = ssn.job(c.job).queue == *queue;
+            (scope == Scope::SameQueue) == same
+        })
+    }
+
+    fn candidates_on(&mut self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        let index = self.index.clone();
+        index.by_node[node.0 as usize]
+            .iter()
+            .copied()
+            .filter(|c| self.in_scope(ssn, *c))
+            .collect()
+    }
+
+    fn whole_allowed(&mut self, ssn: &Session, task: TaskRef, victim: JobId) -> bool {
+        let together = self.rules.together;
+        *self
+            .whole
+            .entry(victim)
+            .or_insert_with(|| together(ssn, task, &placed_tasks(ssn, victim)))
+    }
+
+    fn evict(&self, stmt: &mut Statement, victims: &[TaskRef]) {
+        for &v in victims {
+            let reason = (self.rules.reason)(stmt, self.job, v);
+            stmt.evict_for(v, Some(self.job), reason);
+        }
+    }
+
+    /// Places one pending task, evicting if it must. False if it found no way.
+    fn place(&mut self, stmt: &mut Statement, task: TaskRef) -> bool {
+        if let Some(&node) = stmt.feasible_nodes_quiet(task, 1).first() {
+            stmt.pipeline(task, node);
+            return true;
         }
         let request = stmt.task(task).resreq.clone();
-        for node in stmt.statically_feasible_nodes(task) {
-            if stmt.node(node).fits_future_idle(&request) {
-                stmt.pipeline(task, node);
+        // Preempt looks only where its own queue runs; reclaim anywhere.
+        let nodes = match self.rules.scope {
+            Scope::SameQueue => {
+                let index = self.index.clone();
+                let mut nodes = index
+                    .nodes_by_queue
+                    .get(&self.queue)
+                    .cloned()
+                    .unwrap_or_default();
+                nodes.retain(|n| stmt.statically_feasible(task, *n));
+                nodes
+            }
+            Scope::OtherQueues => stmt.statically_feasible_nodes(task),
+        };
+        if nodes.is_empty() {
+            return false;
+        }
+        let start = (self.job.0 as usize).wrapping_mul(7919) % nodes.len();
+        let mut examined = Vec::new();
+        let mut examined_nodes = 0;
+        for k in 0..nodes.len() {
+            if examined_nodes >= NODE_CAP {
                 break;
             }
-            let candidates: Vec<TaskRef> = stmt
-                .running_tasks_on(node)
-                .into_iter()
-                .filter(|c| c.job != job)
-                .filter(|c| {
-                    let same = stmt.job(c.job).queue == queue;
-                    matches!(scope, Scope::SameQueue) == same
-                })
-                .collect();
+            let node = nodes[(start + k) % nodes.len()];
+            let candidates = self.candidates_on(stmt, node);
             if candidates.is_empty() {
                 continue;
             }
-            let mut victims = vote(stmt, task, &candidates);
-            // Lowest priority first, then youngest: the least valuable work goes.
-            victims.sort_by(|a, b| {
-                let (x, y) = (stmt.task(*a), stmt.task(*b));
-                x.priority
-                    .cmp(&y.priority)
-                    .then(y.created.cmp(&x.created))
-                    .then(x.uid.cmp(&y.uid))
-            });
-            // Only evict if the victims together make room.
-            let mut freed = stmt.node(node).clone();
-            let mut needed = 0;
-            for v in &victims {
-                if freed.fits_future_idle(&request) {
-                    break;
-                }
-                freed.releasing.add(&stmt.task(*v).resreq);
-                needed += 1;
-            }
-            if !freed.fits_future_idle(&request) {
+            examined_nodes += 1;
+            let members = (self.rules.members)(stmt, task, &candidates);
+            if members.is_empty() {
                 continue;
             }
-            for v in victims.into_iter().take(needed) {
-                // A victim's gang may have lost its surplus to an earlier eviction in this
-                // statement: ask the plugins again, one victim at a time.
-                if vote(stmt, task, &[v]).is_empty() {
+            // Even every possible victim gone would not make room: nothing to do here.
+            let mut all = Resource::new();
+            for c in &members {
+                all.add(&stmt.task(*c).resreq);
+            }
+            if !request.fits(&future_free(stmt.node(node), &all)) {
+                continue;
+            }
+            // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
+            let mut victims = (self.rules.victims)(stmt, task, &members);
+            victims.sort_by(|a, b| victim_order(stmt, *a, *b));
+            let mut freed = Resource::new();
+            let mut needed = 0;
+            for v in &victims {
+                if request.fits(&future_free(stmt.node(node), &freed)) {
                     break;
                 }
-                stmt.evict_for(v, Some(job), reason);
+                freed.add(&stmt.task(*v).resreq);
+                needed += 1;
             }
-            if stmt.node(node).fits_future_idle(&request) {
-                stmt.pipeline(task, node);
+            if request.fits(&future_free(stmt.node(node), &freed)) {
+                victims.truncate(needed);
+                if (self.rules.together)(stmt, task, &victims) {
+                    self.evict(stmt, &victims);
+                    stmt.pipeline(task, node);
+                    return true;
+                }
+            }
+            // A gang can go whole only if all its tasks here may go.
+            let whole: Vec<TaskRef> = candidates
+                .iter()
+                .copied()
+                .filter(|c| {
+                    candidates
+                        .iter()
+                        .filter(|o| o.job == c.job)
+                        .all(|o| members.contains(o))
+                })
+                .collect();
+            examined.push((node, whole, victims));
+        }
+        // Whole gangs: the cheapest plan over the nodes examined.
+        let mut best: Option<WholePlan> = None;
+        for (node, candidates, singles) in &examined {
+            if let Some(plan) = self.whole_plan(stmt, task, *node, candidates, singles, &request) {
+                if best.as_ref().is_none_or(|b| plan.cost < b.cost) {
+                    best = Some(plan);
+                }
+            }
+        }
+        let Some(plan) = best else {
+            return false;
+        };
+        let (_, _, singles) = examined
+            .iter()
+            .find(|(n, _, _)| *n == plan.node)
+            .expect("the plan's node was examined");
+        let mut set: Vec<TaskRef> = Vec::new();
+        let mut freed = Resource::new();
+        for &g in &plan.gangs {
+            for t in placed_tasks(stmt, g) {
+                if stmt.task(t).node.as_deref() == Some(&*stmt.node(plan.node).name) {
+                    freed.add(&stmt.task(t).resreq);
+                }
+                set.push(t);
+            }
+        }
+        for &v in singles {
+            if request.fits(&future_free(stmt.node(plan.node), &freed)) {
                 break;
             }
+            if plan.gangs.contains(&v.job) {
+                continue;
+            }
+            freed.add(&stmt.task(v).resreq);
+            set.push(v);
         }
-        if stmt.task(task).status == TaskStatus::Pending {
-            evict_whole_gangs(stmt, task, scope, reason, vote);
+        if !request.fits(&future_free(stmt.node(plan.node), &freed))
+            || !(self.rules.together)(stmt, task, &set)
+        {
+            return false;
         }
-        if stmt.task(task).status == TaskStatus::Pending {
-            no_room.push(template);
+        self.evict(stmt, &set);
+        stmt.pipeline(task, plan.node);
+        true
+    }
+
+    /// Whole victim gangs with tasks on `node` that, with the node's single victims, make
+    /// room for the task: the lowest-priority, smallest gangs first.
+    fn whole_plan(
+        &mut self,
+        ssn: &Session,
+        task: TaskRef,
+        node: NodeId,
+        candidates: &[TaskRef],
+        singles: &[TaskRef],
+        request: &Resource,
+    ) -> Option<WholePlan> {
+        let mut gangs: Vec<JobId> = candidates.iter().map(|c| c.job).collect();
+        gangs.sort();
+        gangs.dedup();
+        gangs.retain(|g| self.whole_allowed(ssn, task, *g));
+        if gangs.is_empty() {
+            return None;
         }
+        let size = |g: JobId| placed_tasks(ssn, g).len();
+        gangs.sort_by(|a, b| {
+            let (x, y) = (ssn.job(*a), ssn.job(*b));
+            x.priority
+                .cmp(&y.priority)
+                .then(size(*a).cmp(&size(*b)))
+                .then(y.created.cmp(&x.created))
+                .then(x.uid.cmp(&y.uid))
+        });
+        let on_node = |g: JobId| candidates.iter().filter(move |c| c.job == g);
+        let free_with = |chosen: &[JobId]| {
+            let mut freed = Resource::new();
+            for &g in chosen {
+                for c in on_node(g) {
+                    freed.add(&ssn.task(*c).resreq);
+                }
+            }
+            for s in singles.iter().filter(|s| !chosen.contains(&s.job)) {
+                freed.add(&ssn.task(*s).resreq);
+            }
+            future_free(ssn.node(node), &freed)
+        };
+        let mut chosen = Vec::new();
+        for g in gangs {
+            chosen.push(g);
+            if request.fits(&free_with(&chosen)) {
+                let top = chosen.iter().map(|g| ssn.job(*g).priority).max()?;
+                let tasks = chosen.iter().map(|g| size(*g)).sum();
+                return Some(WholePlan {
+                    node,
+                    cost: (chosen.len(), top, tasks),
+                    gangs: chosen,
+                });
+            }
+        }
+        None
     }
 }
 
-/// When no node can be freed with victims' surplus tasks alone: evicts whole victim gangs
-/// (every placed task of each, on whatever node it runs; the gang rule allows a gang to go
-/// whole, never to be left below its minimum) on the first node where that makes room,
-/// lowest priority first, then the smallest gangs.
-fn evict_whole_gangs(
-    stmt: &mut Statement,
-    task: TaskRef,
-    scope: &Scope,
-    reason: &str,
-    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-) {
-    let job = task.job;
-    let queue = stmt.job(job).queue.clone();
-    let request = stmt.task(task).resreq.clone();
-    let members = |stmt: &Statement, g: JobId| -> Vec<TaskRef> {
-        let mut m = stmt.tasks_in(g, TaskStatus::Running);
-        m.extend(stmt.tasks_in(g, TaskStatus::Bound));
-        m
+/// Tries to make room for the pending tasks of `job` by evicting victims, within `stmt`.
+/// Stops as soon as the gang is pipelined, or cannot be any more.
+pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
+    let mut attempt = Attempt {
+        job,
+        queue: stmt.job(job).queue.clone(),
+        rules,
+        index: stmt.running_index(),
+        whole: HashMap::new(),
+        scope: HashMap::new(),
     };
-    // Whether the plugins let each gang go whole (asked once per gang here; asked again
-    // before evicting, as evictions in this statement may change the answer).
-    let mut whole_allowed: std::collections::HashMap<JobId, bool> = Default::default();
-    for node in stmt.statically_feasible_nodes(task) {
-        let mut gangs: Vec<JobId> = stmt
-            .running_tasks_on(node)
-            .into_iter()
-            .map(|c| c.job)
-            .filter(|g| *g != job)
-            .filter(|g| matches!(scope, Scope::SameQueue) == (stmt.job(*g).queue == queue))
-            .collect();
-        gangs.sort();
-        gangs.dedup();
-        gangs.sort_by(|a, b| {
-            let (x, y) = (stmt.job(*a), stmt.job(*b));
-            x.priority
-                .cmp(&y.priority)
-                .then(x.tasks().len().cmp(&y.tasks().len()))
-                .then(x.uid.cmp(&y.uid))
-        });
-        // Which gangs, in that order, would make room on this node; none if they cannot.
-        let name = stmt.node(node).name.clone();
-        let mut freed = stmt.node(node).clone();
-        let mut chosen: Vec<Vec<TaskRef>> = Vec::new();
-        for g in gangs {
-            if freed.fits_future_idle(&request) {
-                break;
-            }
-            let whole = members(stmt, g);
-            let allowed = *whole_allowed
-                .entry(g)
-                .or_insert_with(|| vote(stmt, task, &whole).len() == whole.len());
-            if !allowed {
-                continue;
-            }
-            for m in &whole {
-                if stmt.task(*m).node.as_deref() == Some(&*name) {
-                    freed.releasing.add(&stmt.task(*m).resreq);
-                }
-            }
-            chosen.push(whole);
+    let pending = stmt.tasks_in(job, TaskStatus::Pending);
+    let mut failed: Vec<u64> = Vec::new();
+    for (i, &task) in pending.iter().enumerate() {
+        if stmt.job_pipelined(job) {
+            break;
         }
-        if !freed.fits_future_idle(&request) {
+        // Tasks of one template are interchangeable: once one finds no way, nor will the
+        // others (this attempt only ever takes room away from them).
+        let template = stmt.task(task).template;
+        if failed.contains(&template) {
             continue;
         }
-        for whole in chosen {
-            // Earlier evictions in this statement may have changed a plugin's answer.
-            if vote(stmt, task, &whole).len() != whole.len() {
-                continue;
-            }
-            for m in whole {
-                stmt.evict_for(m, Some(job), reason);
-            }
+        if attempt.place(stmt, task) {
+            continue;
         }
-        if stmt.node(node).fits_future_idle(&request) {
-            stmt.pipeline(task, node);
-            return;
+        failed.push(template);
+        // Stop early when the tasks left cannot bring the gang to its minimum.
+        let info = stmt.job(job);
+        let have = info.ready_count() + info.count(TaskStatus::Pipelined);
+        let need = info.min_member.saturating_sub(have) as usize;
+        let left = pending[i + 1..]
+            .iter()
+            .filter(|t| !failed.contains(&stmt.task(**t).template))
+            .count();
+        if left < need {
+            break;
         }
     }
 }
@@ -189,6 +373,32 @@ fn evict_whole_gangs(
 fn preemptable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
     ssn.preemptable(task, candidates)
 }
+
+fn preemptable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+    ssn.preemptable_members(task, candidates)
+}
+
+fn preemptable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
+    ssn.preemptable_together(task, set)
+}
+
+/// "preempted by ns/job (priority 100 > 10)".
+pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> String {
+    let (p, v) = (ssn.job(preemptor), ssn.job(victim.job));
+    let relation = if p.priority > v.priority { ">" } else { "vs" };
+    format!(
+        "preempted by {}/{} (priority {} {relation} {})",
+        p.namespace, p.name, p.priority, v.priority
+    )
+}
+
+pub const PREEMPT: Rules = Rules {
+    scope: Scope::SameQueue,
+    victims: preemptable,
+    members: preemptable_members,
+    together: preemptable_together,
+    reason: preempt_reason,
+};
 
 /// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
 /// list in job order; the queues in queue order.
@@ -210,49 +420,17 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
 }
 
 /// Makes room for one starving gang by evictions, committing only if the gang becomes
-/// pipelined. A gang shaped like one that already failed in this session (same queue,
-/// priority, minimum and pending tasks) is not tried again: victims only get scarcer as a
-/// session goes on.
-pub fn evict_or_nothing(
-    ssn: &mut Session,
-    job: JobId,
-    scope: &Scope,
-    reason: &str,
-    vote: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-    failed: &mut FailedShapes,
-) {
+/// pipelined.
+pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
     if !ssn.job_starving(job) {
         return;
     }
-    let shape = FailedShapes::shape(ssn, job);
-    if failed.0.contains(&shape) {
-        return;
-    }
     let mut stmt = Statement::new(ssn);
-    evict_for_gang(&mut stmt, job, scope, reason, vote);
+    evict_for_gang(&mut stmt, job, rules);
     if stmt.job_pipelined(job) {
         stmt.commit();
     } else {
         stmt.discard();
-        failed.0.insert(shape);
-    }
-}
-
-/// Shapes of gangs that could not be given room in this session.
-#[derive(Default)]
-pub struct FailedShapes(std::collections::HashSet<(std::sync::Arc<str>, i32, u32, Vec<u64>)>);
-
-impl FailedShapes {
-    fn shape(ssn: &Session, job: JobId) -> (std::sync::Arc<str>, i32, u32, Vec<u64>) {
-        let j = ssn.job(job);
-        let mut templates: Vec<u64> = j
-            .tasks()
-            .iter()
-            .filter(|t| t.status == TaskStatus::Pending)
-            .map(|t| t.template)
-            .collect();
-        templates.sort_unstable();
-        (j.queue.clone(), j.priority, j.min_member, templates)
     }
 }
 
@@ -262,15 +440,9 @@ impl Action for Preempt {
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let mut failed = FailedShapes::default();
         for (_, jobs) in starving_gangs(ssn) {
             for job in jobs {
-                let reason = format!(
-                    "preempted by gang {} (higher priority, same queue)",
-                    ssn.job(job).name
-                );
-                let scope = &Scope::SameQueue;
-                evict_or_nothing(ssn, job, scope, &reason, preemptable, &mut failed);
+                evict_or_nothing(ssn, job, &PREEMPT);
             }
         }
     }
@@ -280,133 +452,116 @@ impl Action for Preempt {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::cache::Cache;
     use crate::framework::SessionResult;
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const CONF: &str = "actions: \"enqueue, allocate, preempt\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: predicates
-  - name: nodeorder
-";
+    const PREEMPT: &str = "actions: \"allocate, preempt\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
 
-    /// `nodes` nodes of 4 cpu.
-    fn cluster(nodes: usize) -> Cache {
+    /// Two nodes of 2 CPUs, full with `running` gangs of 1-CPU pods: (name, min, pods,
+    /// priority), pods spread over both nodes.
+    fn full_cluster(running: &[(&str, u32, usize, i32)]) -> crate::cache::Cache {
         let mut cache = cache_with_default_queue();
-        add_nodes(&mut cache, "n", nodes, &[("cpu", "4"), ("memory", "16Gi")]);
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let mut slot = 0;
+        for &(name, min, pods, priority) in running {
+            let nodes: Vec<String> = (slot..slot + pods)
+                .map(|i| format!("n-{:05}", i % 2))
+                .collect();
+            slot += pods;
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            Gang::new(name, min)
+                .priority(priority)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", pods, &[("cpu", "1")])
+                .running_on(&nodes)
+                .apply(&mut cache);
+        }
         cache
     }
 
-    /// A running gang of `pods` one-cpu pods, `per_node` on each node from `first`.
-    fn running(
-        cache: &mut Cache,
-        name: &str,
-        min: u32,
-        pods: usize,
-        priority: i32,
-        nodes: &[&str],
-    ) {
-        Gang::new(name, min)
-            .priority(priority)
-            .phase(PodGroupPhase::Running)
+    fn preemptor(cache: &mut crate::cache::Cache, min: u32, pods: usize) -> String {
+        Gang::new("high", min)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
             .tasks("", pods, &[("cpu", "1")])
-            .running_on(nodes)
-            .apply(cache);
+            .apply(cache)
     }
 
-    fn evicted_by_job(r: &SessionResult) -> BTreeMap<String, usize> {
-        let mut m = BTreeMap::new();
-        for e in &r.evictions {
-            *m.entry(e.job.to_string()).or_default() += 1;
+    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+        let mut by_job = BTreeMap::new();
+        for e in &result.evictions {
+            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
         }
-        m
+        by_job
     }
 
-    const N0: &str = "n-00000";
-    const N1: &str = "n-00001";
-
     #[test]
-    fn a_victim_gang_without_surplus_is_evicted_whole_when_that_is_the_only_way() {
-        let mut cache = cluster(1);
-        running(&mut cache, "low", 4, 4, 1, &[N0, N0, N0, N0]);
-        let high = Gang::new("high", 4)
-            .priority(100)
-            .tasks("", 4, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
+    fn a_gang_at_its_minimum_goes_whole_when_that_is_the_only_way() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        let high = preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
         assert_eq!(
-            evicted_by_job(&r).get("default/low"),
-            Some(&4),
-            "the whole gang goes"
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 4)])
         );
-        assert!(r
-            .evictions
-            .iter()
-            .all(|e| e.preemptor.as_deref() == Some(high.as_str())));
-    }
-
-    #[test]
-    fn surplus_goes_first_and_is_enough_when_it_makes_room() {
-        let mut cache = cluster(1);
-        // min 2 of 4: two spare tasks; the preemptor needs two cpus.
-        running(&mut cache, "low", 2, 4, 1, &[N0, N0, N0, N0]);
-        Gang::new("high", 2)
-            .priority(100)
-            .tasks("", 2, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        assert_eq!(
-            evicted_by_job(&r).get("default/low"),
-            Some(&2),
-            "{:?}",
-            r.evictions
+        for e in &result.evictions {
+            assert_eq!(e.preemptor.as_deref(), Some(high.as_str()));
+            assert_eq!(e.reason, "preempted by default/high (priority 100 > 1)");
+        }
+        assert!(
+            result.binds.is_empty(),
+            "the preemptor waits for the release"
         );
     }
 
     #[test]
-    fn whole_gangs_spread_over_nodes_go_together_and_the_least_valuable_first() {
-        let mut cache = cluster(2);
-        // Two low gangs of min 4, each spread over both nodes; the lower-priority one goes.
-        running(&mut cache, "lowest", 4, 4, 1, &[N0, N0, N1, N1]);
-        running(&mut cache, "low", 4, 4, 5, &[N0, N0, N1, N1]);
-        Gang::new("high", 4)
-            .priority(100)
-            .tasks("", 4, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        let evicted = evicted_by_job(&r);
-        assert_eq!(evicted.get("default/lowest"), Some(&4), "{evicted:?}");
-        assert_eq!(evicted.get("default/low"), None, "{evicted:?}");
+    fn the_lowest_priority_gang_goes_whole_first() {
+        let mut cache = full_cluster(&[("mid", 2, 2, 5), ("low", 2, 2, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
     }
 
     #[test]
-    fn nothing_is_evicted_when_even_whole_gangs_cannot_make_room() {
-        let mut cache = cluster(1);
-        running(&mut cache, "low", 2, 2, 1, &[N0, N0]);
-        running(&mut cache, "peer", 2, 2, 100, &[N0, N0]);
-        Gang::new("high", 4)
-            .priority(100)
-            .tasks("", 4, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
+    fn only_the_surplus_goes_when_it_is_enough() {
+        let mut cache = full_cluster(&[("low", 2, 4, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
     }
 
     #[test]
-    fn a_gang_of_equal_priority_is_never_a_victim() {
-        let mut cache = cluster(1);
-        running(&mut cache, "peer", 4, 4, 100, &[N0, N0, N0, N0]);
-        Gang::new("high", 4)
-            .priority(100)
-            .tasks("", 4, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
+    fn nothing_is_evicted_when_even_whole_gangs_are_not_enough() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        // Six CPUs wanted, four could be freed.
+        preemptor(&mut cache, 6, 6);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // Nor if one of the victims is protected: the rest alone is not enough.
+        let mut cache = full_cluster(&[("low", 2, 2, 1), ("equal", 2, 2, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+
+    #[test]
+    fn an_equal_priority_gang_is_never_a_victim() {
+        let mut cache = full_cluster(&[("equal", 4, 4, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        let mut cache = full_cluster(&[("equal", 2, 4, 100)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 }

@@ -5,9 +5,9 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session};
-use crate::model::TaskRef;
+use crate::model::{JobId, TaskRef};
 
-use super::preempt::{evict_or_nothing, starving_gangs, FailedShapes, Scope};
+use super::preempt::{evict_or_nothing, starving_gangs, Rules, Scope};
 
 pub struct Reclaim;
 
@@ -19,22 +19,48 @@ fn reclaimable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<Task
     ssn.reclaimable(task, candidates)
 }
 
+fn reclaimable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+    ssn.reclaimable_members(task, candidates)
+}
+
+fn reclaimable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
+    ssn.reclaimable_together(task, set)
+}
+
+/// "reclaimed for ns/job of queue q-b (queue q-a is above its deserved share)".
+pub fn reclaim_reason(ssn: &Session, reclaimer: JobId, victim: TaskRef) -> String {
+    let (r, v) = (ssn.job(reclaimer), ssn.job(victim.job));
+    format!(
+        "reclaimed for {}/{} of queue {} (queue {} is above its deserved share)",
+        r.namespace, r.name, r.queue, v.queue
+    )
+}
+
+pub const RECLAIM: Rules = Rules {
+    scope: Scope::OtherQueues,
+    victims: reclaimable,
+    members: reclaimable_members,
+    together: reclaimable_together,
+    reason: reclaim_reason,
+};
+
 impl Action for Reclaim {
     fn name(&self) -> &'static str {
         "reclaim"
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let mut failed = FailedShapes::default();
         for (queue, jobs) in starving_gangs(ssn) {
             // A queue at or over its share has nothing to reclaim.
             if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
                 continue;
             }
-            let reason = format!("reclaimed by queue {queue} (below its deserved share)");
             for job in jobs {
-                let scope = &Scope::OtherQueues;
-                evict_or_nothing(ssn, job, scope, &reason, reclaimable, &mut failed);
+                // Once the queue has its share back, the rest of it waits.
+                if ssn.queue(&queue).is_none_or(|q| ssn.overused(q)) {
+                    break;
+                }
+                evict_or_nothing(ssn, job, &RECLAIM);
             }
         }
     }
@@ -42,78 +68,86 @@ impl Action for Reclaim {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::framework::SessionResult;
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const CONF: &str = "actions: \"enqueue, allocate, reclaim\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-";
+    const RECLAIM: &str = "actions: \"allocate, reclaim\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n";
 
-    fn setup() -> (crate::cache::Cache, String) {
+    /// Queues q-a and q-b of equal weight; two nodes of 2 CPUs full with q-a's `running`
+    /// gangs of 1-CPU pods (name, min, pods), spread over both nodes; q-b's gang `b` wants
+    /// `want` CPUs with minMember `want`.
+    fn cluster(running: &[(&str, u32, usize)], want: usize) -> crate::cache::Cache {
         let mut cache = cache_with_default_queue();
-        cache.apply_queue(queue("a", 1));
-        cache.apply_queue(queue("b", 1));
-        add_nodes(&mut cache, "n", 1, &[("cpu", "4"), ("memory", "16Gi")]);
-        // Queue a borrowed the whole node while b was idle: two gangs of two, no surplus.
-        for g in ["a1", "a2"] {
-            Gang::new(g, 2)
-                .queue("a")
+        cache.apply_queue(queue("q-a", 1));
+        cache.apply_queue(queue("q-b", 1));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let mut slot = 0;
+        for &(name, min, pods) in running {
+            let nodes: Vec<String> = (slot..slot + pods)
+                .map(|i| format!("n-{:05}", i % 2))
+                .collect();
+            slot += pods;
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            Gang::new(name, min)
+                .queue("q-a")
+                .created(1)
                 .phase(PodGroupPhase::Running)
-                .tasks("", 2, &[("cpu", "1")])
-                .running_on(&["n-00000", "n-00000"])
+                .tasks("", pods, &[("cpu", "1")])
+                .running_on(&nodes)
                 .apply(&mut cache);
         }
-        let b = Gang::new("b1", 2)
-            .queue("b")
-            .tasks("", 2, &[("cpu", "1")])
+        Gang::new("b", want as u32)
+            .queue("q-b")
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", want, &[("cpu", "1")])
             .apply(&mut cache);
-        (cache, b)
+        cache
+    }
+
+    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+        let mut by_job = BTreeMap::new();
+        for e in &result.evictions {
+            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
+        }
+        by_job
     }
 
     #[test]
-    fn a_queue_below_its_share_reclaims_a_whole_gang_from_one_above() {
-        let (mut cache, b) = setup();
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        // Deserved 2 cpu each: one of a's gangs goes, whole, and a keeps its share.
-        assert_eq!(r.evictions.len(), 2, "{:?}", r.evictions);
-        let victim = &r.evictions[0].job;
-        assert!(r
-            .evictions
-            .iter()
-            .all(|e| e.job == *victim && e.preemptor.as_deref() == Some(b.as_str())));
-        assert!(
-            r.evictions[0].reason.starts_with("reclaimed"),
-            "{}",
-            r.evictions[0].reason
-        );
+    fn a_gang_at_its_minimum_goes_whole_from_a_queue_above_its_share() {
+        // q-a holds 4 CPUs and deserves 2: one of its gangs goes, whole.
+        let cache = cluster(&[("a1", 2, 2), ("a2", 2, 2)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        let by_job = evicted(&result);
+        assert_eq!(by_job.values().copied().collect::<Vec<_>>(), vec![2]);
+        for e in &result.evictions {
+            assert_eq!(e.preemptor.as_deref(), Some("default/b"));
+            assert_eq!(
+                e.reason,
+                "reclaimed for default/b of queue q-b (queue q-a is above its deserved share)"
+            );
+        }
     }
 
     #[test]
-    fn a_lender_is_never_taken_below_its_share_even_for_a_whole_gang() {
-        let mut cache = cache_with_default_queue();
-        cache.apply_queue(queue("a", 1));
-        cache.apply_queue(queue("b", 1));
-        add_nodes(&mut cache, "n", 1, &[("cpu", "4"), ("memory", "16Gi")]);
-        // One gang of four holds the node: evicting it whole would leave a with nothing.
-        Gang::new("a1", 4)
-            .queue("a")
-            .phase(PodGroupPhase::Running)
-            .tasks("", 4, &[("cpu", "1")])
-            .running_on(&["n-00000"; 4])
-            .apply(&mut cache);
-        Gang::new("b1", 2)
-            .queue("b")
-            .tasks("", 2, &[("cpu", "1")])
-            .apply(&mut cache);
-        let r = cycle_at(&mut cache, Some(CONF), 0);
-        assert!(r.evictions.is_empty(), "{:?}", r.evictions);
+    fn only_the_surplus_goes_when_it_is_enough() {
+        let cache = cluster(&[("a", 2, 4)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 2)]));
+    }
+
+    #[test]
+    fn nothing_is_taken_below_the_victim_queue_share_or_when_not_enough() {
+        // The only victim gang would have to go whole, taking q-a below its share.
+        let cache = cluster(&[("a", 4, 4)], 2);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // Three CPUs wanted: only two can be taken.
+        let cache = cluster(&[("a1", 2, 2), ("a2", 2, 2)], 3);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 }

@@ -6,6 +6,11 @@
 //! - `open_session_nothing_changed`: the same cluster after everything that fits is bound,
 //!   opening and closing a session with nothing to do (target < 5 ms);
 //! - `snapshot`: taking a snapshot of the cache (O(1)).
+//! - `preempt_reclaim_5000_nodes_50000_running`: one cycle (enqueue, allocate, preempt,
+//!   reclaim with priority, gang, conformance / drf, predicates, proportion, nodeorder) over
+//!   5,000 full nodes running 50,000 pods in 5,000 gangs, with 5,000 pending gangs across 20
+//!   queues: a tenth of them outrank running gangs of their queue (preempt), and half of the
+//!   queues are below their deserved share (reclaim). Target < 1 s on one core.
 //!
 //! The cluster is built once, outside the timed part.
 
@@ -152,5 +157,112 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(engine, benches);
+const PREEMPT_NODES: usize = 5_000;
+const RUNNING_GANGS: usize = 5_000;
+const RUNNING_GANG_SIZE: usize = 10;
+const PENDING_GANGS: usize = 5_000;
+const PREEMPT_QUEUES: usize = 20;
+
+const PREEMPT_CONF: &str = "actions: \"enqueue, allocate, preempt, reclaim\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+";
+
+/// Every node (32 CPUs) runs ten 3-CPU pods of ten different gangs, so no pending 3-CPU pod
+/// fits without evictions. Queues 0–9 run two thirds of the gangs (above their deserved
+/// share), queues 10–19 the rest; every queue has 250 pending gangs of four.
+fn busy_cluster() -> Cache {
+    let mut cache = testkit::cache_with_default_queue();
+    for q in 0..PREEMPT_QUEUES {
+        cache.apply_queue(testkit::queue(&format!("q-{q:02}"), 1));
+    }
+    testkit::add_nodes(
+        &mut cache,
+        "n",
+        PREEMPT_NODES,
+        &[("cpu", "32"), ("memory", "128Gi"), ("pods", "110")],
+    );
+    let stride = PREEMPT_NODES / RUNNING_GANG_SIZE;
+    for g in 0..RUNNING_GANGS {
+        let queue = if g % 3 == 0 { 10 + g % 10 } else { g % 10 };
+        let nodes: Vec<String> = (0..RUNNING_GANG_SIZE)
+            .map(|k| format!("n-{:05}", (g + k * stride) % PREEMPT_NODES))
+            .collect();
+        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        // Half the gangs have a surplus of four pods above their minimum.
+        let min = if g % 2 == 0 { 10 } else { 6 };
+        Gang::new(&format!("run-{g:05}"), min)
+            .queue(&format!("q-{queue:02}"))
+            .priority((g % 4) as i32)
+            .created(g as i64)
+            .phase(rust_batch::model::PodGroupPhase::Running)
+            .tasks("", RUNNING_GANG_SIZE, &[("cpu", "3"), ("memory", "8Gi")])
+            .running_on(&nodes)
+            .apply(&mut cache);
+    }
+    for p in 0..PENDING_GANGS {
+        let priority = if p % 10 == 0 { 10 } else { 0 };
+        Gang::new(&format!("wait-{p:05}"), 4)
+            .queue(&format!("q-{:02}", p % PREEMPT_QUEUES))
+            .priority(priority)
+            .created((RUNNING_GANGS + p) as i64)
+            .phase(rust_batch::model::PodGroupPhase::Inqueue)
+            .tasks("", 4, &[("cpu", "3"), ("memory", "8Gi")])
+            .apply(&mut cache);
+    }
+    cache
+}
+
+fn preempt_benches(c: &mut Criterion) {
+    let start = Instant::now();
+    let cache = busy_cluster();
+    eprintln!(
+        "built {PREEMPT_NODES} nodes, {RUNNING_GANGS} running gangs of {RUNNING_GANG_SIZE}, \
+         {PENDING_GANGS} pending gangs in {:?}",
+        start.elapsed()
+    );
+    let scheduler = testkit::scheduler(Some(PREEMPT_CONF));
+    let start = Instant::now();
+    let result = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+    let preempted = result
+        .evictions
+        .iter()
+        .filter(|e| e.reason.starts_with("preempted"))
+        .count();
+    eprintln!(
+        "one cycle: {preempted} preempted, {} reclaimed, {} binds, in {:?}",
+        result.evictions.len() - preempted,
+        result.binds.len(),
+        start.elapsed()
+    );
+    assert!(preempted > 0, "preempt should have work");
+    assert!(
+        result.evictions.len() > preempted,
+        "reclaim should have work"
+    );
+    let mut group = c.benchmark_group("engine");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("preempt_reclaim_5000_nodes_50000_running", |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, 0).unwrap(),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(engine, preempt_benches, benches);
 criterion_main!(engine);

@@ -97,23 +97,13 @@ pub fn job_pipelined(job: &JobInfo) -> bool {
             && roles_short(job, occupied).is_empty())
 }
 
-/// Victims the gang rule allows: a victim gang is never left below its minMember — from
-/// each gang, at most the tasks it has beyond its minimum (any of them if minMember is 1),
-/// or all of them at once when `candidates` hold every placed task of the gang (evicted
-/// whole, it keeps nothing).
+/// Victims the gang rule allows: from each victim gang, at most the tasks it has beyond
+/// its minMember (any of them if minMember is 1).
 pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    let mut offered: BTreeMap<_, u32> = BTreeMap::new();
-    for c in candidates {
-        *offered.entry(c.job).or_default() += 1;
-    }
     let mut spare: BTreeMap<_, i64> = BTreeMap::new();
     let mut out = Vec::new();
     for &c in candidates {
         let job = state.job(c.job);
-        if offered[&c.job] == evictable_whole(job) {
-            out.push(c);
-            continue;
-        }
         let left = spare
             .entry(c.job)
             .or_insert_with(|| i64::from(job.ready_count()) - i64::from(job.min_member));
@@ -125,17 +115,19 @@ pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef
     out
 }
 
-/// How many tasks a gang has to evict for it to go whole: its bound and running tasks, when
-/// nothing of it is in flight (a binding or tentatively placed task would stay behind
-/// alone); otherwise it cannot go whole (`u32::MAX`).
-pub fn evictable_whole(job: &JobInfo) -> u32 {
-    let in_flight = job.count(TaskStatus::Binding)
-        + job.count(TaskStatus::Allocated)
-        + job.count(TaskStatus::Pipelined);
-    if in_flight > 0 {
-        return u32::MAX;
+/// Whether evicting `set` together leaves every victim gang either at or above its
+/// minMember or with nothing placed at all (the gang goes whole: every member counted
+/// toward its readiness is in the set).
+pub fn gang_set_allowed(state: &ClusterState, set: &[TaskRef]) -> bool {
+    let mut taken: BTreeMap<_, u32> = BTreeMap::new();
+    for &c in set {
+        *taken.entry(c.job).or_insert(0) += 1;
     }
-    job.count(TaskStatus::Bound) + job.count(TaskStatus::Running)
+    taken.into_iter().all(|(id, n)| {
+        let job = state.job(id);
+        let left = job.ready_count().saturating_sub(n);
+        job.min_member <= 1 || left == 0 || left >= job.min_member
+    })
 }
 
 impl Plugin for Gang {
@@ -164,6 +156,15 @@ impl Plugin for Gang {
         );
         ssn.add_preemptable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
         ssn.add_reclaimable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
+        // Proposed together, a victim gang may also go whole.
+        ssn.add_preemptable_set_fn(
+            self.name(),
+            Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
+        );
+        ssn.add_reclaimable_set_fn(
+            self.name(),
+            Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
+        );
     }
 }
 
@@ -339,22 +340,15 @@ mod tests {
             })
             .collect();
         let p = task_ref(&state, &format!("{preemptor}-0")).unwrap();
-        let count = |victims: &[crate::model::TaskRef], g: &str| {
+        let victims = ssn.preemptable(p, &running);
+        let count = |g: &str| {
             let id = state.job_by_uid(&format!("default/{g}")).unwrap();
             victims.iter().filter(|v| v.job == id).count()
         };
-        // Offered every placed task of each gang: each may go whole.
-        let victims = ssn.preemptable(p, &running);
-        assert_eq!(count(&victims, "min2"), 4, "whole");
-        assert_eq!(count(&victims, "min1"), 2, "whole");
-        assert_eq!(count(&victims, "exact"), 2, "whole");
+        assert_eq!(count("min2"), 2, "4 running, min 2: 2 spare");
+        assert_eq!(count("min1"), 2, "min 1: any");
+        assert_eq!(count("exact"), 0, "at its minimum: none");
         assert_eq!(ssn.reclaimable(p, &running), victims);
-        // Offered all but one task of each: only what keeps the gang at its minimum.
-        let partial: Vec<_> = running.iter().copied().filter(|t| t.index > 0).collect();
-        let victims = ssn.preemptable(p, &partial);
-        assert_eq!(count(&victims, "min2"), 2, "4 running, min 2: 2 spare");
-        assert_eq!(count(&victims, "min1"), 1, "min 1: any");
-        assert_eq!(count(&victims, "exact"), 0, "at its minimum: none");
     }
 
     #[test]

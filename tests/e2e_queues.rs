@@ -154,7 +154,10 @@ async fn s6_priority_preemption_within_a_queue() {
             let events = pod_events(&client, ns, &format!("{victim}-{i}")).await;
             preempted += events
                 .iter()
-                .filter(|(r, note)| r == "Preempted" && note.contains("preempted by gang urgent"))
+                .filter(|(r, note)| {
+                    r == "Preempted"
+                        && note.contains(&format!("preempted by {ns}/urgent (priority"))
+                })
                 .count();
         }
     }

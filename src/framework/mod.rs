@@ -12,8 +12,8 @@ use std::sync::Arc;
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
 pub use reservation::Reservation;
 pub use session::{
-    Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, Session,
-    SessionResult, Slots,
+    Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, RunningIndex,
+    Session, SessionResult, Slots,
 };
 pub use statement::Statement;
 pub use votes::*;

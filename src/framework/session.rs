@@ -216,6 +216,14 @@ struct Window {
 /// Beyond this many node changes, a window is scanned afresh rather than patched.
 const WINDOW_MAX_CHANGES: usize = 32;
 
+/// Our bound and running tasks when a session first asks (see `Session::running_index`).
+pub struct RunningIndex {
+    /// Per node slot, its tasks.
+    pub by_node: Vec<Vec<TaskRef>>,
+    /// Per queue, the nodes its tasks run on, in id order.
+    pub nodes_by_queue: HashMap<Arc<str>, Vec<NodeId>>,
+}
+
 pub struct Session {
     pub now: Timestamp,
     state: ClusterState,
@@ -248,6 +256,8 @@ pub struct Session {
     pub(super) reservations: super::reservation::ReservationState,
     /// The queue hierarchy, resolved once (queues do not change during a session).
     queue_tree: QueueTree,
+    /// Bound and running tasks per node (see `running_index`).
+    running_index: Option<Arc<RunningIndex>>,
 }
 
 impl Session {
@@ -299,6 +309,7 @@ impl Session {
             expired: HashMap::new(),
             held_at_open: HashMap::new(),
             reservations: Default::default(),
+            running_index: None,
         };
         ssn.held_at_open = ssn
             .state
@@ -760,6 +771,16 @@ impl Session {
             self.votes.reclaimable.push(t, plugin, f);
         }
     }
+    pub fn add_preemptable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
+            self.votes.preemptable_set.push(t, plugin, f);
+        }
+    }
+    pub fn add_reclaimable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
+            self.votes.reclaimable_set.push(t, plugin, f);
+        }
+    }
     pub fn add_overused_fn(&mut self, plugin: &'static str, f: QueueCheckFn) {
         if let Some(t) = self.tier_of(plugin, VoteKind::Overused) {
             self.votes.overused.push(t, plugin, f);
@@ -860,6 +881,51 @@ impl Session {
             .victims(|f| f(&self.state, reclaimer, candidates))
     }
 
+    /// Whether the plugins allow evicting `set` together for `preemptor` (preempt).
+    pub fn preemptable_together(&self, preemptor: TaskRef, set: &[TaskRef]) -> bool {
+        victim_set_allowed(
+            &self.votes.preemptable,
+            &self.votes.preemptable_set,
+            &self.state,
+            preemptor,
+            set,
+        )
+    }
+
+    /// The candidates each plugin without a set vote would let go for `preemptor` (preempt):
+    /// only these can be members of a victim set.
+    pub fn preemptable_members(&self, preemptor: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+        victim_members(
+            &self.votes.preemptable,
+            &self.votes.preemptable_set,
+            &self.state,
+            preemptor,
+            candidates,
+        )
+    }
+
+    /// Like `preemptable_members`, for reclaim.
+    pub fn reclaimable_members(&self, reclaimer: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
+        victim_members(
+            &self.votes.reclaimable,
+            &self.votes.reclaimable_set,
+            &self.state,
+            reclaimer,
+            candidates,
+        )
+    }
+
+    /// Whether the plugins allow evicting `set` together for `reclaimer` (reclaim).
+    pub fn reclaimable_together(&self, reclaimer: TaskRef, set: &[TaskRef]) -> bool {
+        victim_set_allowed(
+            &self.votes.reclaimable,
+            &self.votes.reclaimable_set,
+            &self.state,
+            reclaimer,
+            set,
+        )
+    }
+
     /// Sum of every node-order plugin's score.
     pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
         node_score(&self.votes, self.task(task), self.node(node))
@@ -880,6 +946,11 @@ impl Session {
         dynamic_fit(&self.votes, t, n)
     }
 
+    /// Whether every static predicate passes for the task on the node.
+    pub fn statically_feasible(&mut self, task: TaskRef, node: NodeId) -> bool {
+        self.static_fit(task).pass[node.0 as usize]
+    }
+
     /// Nodes on which the task could run if they had room: every static predicate passes
     /// (selector, affinity, taints, node state). Preempt and reclaim look for victims there.
     pub fn statically_feasible_nodes(&mut self, task: TaskRef) -> Vec<NodeId> {
@@ -888,17 +959,53 @@ impl Session {
 
     /// Tasks of ours running on `node` (bound before this session, not releasing): the
     /// only possible victims — never a task this very session just placed.
-    pub fn running_tasks_on(&self, node: NodeId) -> Vec<TaskRef> {
-        let n = self.state.node(node);
-        n.tasks
+    pub fn running_tasks_on(&mut self, node: NodeId) -> Vec<TaskRef> {
+        let index = self.running_index();
+        index.by_node[node.0 as usize]
             .iter()
-            .filter(|(_, t)| matches!(t.status, TaskStatus::Bound | TaskStatus::Running))
-            .filter_map(|(uid, t)| {
-                let job = self.state.job_by_uid(t.job.as_deref()?)?;
-                let index = self.state.job(job).task_index(uid)?;
-                Some(TaskRef { job, index })
+            .copied()
+            .filter(|t| {
+                matches!(
+                    self.state.task(*t).status,
+                    TaskStatus::Bound | TaskStatus::Running
+                )
             })
             .collect()
+    }
+
+    /// Per node slot, the tasks of ours that were bound or running when first asked
+    /// (built once per session; no task becomes bound or running later in a session, so
+    /// callers only need to re-check the status of what they read).
+    pub fn running_index(&mut self) -> Arc<RunningIndex> {
+        if let Some(index) = &self.running_index {
+            return index.clone();
+        }
+        let mut index = vec![Vec::new(); self.state.node_slots()];
+        let mut by_queue: HashMap<Arc<str>, Vec<NodeId>> = HashMap::new();
+        for (job, info) in self.state.jobs() {
+            for (i, t) in info.tasks().iter().enumerate() {
+                if !matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
+                    continue;
+                }
+                if let Some(node) = t.node.as_deref().and_then(|n| self.state.node_by_name(n)) {
+                    index[node.0 as usize].push(TaskRef {
+                        job,
+                        index: i as u32,
+                    });
+                    by_queue.entry(info.queue.clone()).or_default().push(node);
+                }
+            }
+        }
+        for nodes in by_queue.values_mut() {
+            nodes.sort_unstable();
+            nodes.dedup();
+        }
+        let index = Arc::new(RunningIndex {
+            by_node: index,
+            nodes_by_queue: by_queue,
+        });
+        self.running_index = Some(index.clone());
+        index
     }
 
     fn static_fit(&mut self, task: TaskRef) -> Arc<StaticFit> {
@@ -939,6 +1046,55 @@ impl Session {
                 return Err(unfit.clone());
             }
         }
+        let found = self.scan_candidates(task, want);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let fit = self.static_fit(task);
+        let t = self.state.task(task);
+        // Nothing fits: say why, from every node (once per template until a release).
+        // The headline reason comes from the nodes the task could run on but for their
+        // current load (what the user can act on); selector or taint misses on other pools
+        // only when no node passes those.
+        let mut near = NodeRejections::default();
+        for &id in &fit.nodes {
+            let node = self.state.node(id);
+            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
+                near.add(&unfit);
+            }
+        }
+        let mut all = fit.rejections.clone();
+        all.merge(&near);
+        let reason = if near.nodes > 0 {
+            near.dominant()
+        } else {
+            all.dominant()
+        };
+        let unfit = TaskUnfit {
+            reason,
+            detail: all.summary(),
+        };
+        self.unfit_memo
+            .insert(template, (self.epoch, unfit.clone()));
+        Err(unfit)
+    }
+
+    /// Up to `want` nodes on which `task` fits now, without saying why none does (cheaper
+    /// than `feasible_nodes` when nothing fits: preempt asks for every starving task).
+    pub fn feasible_nodes_quiet(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
+        if let Some((epoch, _)) = self.unfit_memo.get(&template) {
+            if *epoch == self.epoch {
+                return Vec::new();
+            }
+        }
+        self.scan_candidates(task, want)
+    }
+
+    /// Scans a template's candidate nodes from the rotating offset for up to `want` on
+    /// which the task fits, dropping those it does not fit (until something is released).
+    fn scan_candidates(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
         let fit = self.static_fit(task);
         let slots = self.state.node_slots();
         let cands = self
@@ -982,34 +1138,7 @@ impl Session {
             let id = cands.nodes.swap_remove(pos);
             cands.present[id.0 as usize] = false;
         }
-        if !found.is_empty() {
-            return Ok(found);
-        }
-        // Nothing fits: say why, from every node (once per template until a release).
-        // The headline reason comes from the nodes the task could run on but for their
-        // current load (what the user can act on); selector or taint misses on other pools
-        // only when no node passes those.
-        let mut near = NodeRejections::default();
-        for &id in &fit.nodes {
-            let node = self.state.node(id);
-            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
-                near.add(&unfit);
-            }
-        }
-        let mut all = fit.rejections.clone();
-        all.merge(&near);
-        let reason = if near.nodes > 0 {
-            near.dominant()
-        } else {
-            all.dominant()
-        };
-        let unfit = TaskUnfit {
-            reason,
-            detail: all.summary(),
-        };
-        self.unfit_memo
-            .insert(template, (self.epoch, unfit.clone()));
-        Err(unfit)
+        found
     }
 
     /// The best node for `task` among up to `want` feasible nodes (the highest score; the

@@ -145,6 +145,10 @@ pub type JobVoteFn = Box<dyn Fn(&JobInfo) -> Vote>;
 /// Given the preemptor and candidate victims, the subset this plugin allows to be evicted,
 /// or `None` to abstain.
 pub type VictimsFn = Box<dyn Fn(&ClusterState, TaskRef, &[TaskRef]) -> Option<Vec<TaskRef>>>;
+/// Given the preemptor and a set of victims to evict together, whether this plugin allows
+/// the whole set (`None` to abstain). A plugin that registers one is asked this instead of
+/// its per-task `VictimsFn` when an action proposes a set (e.g. a victim gang whole).
+pub type VictimSetFn = Box<dyn Fn(&ClusterState, TaskRef, &[TaskRef]) -> Option<bool>>;
 pub type QueueCheckFn = Box<dyn Fn(&QueueInfo) -> bool>;
 pub type AllocatableFn = Box<dyn Fn(&QueueInfo, &TaskInfo) -> bool>;
 pub type EventFn = Box<dyn Fn(&Event)>;
@@ -250,6 +254,46 @@ impl<F> Tiered<F> {
     }
 }
 
+/// The candidates every plugin without a set vote allows, each judged on its own (all of
+/// them if no such plugin votes): a member of a victim set must be among these.
+pub fn victim_members(
+    per_task: &Tiered<VictimsFn>,
+    per_set: &Tiered<VictimSetFn>,
+    state: &ClusterState,
+    preemptor: TaskRef,
+    candidates: &[TaskRef],
+) -> Vec<TaskRef> {
+    let has_set_vote = |name: &str| per_set.tiers.iter().flatten().any(|(p, _)| *p == name);
+    let mut chosen = candidates.to_vec();
+    for (plugin, f) in per_task.tiers.iter().flatten() {
+        if chosen.is_empty() {
+            break;
+        }
+        if has_set_vote(plugin) {
+            continue;
+        }
+        if let Some(allowed) = f(state, preemptor, &chosen) {
+            chosen.retain(|t| allowed.contains(t));
+        }
+    }
+    chosen
+}
+
+/// Whether every voting plugin allows evicting `set` together: a plugin with a set vote
+/// answers for the set; any other must keep every member in its per-task answer.
+pub fn victim_set_allowed(
+    per_task: &Tiered<VictimsFn>,
+    per_set: &Tiered<VictimSetFn>,
+    state: &ClusterState,
+    preemptor: TaskRef,
+    set: &[TaskRef],
+) -> bool {
+    per_set
+        .all()
+        .all(|f| f(state, preemptor, set) != Some(false))
+        && victim_members(per_task, per_set, state, preemptor, set).len() == set.len()
+}
+
 /// All votes registered for a session.
 #[derive(Default)]
 pub struct Votes {
@@ -267,6 +311,8 @@ pub struct Votes {
     pub job_enqueued: Vec<JobEnqueuedFn>,
     pub preemptable: Tiered<VictimsFn>,
     pub reclaimable: Tiered<VictimsFn>,
+    pub preemptable_set: Tiered<VictimSetFn>,
+    pub reclaimable_set: Tiered<VictimSetFn>,
     pub overused: Tiered<QueueCheckFn>,
     pub allocatable: Tiered<AllocatableFn>,
     pub on_allocate: Vec<EventFn>,
