@@ -122,8 +122,8 @@ pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str
         let allocated = job.allocated.without_pods();
         let waiting = (job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0)
             .then(|| job.min_request().without_pods());
-        for q in path(tree, &job.queue) {
-            if let Some(a) = attrs.get_mut(&q) {
+        for q in tree.path(&job.queue) {
+            if let Some(a) = attrs.get_mut(q) {
                 a.allocated.add(&allocated);
                 if let Some(w) = &waiting {
                     a.inqueue.add(w);
@@ -132,16 +132,6 @@ pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str
         }
     }
     attrs
-}
-
-/// Whether `allocated` is more than `deserved` in some dimension `deserved` names.
-pub fn above_deserved(allocated: &Resource, deserved: &Resource) -> bool {
-    !within(allocated, deserved)
-}
-
-/// The queue and its ancestors.
-fn path(tree: &QueueTree, queue: &str) -> Vec<Arc<str>> {
-    tree.path(queue)
 }
 
 impl Plugin for Capacity {
@@ -162,8 +152,7 @@ impl Plugin for Capacity {
                 let attrs = s.borrow();
                 // The leaf's share, then its parent's, and so on up.
                 let shares = |n: &str| -> Vec<f64> {
-                    path(&t, n)
-                        .iter()
+                    t.path(n)
                         .map(|q| attrs.get(q).map(share).unwrap_or(0.0))
                         .collect()
                 };
@@ -181,7 +170,7 @@ impl Plugin for Capacity {
             Box::new(move |q, task| {
                 let attrs = s.borrow();
                 let need = task.resreq.without_pods();
-                path(&t, &q.name).iter().all(|n| {
+                t.path(&q.name).all(|n| {
                     attrs.get(n).is_none_or(|a| {
                         let mut after = a.allocated.clone();
                         after.add(&need);
@@ -199,7 +188,7 @@ impl Plugin for Capacity {
                 }
                 let attrs = s.borrow();
                 let min = job.min_request().without_pods();
-                let fits = path(&t, &job.queue).iter().all(|n| {
+                let fits = t.path(&job.queue).all(|n| {
                     attrs.get(n).is_some_and(|a| {
                         let mut want = min.clone();
                         want.add(&a.allocated);
@@ -218,8 +207,8 @@ impl Plugin for Capacity {
         ssn.add_job_enqueued_fn(Box::new(move |job| {
             let min = job.min_request().without_pods();
             let mut attrs = s.borrow_mut();
-            for n in path(&t, &job.queue) {
-                if let Some(a) = attrs.get_mut(&n) {
+            for n in t.path(&job.queue) {
+                if let Some(a) = attrs.get_mut(n) {
                     a.inqueue.add(&min);
                 }
             }
@@ -267,8 +256,8 @@ impl Plugin for Capacity {
             Some(Box::new(move |e| {
                 let need = e.task.resreq.without_pods();
                 let mut attrs = a.borrow_mut();
-                for n in path(&ta, &e.job.queue) {
-                    if let Some(q) = attrs.get_mut(&n) {
+                for n in ta.path(&e.job.queue) {
+                    if let Some(q) = attrs.get_mut(n) {
                         q.allocated.add(&need);
                     }
                 }
@@ -276,8 +265,8 @@ impl Plugin for Capacity {
             Some(Box::new(move |e| {
                 let need = e.task.resreq.without_pods();
                 let mut attrs = d.borrow_mut();
-                for n in path(&td, &e.job.queue) {
-                    if let Some(q) = attrs.get_mut(&n) {
+                for n in td.path(&e.job.queue) {
+                    if let Some(q) = attrs.get_mut(n) {
                         q.allocated.sub(&need);
                     }
                 }

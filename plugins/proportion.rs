@@ -37,7 +37,8 @@ pub struct QueueShare {
     pub guarantee: Resource,
     /// Whether other queues may take back what this queue holds beyond its share.
     pub reclaimable: bool,
-    /// What the queue and its descendants hold: a parent queue's capability caps them all.
+    /// What the descendants of a parent queue hold (kept for parent queues only): its
+    /// capability caps them all.
     pub subtree_allocated: Resource,
 }
 
@@ -172,8 +173,8 @@ pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>
         })
         .collect();
     for (_, job) in state.jobs() {
-        for a in tree.path(&job.queue) {
-            if let Some(q) = queues.get_mut(&a) {
+        for a in tree.path(&job.queue).filter(|q| !tree.is_leaf(q)) {
+            if let Some(q) = queues.get_mut(a) {
                 q.subtree_allocated.add(&job.allocated.without_pods());
             }
         }
@@ -298,8 +299,8 @@ impl Plugin for Proportion {
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.add(&need);
                 }
-                for n in ta.path(&e.job.queue) {
-                    if let Some(q) = queues.get_mut(&n) {
+                for n in ta.ancestors(&e.job.queue) {
+                    if let Some(q) = queues.get_mut(n) {
                         q.subtree_allocated.add(&need);
                     }
                 }
@@ -310,8 +311,8 @@ impl Plugin for Proportion {
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.sub(&need);
                 }
-                for n in td.path(&e.job.queue) {
-                    if let Some(q) = queues.get_mut(&n) {
+                for n in td.ancestors(&e.job.queue) {
+                    if let Some(q) = queues.get_mut(n) {
                         q.subtree_allocated.sub(&need);
                     }
                 }

@@ -198,14 +198,13 @@ impl QueueTree {
             .map(|(n, _)| n)
     }
 
-    /// The queue and its ancestors, nearest first (empty for a broken queue).
-    pub fn path(&self, queue: &str) -> Vec<Arc<str>> {
-        match self.ancestors.get(queue) {
-            None => Vec::new(),
-            Some(a) => std::iter::once(Arc::from(queue))
-                .chain(a.iter().cloned())
-                .collect(),
-        }
+    /// The queue and its ancestors, nearest first (nothing for a broken queue); no
+    /// allocation, as plugins walk it for every task placed.
+    pub fn path<'a>(&'a self, queue: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.ancestors
+            .get(queue)
+            .into_iter()
+            .flat_map(move |a| std::iter::once(queue).chain(a.iter().map(|q| &**q)))
     }
 }
 
