@@ -227,14 +227,14 @@ fn koord(pairs: &[(&str, &str)]) -> Value {
 /// reports it.
 async fn s3(client: &Client, port: u16, scheduler: &str) {
     let ns = "e2e-s3";
-    let place = Place {
+    let place = place_with(
         client,
         ns,
-        pool: ns,
         scheduler,
-    };
-    namespace(client, ns).await;
-    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "4", "memory": "8Gi"})).await;
+        1,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
     let small = json!({"cpu": "40m", "memory": "40Mi"});
     let ann = koord(&[("name", "gang-example"), ("min-available", "2")]);
     place
@@ -266,15 +266,8 @@ async fn s3(client: &Client, port: u16, scheduler: &str) {
 /// all 4 bind.
 async fn s4(client: &Client, scheduler: &str) {
     let ns = "e2e-s4";
-    let place = Place {
-        client,
-        ns,
-        pool: ns,
-        scheduler,
-    };
-    namespace(client, ns).await;
     let slot = json!({"cpu": "1", "memory": "4Gi"});
-    fake_nodes(client, ns, 1..=3, ns, &slot).await;
+    let place = place_with(client, ns, scheduler, 3, slot.clone()).await;
     let groups = r#"["e2e-s4/gang-a","e2e-s4/gang-b"]"#;
     for gang in ["gang-a", "gang-b"] {
         let ann = koord(&[("name", gang), ("min-available", "2"), ("groups", groups)]);
@@ -298,14 +291,14 @@ async fn s4(client: &Client, scheduler: &str) {
 /// other, never a deadlock, never a partial gang.
 async fn strict_and_non_strict(client: &Client, scheduler: &str) {
     let ns = "e2e-modes";
-    let place = Place {
+    let place = place_with(
         client,
         ns,
-        pool: ns,
         scheduler,
-    };
-    namespace(client, ns).await;
-    fake_nodes(client, ns, 1..=2, ns, &json!({"cpu": "2", "memory": "8Gi"})).await;
+        2,
+        json!({"cpu": "2", "memory": "8Gi"}),
+    )
+    .await;
     for (gang, mode) in [("strict", "Strict"), ("loose", "NonStrict")] {
         let ann = koord(&[
             ("name", gang),
@@ -340,14 +333,14 @@ async fn strict_and_non_strict(client: &Client, scheduler: &str) {
 /// on its pods (WaitingTimeExpired), releases it, and backs off; nothing binds.
 async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
     let ns = "e2e-expiry";
-    let place = Place {
+    let place = place_with(
         client,
         ns,
-        pool: ns,
         scheduler,
-    };
-    namespace(client, ns).await;
-    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "2", "memory": "8Gi"})).await;
+        1,
+        json!({"cpu": "2", "memory": "8Gi"}),
+    )
+    .await;
     let ann = koord(&[
         ("name", "big"),
         ("min-available", "4"),
@@ -403,14 +396,14 @@ async fn waiting_time_expiry(client: &Client, port: u16, scheduler: &str) {
 /// Pending, and a good gang next to them schedules.
 async fn bad_input(client: &Client, scheduler: &str) {
     let ns = "e2e-koord-bad";
-    let place = Place {
+    let place = place_with(
         client,
         ns,
-        pool: ns,
         scheduler,
-    };
-    namespace(client, ns).await;
-    fake_nodes(client, ns, 1..=1, ns, &json!({"cpu": "8", "memory": "8Gi"})).await;
+        1,
+        json!({"cpu": "8", "memory": "8Gi"}),
+    )
+    .await;
     let cases: Vec<(&str, Value, &str)> = vec![
         (
             "bad-groups",
@@ -512,9 +505,26 @@ async fn koordinator_annotations_s3_s4_modes_expiry_and_bad_input() {
 
 /// A namespace of its own with two 4-cpu nodes, for one operator's job.
 async fn operator_place<'a>(client: &'a Client, ns: &'a str, scheduler: &'a str) -> Place<'a> {
+    place_with(
+        client,
+        ns,
+        scheduler,
+        2,
+        json!({"cpu": "4", "memory": "16Gi"}),
+    )
+    .await
+}
+
+/// A namespace of its own with `nodes` nodes of one shape in a pool of the same name.
+async fn place_with<'a>(
+    client: &'a Client,
+    ns: &'a str,
+    scheduler: &'a str,
+    nodes: usize,
+    shape: Value,
+) -> Place<'a> {
     namespace(client, ns).await;
-    let shape = json!({"cpu": "4", "memory": "16Gi"});
-    fake_nodes(client, ns, 1..=2, ns, &shape).await;
+    fake_nodes(client, ns, 1..=nodes, ns, &shape).await;
     Place {
         client,
         ns,
