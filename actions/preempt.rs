@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, RunningIndex, Session, Statement};
+use crate::framework::{Action, RunningIndex, Session, Statement, VictimKind};
 use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
@@ -25,24 +25,10 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     Ok(Box::new(Preempt))
 }
 
-/// Which placed tasks a preemptor may consider: its own queue's for preempt, other queues'
-/// for reclaim.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    SameQueue,
-    OtherQueues,
-}
-
-/// How one action asks the plugins and explains its evictions.
+/// How one action asks the plugins and explains its evictions. Preempt considers placed
+/// tasks of the preemptor's own queue, reclaim those of other queues.
 pub struct Rules {
-    pub scope: Scope,
-    /// The victims among candidates that may go one by one.
-    pub victims: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-    /// The candidates that may be members of a victim set (each judged on its own by the
-    /// plugins without a set vote): a cheap necessary condition for both kinds.
-    pub members: fn(&Session, TaskRef, &[TaskRef]) -> Vec<TaskRef>,
-    /// Whether a set of victims may go together.
-    pub together: fn(&Session, TaskRef, &[TaskRef]) -> bool,
+    pub kind: VictimKind,
     /// The reason given to a victim evicted for the preemptor gang.
     pub reason: fn(&Session, JobId, TaskRef) -> String,
 }
@@ -113,10 +99,10 @@ impl Attempt<'_> {
         if c.job == self.job || !is_placed(ssn.task(c).status) {
             return false;
         }
-        let (queue, scope) = (&self.queue, self.rules.scope);
+        let (queue, kind) = (&self.queue, self.rules.kind);
         *self.scope.entry(c.job).or_insert_with(|| {
             let same = ssn.job(c.job).queue == *queue;
-            (scope == Scope::SameQueue) == same
+            (kind == VictimKind::Preempt) == same
         })
     }
 
@@ -130,11 +116,11 @@ impl Attempt<'_> {
     }
 
     fn whole_allowed(&mut self, ssn: &Session, task: TaskRef, victim: JobId) -> bool {
-        let together = self.rules.together;
+        let kind = self.rules.kind;
         *self
             .whole
             .entry(victim)
-            .or_insert_with(|| together(ssn, task, &placed_tasks(ssn, victim)))
+            .or_insert_with(|| ssn.victims_together(kind, task, &placed_tasks(ssn, victim)))
     }
 
     fn evict(&self, stmt: &mut Statement, victims: &[TaskRef]) {
@@ -152,8 +138,9 @@ impl Attempt<'_> {
         }
         let request = stmt.task(task).resreq.clone();
         // Preempt looks only where its own queue runs; reclaim anywhere.
-        let nodes = match self.rules.scope {
-            Scope::SameQueue => {
+        let kind = self.rules.kind;
+        let nodes = match kind {
+            VictimKind::Preempt => {
                 let index = self.index.clone();
                 let mut nodes = index
                     .nodes_by_queue
@@ -163,7 +150,7 @@ impl Attempt<'_> {
                 nodes.retain(|n| stmt.statically_feasible(task, *n));
                 nodes
             }
-            Scope::OtherQueues => stmt.statically_feasible_nodes(task),
+            VictimKind::Reclaim => stmt.statically_feasible_nodes(task),
         };
         if nodes.is_empty() {
             return false;
@@ -181,7 +168,7 @@ impl Attempt<'_> {
                 continue;
             }
             examined_nodes += 1;
-            let members = (self.rules.members)(stmt, task, &candidates);
+            let members = stmt.victim_members(kind, task, &candidates);
             if members.is_empty() {
                 continue;
             }
@@ -194,7 +181,7 @@ impl Attempt<'_> {
                 continue;
             }
             // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
-            let mut victims = (self.rules.victims)(stmt, task, &members);
+            let mut victims = stmt.victims(kind, task, &members);
             victims.sort_by(|a, b| victim_order(stmt, *a, *b));
             let mut freed = Resource::new();
             let mut needed = 0;
@@ -207,7 +194,7 @@ impl Attempt<'_> {
             }
             if request.fits(&future_free(stmt.node(node), &freed)) {
                 victims.truncate(needed);
-                if (self.rules.together)(stmt, task, &victims) {
+                if stmt.victims_together(kind, task, &victims) {
                     self.evict(stmt, &victims);
                     stmt.pipeline(task, node);
                     return true;
@@ -263,7 +250,7 @@ impl Attempt<'_> {
             set.push(v);
         }
         if !request.fits(&future_free(stmt.node(plan.node), &freed))
-            || !(self.rules.together)(stmt, task, &set)
+            || !stmt.victims_together(kind, task, &set)
         {
             return false;
         }
@@ -370,18 +357,6 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
     }
 }
 
-fn preemptable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    ssn.preemptable(task, candidates)
-}
-
-fn preemptable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    ssn.preemptable_members(task, candidates)
-}
-
-fn preemptable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
-    ssn.preemptable_together(task, set)
-}
-
 /// "preempted by ns/job (priority 100 > 10)".
 pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> String {
     let (p, v) = (ssn.job(preemptor), ssn.job(victim.job));
@@ -393,10 +368,7 @@ pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> Strin
 }
 
 pub const PREEMPT: Rules = Rules {
-    scope: Scope::SameQueue,
-    victims: preemptable,
-    members: preemptable_members,
-    together: preemptable_together,
+    kind: VictimKind::Preempt,
     reason: preempt_reason,
 };
 

@@ -4,27 +4,15 @@
 //! in preempt). The reclaiming gang's statement commits only if it becomes pipelined.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Action, Session};
+use crate::framework::{Action, Session, VictimKind};
 use crate::model::{JobId, TaskRef};
 
-use super::preempt::{evict_or_nothing, starving_gangs, Rules, Scope};
+use super::preempt::{evict_or_nothing, starving_gangs, Rules};
 
 pub struct Reclaim;
 
 pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     Ok(Box::new(Reclaim))
-}
-
-fn reclaimable(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    ssn.reclaimable(task, candidates)
-}
-
-fn reclaimable_members(ssn: &Session, task: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    ssn.reclaimable_members(task, candidates)
-}
-
-fn reclaimable_together(ssn: &Session, task: TaskRef, set: &[TaskRef]) -> bool {
-    ssn.reclaimable_together(task, set)
 }
 
 /// "reclaimed for ns/job of queue q-b (queue q-a is above its deserved share)".
@@ -37,10 +25,7 @@ pub fn reclaim_reason(ssn: &Session, reclaimer: JobId, victim: TaskRef) -> Strin
 }
 
 pub const RECLAIM: Rules = Rules {
-    scope: Scope::OtherQueues,
-    victims: reclaimable,
-    members: reclaimable_members,
-    together: reclaimable_together,
+    kind: VictimKind::Reclaim,
     reason: reclaim_reason,
 };
 

@@ -87,8 +87,14 @@ mod tests {
                 .map(|u| t(u))
                 .collect();
         let p = t("default/preemptor-0");
-        assert_eq!(ssn.preemptable(p, &candidates), vec![t("default/batch-0")]);
-        assert_eq!(ssn.reclaimable(p, &candidates), vec![t("default/batch-0")]);
+        assert_eq!(
+            ssn.victims(crate::framework::VictimKind::Preempt, p, &candidates),
+            vec![t("default/batch-0")]
+        );
+        assert_eq!(
+            ssn.victims(crate::framework::VictimKind::Reclaim, p, &candidates),
+            vec![t("default/batch-0")]
+        );
     }
 
     #[test]
@@ -104,7 +110,8 @@ mod tests {
         let ssn = open_session(&cache, Some(conf));
         let s = ssn.state();
         let t = |uid: &str| task_ref(s, uid).unwrap();
-        let victims = ssn.preemptable(
+        let victims = ssn.victims(
+            crate::framework::VictimKind::Preempt,
             t("default/preemptor-0"),
             &[t("default/critical-0"), t("default/batch-0")],
         );

@@ -340,7 +340,7 @@ mod tests {
             })
             .collect();
         let p = task_ref(&state, &format!("{preemptor}-0")).unwrap();
-        let victims = ssn.preemptable(p, &running);
+        let victims = ssn.victims(crate::framework::VictimKind::Preempt, p, &running);
         let count = |g: &str| {
             let id = state.job_by_uid(&format!("default/{g}")).unwrap();
             victims.iter().filter(|v| v.job == id).count()
@@ -348,7 +348,10 @@ mod tests {
         assert_eq!(count("min2"), 2, "4 running, min 2: 2 spare");
         assert_eq!(count("min1"), 2, "min 1: any");
         assert_eq!(count("exact"), 0, "at its minimum: none");
-        assert_eq!(ssn.reclaimable(p, &running), victims);
+        assert_eq!(
+            ssn.victims(crate::framework::VictimKind::Reclaim, p, &running),
+            victims
+        );
     }
 
     #[test]

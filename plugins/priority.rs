@@ -119,7 +119,11 @@ mod tests {
             .iter()
             .map(|g| t(&format!("default/{g}-0")))
             .collect();
-        let victims = ssn.preemptable(t("default/p-0"), &candidates);
+        let victims = ssn.victims(
+            crate::framework::VictimKind::Preempt,
+            t("default/p-0"),
+            &candidates,
+        );
         assert_eq!(victims, vec![t("default/lower-0")]);
     }
 }

@@ -869,61 +869,33 @@ impl Session {
         self.votes.allocatable.all_true(|f| f(queue, t))
     }
 
-    pub fn preemptable(&self, preemptor: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-        self.votes
-            .preemptable
-            .victims(|f| f(&self.state, preemptor, candidates))
+    /// The candidates the plugins let go one by one for `preemptor`.
+    pub fn victims(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, _) = self.votes.victim_votes(kind);
+        per_task.victims(|f| f(&self.state, preemptor, candidates))
     }
 
-    pub fn reclaimable(&self, reclaimer: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-        self.votes
-            .reclaimable
-            .victims(|f| f(&self.state, reclaimer, candidates))
+    /// The candidates each plugin without a set vote would let go for `preemptor`: only
+    /// these can be members of a victim set.
+    pub fn victim_members(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        victim_members(per_task, per_set, &self.state, preemptor, candidates)
     }
 
-    /// Whether the plugins allow evicting `set` together for `preemptor` (preempt).
-    pub fn preemptable_together(&self, preemptor: TaskRef, set: &[TaskRef]) -> bool {
-        victim_set_allowed(
-            &self.votes.preemptable,
-            &self.votes.preemptable_set,
-            &self.state,
-            preemptor,
-            set,
-        )
-    }
-
-    /// The candidates each plugin without a set vote would let go for `preemptor` (preempt):
-    /// only these can be members of a victim set.
-    pub fn preemptable_members(&self, preemptor: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-        victim_members(
-            &self.votes.preemptable,
-            &self.votes.preemptable_set,
-            &self.state,
-            preemptor,
-            candidates,
-        )
-    }
-
-    /// Like `preemptable_members`, for reclaim.
-    pub fn reclaimable_members(&self, reclaimer: TaskRef, candidates: &[TaskRef]) -> Vec<TaskRef> {
-        victim_members(
-            &self.votes.reclaimable,
-            &self.votes.reclaimable_set,
-            &self.state,
-            reclaimer,
-            candidates,
-        )
-    }
-
-    /// Whether the plugins allow evicting `set` together for `reclaimer` (reclaim).
-    pub fn reclaimable_together(&self, reclaimer: TaskRef, set: &[TaskRef]) -> bool {
-        victim_set_allowed(
-            &self.votes.reclaimable,
-            &self.votes.reclaimable_set,
-            &self.state,
-            reclaimer,
-            set,
-        )
+    /// Whether the plugins allow evicting `set` together for `preemptor`.
+    pub fn victims_together(&self, kind: VictimKind, preemptor: TaskRef, set: &[TaskRef]) -> bool {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
     }
 
     /// Sum of every node-order plugin's score.

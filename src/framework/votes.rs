@@ -294,6 +294,14 @@ pub fn victim_set_allowed(
         && victim_members(per_task, per_set, state, preemptor, set).len() == set.len()
 }
 
+/// Which eviction victims are asked for: preempt (within the preemptor's queue) or
+/// reclaim (from other queues). Each has its own per-task and per-set votes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VictimKind {
+    Preempt,
+    Reclaim,
+}
+
 /// All votes registered for a session.
 #[derive(Default)]
 pub struct Votes {
@@ -317,6 +325,16 @@ pub struct Votes {
     pub allocatable: Tiered<AllocatableFn>,
     pub on_allocate: Vec<EventFn>,
     pub on_deallocate: Vec<EventFn>,
+}
+
+impl Votes {
+    /// The per-task and per-set victim votes of one kind of eviction.
+    pub fn victim_votes(&self, kind: VictimKind) -> (&Tiered<VictimsFn>, &Tiered<VictimSetFn>) {
+        match kind {
+            VictimKind::Preempt => (&self.preemptable, &self.preemptable_set),
+            VictimKind::Reclaim => (&self.reclaimable, &self.reclaimable_set),
+        }
+    }
 }
 
 #[cfg(test)]
