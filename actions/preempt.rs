@@ -277,7 +277,12 @@ impl Attempt<'_> {
         if gangs.is_empty() {
             return None;
         }
-        let size = |g: JobId| placed_tasks(ssn, g).len();
+        // Placed tasks per gang, counted once (not in every comparison).
+        let sizes: HashMap<JobId, usize> = gangs
+            .iter()
+            .map(|&g| (g, placed_tasks(ssn, g).len()))
+            .collect();
+        let size = |g: JobId| sizes[&g];
         gangs.sort_by(|a, b| {
             let (x, y) = (ssn.job(*a), ssn.job(*b));
             x.priority

@@ -151,15 +151,10 @@ impl Plugin for Capacity {
             Box::new(move |l, r| {
                 let attrs = s.borrow();
                 // The leaf's share, then its parent's, and so on up.
-                let shares = |n: &str| -> Vec<f64> {
-                    t.path(n)
-                        .map(|q| attrs.get(q).map(share).unwrap_or(0.0))
-                        .collect()
-                };
-                let (a, b) = (shares(&l.name), shares(&r.name));
-                a.iter()
-                    .zip(&b)
-                    .map(|(x, y)| x.total_cmp(y))
+                let share_of = |q: &str| attrs.get(q).map(share).unwrap_or(0.0);
+                t.path(&l.name)
+                    .zip(t.path(&r.name))
+                    .map(|(a, b)| share_of(a).total_cmp(&share_of(b)))
                     .find(|o| o.is_ne())
                     .unwrap_or(std::cmp::Ordering::Equal)
             }),

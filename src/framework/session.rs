@@ -314,8 +314,8 @@ impl Session {
         ssn.held_at_open = ssn
             .state
             .jobs()
-            .filter(|(_, j)| held_count(j) > 0)
             .map(|(id, j)| (id, held_placements(j)))
+            .filter(|(_, holds)| !holds.is_empty())
             .collect();
         for plugin in &mut plugins {
             plugin.on_session_open(&mut ssn);
@@ -421,41 +421,17 @@ impl Session {
     /// Ends a gang's wait: its held placements are released, it is not tried again before
     /// an exponential backoff (5 s doubling, at most 5 min) has passed, and it says so.
     pub fn expire_gang(&mut self, id: JobId) {
-        let held: Vec<TaskRef> = self
-            .state
-            .job(id)
-            .tasks()
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))
-            .map(|(i, _)| TaskRef {
-                job: id,
-                index: i as u32,
-            })
-            .collect();
+        let mut held = self.tasks_in(id, TaskStatus::Allocated);
+        held.extend(self.tasks_in(id, TaskStatus::Pipelined));
         for &task in &held {
             self.unallocate_task(task, (TaskStatus::Pending, None));
         }
-        let job = self.state.job(id);
-        let mut rt = job.runtime.clone();
+        let mut rt = self.state.job(id).runtime.clone();
         rt.expiries += 1;
         rt.waiting_since = None;
         rt.backoff_until = self.now + backoff(rt.expiries);
-        let waited = job.policy.wait_timeout.unwrap_or(0);
-        self.record_job_invalid(
-            id,
-            Invalid {
-                reason: "WaitingTimeExpired".into(),
-                message: format!(
-                    "gang waited {} without every member fitting ({} time(s) in a row); {} held \
-                     placement(s) released; retrying after a backoff of {}",
-                    format_duration(waited),
-                    rt.expiries,
-                    held.len(),
-                    format_duration(backoff(rt.expiries)),
-                ),
-            },
-        );
+        let invalid = waiting_time_expired(self.state.job(id), rt.expiries, Some(held.len()));
+        self.record_job_invalid(id, invalid);
         self.expired.insert(id, rt);
     }
 
@@ -474,20 +450,8 @@ impl Session {
         if self.now >= job.runtime.backoff_until || job.runtime.expiries == 0 {
             return false;
         }
-        let message = format!(
-            "gang waited {} without every member fitting ({} time(s) in a row); retrying \
-             after a backoff of {}",
-            format_duration(job.policy.wait_timeout.unwrap_or(0)),
-            job.runtime.expiries,
-            format_duration(backoff(job.runtime.expiries)),
-        );
-        self.record_job_invalid(
-            id,
-            Invalid {
-                reason: "WaitingTimeExpired".into(),
-                message,
-            },
-        );
+        let invalid = waiting_time_expired(job, job.runtime.expiries, None);
+        self.record_job_invalid(id, invalid);
         true
     }
 
@@ -1409,10 +1373,6 @@ fn held_placements(job: &JobInfo) -> Vec<Hold> {
         .collect()
 }
 
-fn held_count(job: &JobInfo) -> u32 {
-    job.count(TaskStatus::Allocated) + job.count(TaskStatus::Pipelined)
-}
-
 /// Backoff after the n-th waiting-time expiry in a row: 5 s doubling, at most 5 min.
 fn backoff(expiries: u32) -> i64 {
     5_000i64
@@ -1422,14 +1382,23 @@ fn backoff(expiries: u32) -> i64 {
 
 /// "1m30s", "45s", "250ms".
 fn format_duration(ms: i64) -> String {
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let secs = ms / 1000;
-    match (secs / 60, secs % 60) {
-        (0, s) => format!("{s}s"),
-        (m, 0) => format!("{m}m"),
-        (m, s) => format!("{m}m{s}s"),
+    humantime::format_duration(std::time::Duration::from_millis(ms.max(0) as u64)).to_string()
+}
+
+/// The condition of a gang whose waiting time ran out `expiries` times in a row; `released`
+/// is how many held placements this expiry gave back (None while it backs off).
+fn waiting_time_expired(job: &JobInfo, expiries: u32, released: Option<usize>) -> Invalid {
+    let released = released
+        .map(|n| format!("{n} held placement(s) released; "))
+        .unwrap_or_default();
+    Invalid {
+        reason: "WaitingTimeExpired".into(),
+        message: format!(
+            "gang waited {} without every member fitting ({expiries} time(s) in a row); \
+             {released}retrying after a backoff of {}",
+            format_duration(job.policy.wait_timeout.unwrap_or(0)),
+            format_duration(backoff(expiries)),
+        ),
     }
 }
 
