@@ -23,7 +23,8 @@ use super::convert::{
     QUEUE_NAME_ANNOTATION,
 };
 use super::coscheduling::{
-    cosched_status_patch, cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
+    cosched_status_patch, cosched_to_job, key_of_group, Dialect, GroupObject, SigsPodGroup,
+    XK8sPodGroup,
 };
 use super::crd::{PodGroup, Queue};
 use super::groups::{
@@ -349,16 +350,27 @@ impl State {
         self.refresh_group(&key);
     }
 
-    fn apply_x_k8s_group(&mut self, pg: &XK8sPodGroup) {
+    fn apply_cosched_group<G: StoredGroup>(&mut self, pg: &G) {
         let key = key_of_group(pg);
-        self.x_k8s_groups.insert(key.clone(), pg.clone());
+        G::stored_mut(self).insert(key.clone(), pg.clone());
         self.refresh_group(&key);
     }
 
-    fn apply_sigs_group(&mut self, pg: &SigsPodGroup) {
-        let key = key_of_group(pg);
-        self.sigs_groups.insert(key.clone(), pg.clone());
-        self.refresh_group(&key);
+    /// Status patches for the coscheduling PodGroups of kind `G` that define their gang.
+    fn cosched_patches<G: StoredGroup>(
+        &self,
+        snapshot: &crate::framework::ClusterState,
+        now: i64,
+    ) -> Vec<(Dialect, String, serde_json::Value)> {
+        G::stored(self)
+            .iter()
+            .filter(|(key, _)| self.group_dialect(key) == Some(G::DIALECT))
+            .filter_map(|(key, pg)| {
+                let id = snapshot.job_by_uid(key)?;
+                let patch = cosched_status_patch(pg, snapshot.job(id), now)?;
+                Some((G::DIALECT, key.clone(), patch))
+            })
+            .collect()
     }
 
     /// A PodGroup object of one kind is gone: another kind of the same name takes over, or
@@ -392,6 +404,30 @@ impl State {
                 format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again"),
             );
         }
+    }
+}
+
+/// A coscheduling PodGroup kind and where the state keeps its objects.
+trait StoredGroup: GroupObject + ResourceExt + Clone {
+    fn stored(st: &State) -> &HashMap<String, Self>;
+    fn stored_mut(st: &mut State) -> &mut HashMap<String, Self>;
+}
+
+impl StoredGroup for XK8sPodGroup {
+    fn stored(st: &State) -> &HashMap<String, Self> {
+        &st.x_k8s_groups
+    }
+    fn stored_mut(st: &mut State) -> &mut HashMap<String, Self> {
+        &mut st.x_k8s_groups
+    }
+}
+
+impl StoredGroup for SigsPodGroup {
+    fn stored(st: &State) -> &HashMap<String, Self> {
+        &st.sigs_groups
+    }
+    fn stored_mut(st: &mut State) -> &mut HashMap<String, Self> {
+        &mut st.sigs_groups
     }
 }
 
@@ -577,17 +613,17 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         Api::<XK8sPodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),
-        |st: &mut State, pg: &XK8sPodGroup| st.apply_x_k8s_group(pg),
+        |st: &mut State, pg: &XK8sPodGroup| st.apply_cosched_group(pg),
         |st: &mut State, key: &str| st.delete_group(Dialect::XK8sPodGroup, key),
-        |st: &State| st.x_k8s_groups.keys().cloned().collect(),
+        |st: &State| XK8sPodGroup::stored(st).keys().cloned().collect(),
     ));
     tokio::spawn(watch(
         Api::<SigsPodGroup>::all(client.clone()),
         state.clone(),
         wake.clone(),
-        |st: &mut State, pg: &SigsPodGroup| st.apply_sigs_group(pg),
+        |st: &mut State, pg: &SigsPodGroup| st.apply_cosched_group(pg),
         |st: &mut State, key: &str| st.delete_group(Dialect::SigsPodGroup, key),
-        |st: &State| st.sigs_groups.keys().cloned().collect(),
+        |st: &State| SigsPodGroup::stored(st).keys().cloned().collect(),
     ));
     tokio::spawn(watch(
         Api::<Queue>::all(client.clone()),
@@ -872,28 +908,8 @@ impl Applier<'_> {
             }
             // scheduler-plugins' and the legacy PodGroups: their own phases, through their
             // status subresource, when they define the gang.
-            for (key, pg) in &s.x_k8s_groups {
-                if s.group_dialect(key) != Some(Dialect::XK8sPodGroup) {
-                    continue;
-                }
-                let Some(id) = snapshot.job_by_uid(key) else {
-                    continue;
-                };
-                if let Some(patch) = cosched_status_patch(pg, snapshot.job(id), now_ms()) {
-                    cosched_patches.push((Dialect::XK8sPodGroup, key.clone(), patch));
-                }
-            }
-            for (key, pg) in &s.sigs_groups {
-                if s.group_dialect(key) != Some(Dialect::SigsPodGroup) {
-                    continue;
-                }
-                let Some(id) = snapshot.job_by_uid(key) else {
-                    continue;
-                };
-                if let Some(patch) = cosched_status_patch(pg, snapshot.job(id), now_ms()) {
-                    cosched_patches.push((Dialect::SigsPodGroup, key.clone(), patch));
-                }
-            }
+            cosched_patches.extend(s.cosched_patches::<XK8sPodGroup>(&snapshot, now_ms()));
+            cosched_patches.extend(s.cosched_patches::<SigsPodGroup>(&snapshot, now_ms()));
             let mut by_queue: HashMap<&str, Vec<&crate::model::JobInfo>> = HashMap::new();
             for (_, j) in snapshot.jobs() {
                 by_queue.entry(&j.queue).or_default().push(j);
@@ -1163,14 +1179,14 @@ mod tests {
     #[test]
     fn podgroup_kinds_sharing_a_name_take_precedence_volcano_x_k8s_legacy() {
         let mut st = State::default();
-        st.apply_sigs_group(&object("scheduling.sigs.k8s.io/v1alpha1", 3));
+        st.apply_cosched_group::<SigsPodGroup>(&object("scheduling.sigs.k8s.io/v1alpha1", 3));
         assert_eq!(min_member(&st), Some(3));
-        st.apply_x_k8s_group(&object("scheduling.x-k8s.io/v1alpha1", 2));
+        st.apply_cosched_group::<XK8sPodGroup>(&object("scheduling.x-k8s.io/v1alpha1", 2));
         assert_eq!(min_member(&st), Some(2), "scheduler-plugins over legacy");
         st.apply_pod_group(&object("scheduling.volcano.sh/v1beta1", 1));
         assert_eq!(min_member(&st), Some(1), "Volcano over both");
         // A later update of a lower kind does not take over.
-        st.apply_sigs_group(&object("scheduling.sigs.k8s.io/v1alpha1", 5));
+        st.apply_cosched_group::<SigsPodGroup>(&object("scheduling.sigs.k8s.io/v1alpha1", 5));
         assert_eq!(min_member(&st), Some(1));
         assert_eq!(st.group_dialect("ns/g"), Some(Dialect::Volcano));
         st.delete_group(Dialect::Volcano, "ns/g");
