@@ -67,17 +67,20 @@ impl QueueShare {
 
     /// Whether `extra` more fits under the queue's capability, in the dimensions it names.
     pub fn within_limit(&self, extra: &Resource) -> bool {
-        self.limit
-            .dimensions()
-            .all(|(n, cap)| self.allocated.get(n) + extra.get(n) <= cap)
+        fits_limit(&self.limit, &self.allocated, extra)
     }
 
     /// Whether `extra` more fits under the capability of this queue as an ancestor.
     fn subtree_within_limit(&self, extra: &Resource) -> bool {
-        self.limit
-            .dimensions()
-            .all(|(n, cap)| self.subtree_allocated.get(n) + extra.get(n) <= cap)
+        fits_limit(&self.limit, &self.subtree_allocated, extra)
     }
+}
+
+/// `used + extra` within `limit` in the dimensions `limit` names.
+fn fits_limit(limit: &Resource, used: &Resource, extra: &Resource) -> bool {
+    limit
+        .dimensions()
+        .all(|(n, cap)| used.get(n) + extra.get(n) <= cap)
 }
 
 /// Whether `extra` more for `queue` fits under the capability of every ancestor (shares

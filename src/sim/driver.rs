@@ -161,13 +161,7 @@ impl Simulation {
     fn setup(&mut self) {
         let mut queues = vec![QueueInfo::new("default", 1)];
         for q in &self.scenario.queues {
-            let mut info = QueueInfo::new(&q.name, q.weight);
-            info.capability = q.capability.as_ref().map(|c| c.0.clone());
-            info.guarantee = q.guarantee.as_ref().map(|c| c.0.clone());
-            info.deserved = q.deserved.as_ref().map(|c| c.0.clone());
-            info.parent = q.parent.as_deref().map(Into::into);
-            info.reclaimable = q.reclaimable;
-            info.state = q.state;
+            let info = q.to_info();
             queues.retain(|existing| existing.name != info.name);
             queues.push(info);
         }

@@ -101,6 +101,20 @@ pub struct QueueDef {
     pub parent: Option<String>,
 }
 
+impl QueueDef {
+    /// The engine's queue.
+    pub fn to_info(&self) -> crate::model::QueueInfo {
+        let mut info = crate::model::QueueInfo::new(&self.name, self.weight);
+        info.capability = self.capability.as_ref().map(|c| c.0.clone());
+        info.guarantee = self.guarantee.as_ref().map(|c| c.0.clone());
+        info.deserved = self.deserved.as_ref().map(|c| c.0.clone());
+        info.parent = self.parent.as_deref().map(Into::into);
+        info.reclaimable = self.reclaimable;
+        info.state = self.state;
+        info
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -352,17 +366,8 @@ impl Scenario {
             }
             queues.push(&q.name);
         }
-        let infos: Vec<crate::model::QueueInfo> = self
-            .queues
-            .iter()
-            .map(|q| {
-                let mut info = crate::model::QueueInfo::new(&q.name, q.weight);
-                info.parent = q.parent.as_deref().map(Into::into);
-                info.capability = q.capability.as_ref().map(|c| c.0.clone());
-                info.guarantee = q.guarantee.as_ref().map(|c| c.0.clone());
-                info
-            })
-            .collect();
+        let infos: Vec<crate::model::QueueInfo> =
+            self.queues.iter().map(QueueDef::to_info).collect();
         let tree = crate::model::QueueTree::new(infos.iter());
         for (i, q) in infos.iter().enumerate() {
             if let Some(problem) = tree.problem(&q.name) {
