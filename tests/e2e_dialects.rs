@@ -1,6 +1,6 @@
 //! End-to-end on a real control plane: every way of declaring a gang. S1 through
-//! scheduler-plugins' PodGroup, the legacy (ACK/Koordinator) PodGroup and ACK labels; S3 and
-//! S4 through Koordinator annotations; Strict and NonStrict gangs competing; a waiting-time
+//! scheduler-plugins' PodGroup, the legacy (ACK/Koordinator) PodGroup and kube-batch
+//! annotations; S3 and S4 through Koordinator annotations; Strict and NonStrict gangs competing; a waiting-time
 //! expiry; bad annotations; and the shapes operators create (training-operator in Volcano
 //! and scheduler-plugins mode, MPI-operator-like jobs with `schedulerName: volcano`). The two
 //! invariants are checked on every poll. Without a cluster this test fails; it never skips.
@@ -84,11 +84,13 @@ where
         .expect("object created");
 }
 
+/// The dialects S1 runs through here (Volcano PodGroups in e2e_volcano, ACK labels in
+/// e2e_driver).
 #[derive(Clone, Copy, Debug)]
 enum Dialect {
     XK8s,
     Sigs,
-    AckLabels,
+    KubeBatch,
 }
 
 /// S1 (1 PS + 4 workers × 2 GPUs on 2 nodes × 2 GPUs: nothing binds; 2 more nodes: all
@@ -96,15 +98,8 @@ enum Dialect {
 async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
     let tag = format!("{dialect:?}").to_lowercase();
     let ns = format!("e2e-s1-{tag}");
-    let place = Place {
-        client,
-        ns: &ns,
-        pool: &ns,
-        scheduler,
-    };
-    namespace(client, &ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
-    fake_nodes(client, &ns, 1..=2, &ns, &gpu_node).await;
+    let place = place_with(client, &ns, scheduler, 2, gpu_node.clone()).await;
     // The PodGroup object, if the dialect has one: minMember 5, as the pods' gang.
     let object = |group: &str| {
         json!({
@@ -113,35 +108,30 @@ async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
             "spec": {"minMember": 5}
         })
     };
-    let (labels, dialect_name) = match dialect {
+    let (labels, annotations, dialect_name) = match dialect {
         Dialect::XK8s => {
             create::<XK8sPodGroup>(client, &ns, object("scheduling.x-k8s.io")).await;
             let labels = json!({"scheduling.x-k8s.io/pod-group": "tf-smoke-gpu"});
-            (labels, "scheduling.x-k8s.io")
+            (labels, json!({}), "scheduling.x-k8s.io")
         }
         Dialect::Sigs => {
             create::<SigsPodGroup>(client, &ns, object("scheduling.sigs.k8s.io")).await;
             let labels = json!({"pod-group.scheduling.sigs.k8s.io": "tf-smoke-gpu"});
-            (labels, "scheduling.sigs.k8s.io")
+            (labels, json!({}), "scheduling.sigs.k8s.io")
         }
-        Dialect::AckLabels => (
-            json!({"pod-group.scheduling.sigs.k8s.io/name": "tf-smoke-gpu",
-                   "pod-group.scheduling.sigs.k8s.io/min-available": "5"}),
+        // kube-batch: the annotations alone make the gang, no object.
+        Dialect::KubeBatch => (
+            json!({}),
+            json!({"scheduling.k8s.io/group-name": "tf-smoke-gpu",
+                   "scheduling.k8s.io/group-min-member": "5"}),
             "annotations",
         ),
     };
-    place
-        .raw_pod("ps-0", labels.clone(), json!({}), json!({"cpu": "1"}))
-        .await;
-    for i in 0..4 {
-        place
-            .raw_pod(
-                &format!("worker-{i}"),
-                labels.clone(),
-                json!({}),
-                json!({"nvidia.com/gpu": "2"}),
-            )
-            .await;
+    let pods = std::iter::once(("ps-0".to_string(), json!({"cpu": "1"})))
+        .chain((0..4).map(|i| (format!("worker-{i}"), json!({"nvidia.com/gpu": "2"}))));
+    for (name, request) in pods {
+        let (l, a) = (labels.clone(), annotations.clone());
+        place.raw_pod(&name, l, a, request).await;
     }
     let gang = wait_for(
         Duration::from_secs(30),
@@ -168,7 +158,7 @@ async fn s1_via(client: &Client, port: u16, scheduler: &str, dialect: Dialect) {
         match dialect {
             Dialect::XK8s => status_of::<XK8sPodGroup>(client, &ns).await,
             Dialect::Sigs => status_of::<SigsPodGroup>(client, &ns).await,
-            Dialect::AckLabels => Some((Some("Running".to_string()), Some(5))),
+            Dialect::KubeBatch => Some((Some("Running".to_string()), Some(5))),
         }
     };
     wait_for(
@@ -198,7 +188,7 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s1_through_scheduler_plugins_legacy_and_ack_dialects() {
+async fn s1_through_scheduler_plugins_legacy_and_kube_batch_dialects() {
     let client = client().await;
     install_crds(&client).await;
     let (_scheduler, port) = start("rust-batch-s1-dialects", &[]).await;
@@ -206,7 +196,7 @@ async fn s1_through_scheduler_plugins_legacy_and_ack_dialects() {
     tokio::join!(
         s1_via(&client, port, name, Dialect::XK8s),
         s1_via(&client, port, name, Dialect::Sigs),
-        s1_via(&client, port, name, Dialect::AckLabels),
+        s1_via(&client, port, name, Dialect::KubeBatch),
     );
 }
 
