@@ -3,6 +3,7 @@
 //! left below its minimum.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{ClusterState, Invalid, Plugin, Session, Vote};
@@ -97,36 +98,80 @@ pub fn job_pipelined(job: &JobInfo) -> bool {
             && roles_short(job, occupied).is_empty())
 }
 
+/// What a victim gang can lose and still run: its members beyond minMember, and per role
+/// with a minTaskMember, its members beyond that.
+struct Spare {
+    total: i64,
+    roles: BTreeMap<Arc<str>, i64>,
+}
+
+impl Spare {
+    fn of(job: &JobInfo) -> Self {
+        let have = job.by_role(TaskStatus::is_ready);
+        Spare {
+            total: i64::from(job.ready_count()) - i64::from(job.min_member),
+            roles: job
+                .min_task_member
+                .iter()
+                .map(|(role, min)| {
+                    let n = have.get(&**role).copied().unwrap_or(0);
+                    (role.clone(), i64::from(n) - i64::from(*min))
+                })
+                .collect(),
+        }
+    }
+
+    /// Takes one member of `role` if the gang keeps its minimums without it.
+    fn take(&mut self, job: &JobInfo, role: &str) -> bool {
+        let role_ok = self.roles.get(role).is_none_or(|s| *s > 0);
+        if !role_ok || (job.min_member > 1 && self.total <= 0) {
+            return false;
+        }
+        self.total -= 1;
+        if let Some(s) = self.roles.get_mut(role) {
+            *s -= 1;
+        }
+        true
+    }
+
+    /// Whether what was taken still leaves every minimum met.
+    fn kept(&self, job: &JobInfo) -> bool {
+        (job.min_member <= 1 || self.total >= 0) && self.roles.values().all(|s| *s >= 0)
+    }
+}
+
 /// Victims the gang rule allows: from each victim gang, at most the tasks it has beyond
-/// its minMember (any of them if minMember is 1).
+/// its minMember (any of them if minMember is 1) and beyond each role's minTaskMember.
 pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef> {
-    let mut spare: BTreeMap<_, i64> = BTreeMap::new();
+    let mut spare: BTreeMap<_, Spare> = BTreeMap::new();
     let mut out = Vec::new();
     for &c in candidates {
         let job = state.job(c.job);
-        let left = spare
-            .entry(c.job)
-            .or_insert_with(|| i64::from(job.ready_count()) - i64::from(job.min_member));
-        if job.min_member <= 1 || *left > 0 {
-            *left -= 1;
+        let left = spare.entry(c.job).or_insert_with(|| Spare::of(job));
+        if left.take(job, &state.task(c).role) {
             out.push(c);
         }
     }
     out
 }
 
-/// Whether evicting `set` together leaves every victim gang either at or above its
-/// minMember or with nothing placed at all (the gang goes whole: every member counted
-/// toward its readiness is in the set).
+/// Whether evicting `set` together leaves every victim gang either with its minimums met
+/// (minMember, and minTaskMember per role) or with nothing placed at all (the gang goes
+/// whole: every member counted toward its readiness is in the set).
 pub fn gang_set_allowed(state: &ClusterState, set: &[TaskRef]) -> bool {
-    let mut taken: BTreeMap<_, u32> = BTreeMap::new();
+    let mut taken: BTreeMap<_, (u32, Spare)> = BTreeMap::new();
     for &c in set {
-        *taken.entry(c.job).or_insert(0) += 1;
+        let job = state.job(c.job);
+        let (n, spare) = taken.entry(c.job).or_insert_with(|| (0, Spare::of(job)));
+        *n += 1;
+        spare.total -= 1;
+        if let Some(s) = spare.roles.get_mut(&*state.task(c).role) {
+            *s -= 1;
+        }
     }
-    taken.into_iter().all(|(id, n)| {
+    taken.into_iter().all(|(id, (n, spare))| {
         let job = state.job(id);
-        let left = job.ready_count().saturating_sub(n);
-        job.min_member <= 1 || left == 0 || left >= job.min_member
+        job.ready_count().saturating_sub(n) == 0 || spare.kept(job)
     })
 }
 
@@ -305,6 +350,33 @@ mod tests {
             std::cmp::Ordering::Less,
             "a gang that is not ready goes before an older ready one"
         );
+    }
+
+    #[test]
+    fn victims_never_take_a_role_below_its_min_task_member() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        // minMember 2 of 5 leaves three spare, but the workers are at their minimum.
+        let job = kit::Gang::new("roles", 2)
+            .min_role("worker", 4)
+            .tasks("ps", 1, &[("cpu", "1")])
+            .tasks("worker", 4, &[("cpu", "1")])
+            .running_on(&["n-00000"; 5])
+            .apply(&mut cache);
+        let conf = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n";
+        let ssn = open_session(&cache, Some(conf));
+        let state = ssn.state().clone();
+        let id = state.job_by_uid(&job).unwrap();
+        let all: Vec<_> = (0..5)
+            .map(|index| crate::model::TaskRef { job: id, index })
+            .collect();
+        let role = |t: &crate::model::TaskRef| state.task(*t).role.to_string();
+        let victims = gang_victims(&state, &all);
+        assert_eq!(victims.iter().map(role).collect::<Vec<_>>(), ["ps"]);
+        // Together: a worker with the ps breaks the role; the whole gang may go.
+        let ps_and_worker: Vec<_> = all.iter().copied().filter(|t| t.index < 2).collect();
+        assert!(!gang_set_allowed(&state, &ps_and_worker));
+        assert!(gang_set_allowed(&state, &all));
     }
 
     #[test]
