@@ -124,6 +124,40 @@ mod tests {
         assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 2)]));
     }
 
+    /// q-a runs three 1-CPU pods on two nodes of 2 CPUs; q-b (same weight) wants one pod
+    /// of `want` CPUs, between 1 and 2, so q-a deserves `4 - want` and is `want - 1` above
+    /// its share, and q-b's pod does not fit in the one free CPU.
+    fn one_cpu_free(want: &str) -> crate::cache::Cache {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(queue("q-a", 1));
+        cache.apply_queue(queue("q-b", 1));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        Gang::new("a", 1)
+            .queue("q-a")
+            .created(1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 3, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00001", "n-00000"])
+            .apply(&mut cache);
+        Gang::new("b", 1)
+            .queue("q-b")
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 1, &[("cpu", want)])
+            .apply(&mut cache);
+        cache
+    }
+
+    #[test]
+    fn a_victim_that_would_take_its_queue_below_its_share_stays() {
+        // 0.5 CPU above its share, less than any of its pods: none goes.
+        let result = run_cycle(&one_cpu_free("1500m"), Some(RECLAIM));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // 1 CPU above: one pod goes, leaving q-a exactly at its share.
+        let result = run_cycle(&one_cpu_free("2"), Some(RECLAIM));
+        assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 1)]));
+    }
+
     #[test]
     fn nothing_is_taken_below_the_victim_queue_share_or_when_not_enough() {
         // The only victim gang would have to go whole, taking q-a below its share.

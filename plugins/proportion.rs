@@ -65,6 +65,29 @@ impl QueueShare {
         d.dimensions().next().is_some() && d.fits(&self.allocated)
     }
 
+    /// Whether the queue, having given up `taken` already, can give up `victim` too
+    /// without falling below its deserved share: the victim must free something the
+    /// queue holds beyond its share, and in every dimension where the queue is above its
+    /// share, what is left must still reach it. (Volcano only asks that the queue be
+    /// above its share before the victim goes, so the last victim can take it below; a
+    /// queue above its share in memory alone would also lose pods for want of cpu.)
+    pub fn can_give(&self, taken: &Resource, victim: &Resource) -> bool {
+        let mut frees_surplus = false;
+        for (name, amount) in victim.dimensions() {
+            let (left, deserved) = (
+                self.allocated.get(name) - taken.get(name),
+                self.deserved.get(name),
+            );
+            if left > deserved {
+                if left - amount < deserved {
+                    return false;
+                }
+                frees_surplus = true;
+            }
+        }
+        frees_surplus
+    }
+
     /// Whether `extra` more fits under the queue's capability, in the dimensions it names.
     pub fn within_limit(&self, extra: &Resource) -> bool {
         fits_limit(&self.limit, &self.allocated, extra)
@@ -239,8 +262,9 @@ impl Plugin for Proportion {
                         continue;
                     };
                     let taken = taken.entry(queue.clone()).or_default();
-                    if q.reclaimable && !q.allocated.minus(taken).fits(&q.deserved) {
-                        taken.add(&st.task(c).resreq.without_pods());
+                    let victim = st.task(c).resreq.without_pods();
+                    if q.reclaimable && q.can_give(taken, &victim) {
+                        taken.add(&victim);
                         out.push(c);
                     }
                 }
@@ -387,6 +411,35 @@ mod tests {
         assert_eq!(q["a"].deserved.milli_cpu, 4000);
         assert_eq!(q["b"].deserved.milli_cpu, 5000);
         assert_eq!(q["c"].deserved.milli_cpu, 27000);
+    }
+
+    #[test]
+    fn a_queue_gives_only_what_it_holds_beyond_its_share() {
+        let mem = |gi: i64| Resource {
+            memory: gi << 30,
+            ..Default::default()
+        };
+        // Holds 5 cpu and 4Gi, deserves 3 cpu and 8Gi: 2 cpu beyond its share.
+        let q = QueueShare {
+            allocated: cpu(5).plus(&mem(4)),
+            deserved: cpu(3).plus(&mem(8)),
+            ..Default::default()
+        };
+        let pod = cpu(1).plus(&mem(1));
+        assert!(q.can_give(&Resource::new(), &pod));
+        assert!(q.can_give(&pod, &pod), "the second cpu is surplus too");
+        assert!(
+            !q.can_give(&pod.plus(&pod), &pod),
+            "a third takes it below 3 cpu"
+        );
+        assert!(
+            !q.can_give(&Resource::new(), &cpu(3)),
+            "one victim larger than the surplus takes it below its share"
+        );
+        assert!(
+            !q.can_give(&Resource::new(), &mem(1)),
+            "it is not above its share in memory: freeing memory alone gives nothing back"
+        );
     }
 
     use crate::framework::ConditionKind;

@@ -18,13 +18,23 @@
 //!
 //! (d) Statement discard (and drop without commit) restores the session exactly: same
 //!     fingerprint, and the cycle run afterwards decides exactly what a fresh session does.
+//! (e) Evictions (worlds where preempt and reclaim have work): a preemptor's victims are in
+//!     its queue and of strictly lower priority, a reclaimer's in other queues, no victim
+//!     gang is left below minMember, and reclaim takes only from queues above their deserved
+//!     share and never leaves one below it. Shares are the queue plugin's definition
+//!     (water-filling, or explicit deserved), and what a queue holds is read from the
+//!     session just before and just after `reclaim`: pods placed or pipelined earlier in the
+//!     same cycle count, as they do for the plugins, but the test sums them itself.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::cell::{Cell, RefCell};
+
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use rust_batch::cache::{Cache, PodUpdate};
-use rust_batch::framework::{ConditionKind, Session, SessionResult, Statement};
+use rust_batch::framework::{ConditionKind, Scheduler, Session, SessionResult, Statement};
 use rust_batch::model::{
     NodeSpec, Placement, PodGroupPhase, QueueInfo, QueueState, Resource, Taint, TaintEffect,
     TaskRef, TaskStatus, Toleration,
@@ -825,8 +835,143 @@ fn check_evictions(
     Ok(())
 }
 
+/// What each queue holds in a session: the requests of its pods that are placed or
+/// pipelined there (what the queue plugins count as allocated).
+fn held_by_queue(ssn: &Session) -> BTreeMap<String, Resource> {
+    let mut held: BTreeMap<String, Resource> = BTreeMap::new();
+    for (_, job) in ssn.state().jobs() {
+        for t in job.tasks() {
+            if t.status.is_allocated() || t.status == TaskStatus::Pipelined {
+                held.entry(job.queue.to_string())
+                    .or_default()
+                    .add(&t.resreq.without_pods());
+            }
+        }
+    }
+    held
+}
+
+fn releasing(ssn: &Session) -> BTreeMap<String, String> {
+    ssn.state()
+        .jobs()
+        .flat_map(|(_, job)| {
+            job.tasks()
+                .iter()
+                .filter(|t| t.status == TaskStatus::Releasing)
+                .map(move |t| (t.uid.to_string(), job.queue.to_string()))
+        })
+        .collect()
+}
+
+/// Each queue's deserved share by the configured queue plugin, and the dimensions that
+/// share speaks for (capacity's names only those set; proportion's covers everything).
+fn deserved_by_queue(ssn: &Session, conf: Option<&str>) -> BTreeMap<String, (Resource, bool)> {
+    let (state, tree) = (ssn.state(), ssn.queue_tree());
+    if conf.is_some_and(|c| c.contains("capacity")) {
+        rust_batch::plugins::capacity::session_attrs(state, tree)
+            .into_iter()
+            .map(|(q, a)| (q.to_string(), (a.deserved, true)))
+            .collect()
+    } else {
+        rust_batch::plugins::proportion::queue_shares(state, tree)
+            .into_iter()
+            .map(|(q, s)| (q.to_string(), (s.deserved, false)))
+            .collect()
+    }
+}
+
+/// One cycle, checking what `reclaim` (if configured) took: from each queue it evicted
+/// from, that queue was above its deserved share in some dimension before, and in every
+/// dimension where it was above, it still holds at least its share after. Returns the
+/// cycle's result and how many queues were reclaimed from.
+fn cycle_checking_reclaim(
+    w: &World,
+    scheduler: &Scheduler,
+    cache: &Cache,
+    now: i64,
+) -> Result<(SessionResult, usize), TestCaseError> {
+    let conf = CONFS[w.conf];
+    // What each queue held and which pods were already going, as reclaim starts.
+    type Before = (BTreeMap<String, Resource>, BTreeMap<String, String>);
+    let before: RefCell<Option<Before>> = RefCell::new(None);
+    let failures: RefCell<Vec<String>> = RefCell::new(Vec::new());
+    let (victims_seen, queues_checked) = (Cell::new(0), Cell::new(0));
+    let mut observe = |action: &'static str, starting: bool, ssn: &Session| {
+        if action != "reclaim" {
+            return;
+        }
+        if starting {
+            *before.borrow_mut() = Some((held_by_queue(ssn), releasing(ssn)));
+            return;
+        }
+        let (held_before, releasing_before) = before.borrow_mut().take().unwrap();
+        let held_after = held_by_queue(ssn);
+        let deserved = deserved_by_queue(ssn, conf);
+        let mut victim_queues: BTreeMap<String, usize> = BTreeMap::new();
+        for (uid, queue) in releasing(ssn) {
+            if !releasing_before.contains_key(&uid) {
+                *victim_queues.entry(queue).or_default() += 1;
+            }
+        }
+        victims_seen.set(victim_queues.values().sum::<usize>());
+        for (queue, victims) in victim_queues {
+            queues_checked.set(queues_checked.get() + 1);
+            let zero = Resource::new();
+            let had = held_before.get(&queue).unwrap_or(&zero);
+            let has = held_after.get(&queue).unwrap_or(&zero);
+            let Some((share, named_only)) = deserved.get(&queue) else {
+                failures.borrow_mut().push(format!(
+                    "reclaimed {victims} pods from queue {queue} with no share"
+                ));
+                continue;
+            };
+            let dims: Vec<Arc<str>> = if *named_only {
+                share.dimensions().map(|(n, _)| Arc::from(n)).collect()
+            } else {
+                had.names(share)
+            };
+            let above: Vec<&Arc<str>> = dims.iter().filter(|d| had.get(d) > share.get(d)).collect();
+            if above.is_empty() {
+                failures.borrow_mut().push(format!(
+                    "reclaimed {victims} pods from queue {queue}, which held {had} of a deserved {share}: not above its share"
+                ));
+            }
+            for d in above {
+                if has.get(d) < share.get(d) {
+                    failures.borrow_mut().push(format!(
+                        "reclaim took queue {queue} below its deserved {d}: held {had}, holds {has}, deserves {share} ({victims} pods taken)"
+                    ));
+                }
+            }
+        }
+    };
+    let result = scheduler
+        .run_cycle_observed(cache.snapshot(), now, &mut observe)
+        .unwrap();
+    let failures = failures.into_inner();
+    prop_assert!(failures.is_empty(), "{}", failures.join("; "));
+    let reclaimed = result
+        .evictions
+        .iter()
+        .filter(|e| e.reason.starts_with("reclaimed"))
+        .count();
+    prop_assert_eq!(
+        reclaimed,
+        victims_seen.get(),
+        "the pods reclaim put in Releasing are the cycle's reclaim evictions"
+    );
+    Ok((result, queues_checked.get()))
+}
+
+/// How often a world exercised the eviction properties.
+#[derive(Default)]
+struct Exercised {
+    preempted: usize,
+    reclaimed_queues: usize,
+}
+
 /// Runs a world's cycles, checking every property after each.
-fn run_world(w: &World) -> Result<(), TestCaseError> {
+fn run_world(w: &World) -> Result<Exercised, TestCaseError> {
     let (mut cache, mut model) = build(w);
     let scheduler = testkit::scheduler(CONFS[w.conf]);
     let mut rng = Rng(w.seed | 1);
@@ -840,13 +985,21 @@ fn run_world(w: &World) -> Result<(), TestCaseError> {
             .unwrap();
         check_cycle(&greedy, &mut cache, &mut model, &result)?;
     }
+    let mut exercised = Exercised::default();
     for round in 0..w.cycles {
-        let result = scheduler.run_cycle(cache.snapshot(), round as i64).unwrap();
+        let (result, reclaimed_queues) =
+            cycle_checking_reclaim(w, &scheduler, &cache, round as i64)?;
+        exercised.reclaimed_queues += reclaimed_queues;
+        exercised.preempted += result
+            .evictions
+            .iter()
+            .filter(|e| e.reason.starts_with("preempted"))
+            .count();
         check_evictions(&mut cache, &mut model, &result)?;
         check_cycle(w, &mut cache, &mut model, &result)?;
         churn(&mut cache, &mut model, &mut rng, round);
     }
-    Ok(())
+    Ok(exercised)
 }
 
 fn config() -> ProptestConfig {
@@ -958,21 +1111,47 @@ proptest! {
     }
 }
 
-proptest! {
-    // Evictions are rarer than binds: more worlds.
-    #![proptest_config(ProptestConfig { cases: 256, ..config() })]
-
-    /// Worlds where preempt and reclaim have work: the cluster filled ignoring shares and
-    /// priorities, then a configuration with preempt or reclaim.
-    #[test]
-    fn evictions_respect_priorities_shares_and_gangs(w in world().prop_map(|mut w| {
+/// Worlds where preempt and reclaim have work: the cluster filled ignoring shares and
+/// priorities, then a configuration with preempt or reclaim.
+fn evicting_world() -> impl Strategy<Value = World> {
+    world().prop_map(|mut w| {
         w.conf = EVICTING[(w.seed % EVICTING.len() as u64) as usize];
         w.warm_up = true;
         for q in &mut w.queues {
             q.capability_cpu = None;
         }
         w
-    })) {
-        run_world(&w)?;
-    }
+    })
+}
+
+/// (e) over 256 worlds (evictions are rarer than binds), and the properties must not hold
+/// only because nothing was evicted: preempt and reclaim both have to have happened.
+#[test]
+fn evictions_respect_priorities_shares_and_gangs() {
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 256,
+        source_file: Some(file!()),
+        ..config()
+    });
+    let total = RefCell::new(Exercised::default());
+    runner
+        .run(&evicting_world(), |w| {
+            let e = run_world(&w)?;
+            let mut total = total.borrow_mut();
+            total.preempted += e.preempted;
+            total.reclaimed_queues += e.reclaimed_queues;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let total = total.into_inner();
+    assert!(
+        total.preempted > 0 && total.reclaimed_queues > 0,
+        "the worlds exercised too little: {} pods preempted, {} queues reclaimed from",
+        total.preempted,
+        total.reclaimed_queues
+    );
+    eprintln!(
+        "evictions checked: {} pods preempted, {} queues reclaimed from",
+        total.preempted, total.reclaimed_queues
+    );
 }

@@ -62,22 +62,24 @@ impl Scheduler {
         snapshot: Snapshot,
         now: Timestamp,
     ) -> Result<SessionResult, ConfError> {
-        self.run_cycle_observed(snapshot, now, &mut |_, _| {})
+        self.run_cycle_observed(snapshot, now, &mut |_, _, _| {})
     }
 
     /// Like `run_cycle`, telling `observe` when each action starts (`true`) and ends
-    /// (`false`), so a driver can time actions without the engine reading a clock.
+    /// (`false`), so a driver can time actions without the engine reading a clock, and a
+    /// test can look at the session between actions (what one action did is visible there
+    /// before the session's result folds it together with the others).
     pub fn run_cycle_observed(
         &self,
         snapshot: Snapshot,
         now: Timestamp,
-        observe: &mut dyn FnMut(&'static str, bool),
+        observe: &mut dyn FnMut(&'static str, bool, &Session),
     ) -> Result<SessionResult, ConfError> {
         let mut ssn = Session::open(snapshot, self.conf.clone(), now)?;
         for action in &self.actions {
-            observe(action.name(), true);
+            observe(action.name(), true, &ssn);
             action.execute(&mut ssn);
-            observe(action.name(), false);
+            observe(action.name(), false, &ssn);
         }
         Ok(ssn.close())
     }

@@ -700,7 +700,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
         let cycle_start = Instant::now();
         let mut action_start = Instant::now();
-        let mut observe = |action: &'static str, starting: bool| {
+        let mut observe = |action: &'static str, starting: bool, _: &crate::framework::Session| {
             if starting {
                 action_start = Instant::now();
             } else {
