@@ -215,6 +215,20 @@ fn s5_queue_shares_converge_to_weights() {
         assert!((4.0..=12.0).contains(&a), "q-a holds {a} cpu at t={}", s.t);
         assert!((20.0..=28.0).contains(&b), "q-b holds {b} cpu at t={}", s.t);
     }
+    // The human report shows the shares over time: 13 rows, converged after the start.
+    let table = report.to_table(5);
+    let shares = report.shares_over_time(12);
+    assert!(table.contains(&shares), "{table}");
+    let lines: Vec<&str> = shares.lines().collect();
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["TIME", "q-a", "cpu", "q-b", "cpu"]
+    );
+    assert_eq!(lines.len(), 2 + 13, "{shares}");
+    for row in &lines[4..8] {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1..], ["25.0%", "75.0%"], "{shares}");
+    }
 }
 
 #[test]

@@ -235,6 +235,7 @@ impl Report {
                 let _ = writeln!(out, "queue {q}: mean share {}", parts.join(", "));
             }
         }
+        out.push_str(&self.shares_over_time(SHARE_ROWS));
         let inv = &self.invariants;
         let _ = writeln!(
             out,
@@ -278,27 +279,7 @@ impl Report {
             "WAIT",
             "STATUS",
         ];
-        let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-        for r in &rows {
-            for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(c.len());
-            }
-        }
-        let line = |cells: &[&str]| {
-            cells
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-        };
-        let _ = writeln!(out, "{}", line(&header));
-        for r in &rows {
-            let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-            let _ = writeln!(out, "{}", line(&cells));
-        }
+        out.push_str(&columns(&header, &rows));
         if self.jobs.len() > max_jobs {
             let _ = writeln!(
                 out,
@@ -331,6 +312,82 @@ impl Report {
         }
         out
     }
+}
+
+/// Rows of the queue-share table: the run cut in this many equal steps.
+const SHARE_ROWS: usize = 12;
+
+impl Report {
+    /// Each queue's share of the cluster at `steps + 1` evenly spaced times (the sample in
+    /// force at each), one column per queue and resource it ever held; empty with fewer
+    /// than two queues holding anything.
+    pub fn shares_over_time(&self, steps: usize) -> String {
+        let mut held: Vec<(&str, &str)> = Vec::new();
+        for s in &self.samples {
+            for (q, shares) in &s.queue_share {
+                for (r, v) in shares {
+                    if *v > 0.0 && !held.contains(&(q.as_str(), r.as_str())) {
+                        held.push((q, r));
+                    }
+                }
+            }
+        }
+        held.sort_unstable();
+        let queues = held
+            .iter()
+            .map(|(q, _)| q)
+            .collect::<std::collections::BTreeSet<_>>();
+        let (Some(first), true) = (self.samples.first(), queues.len() > 1) else {
+            return String::new();
+        };
+        let (start, end) = (first.t, self.summary.makespan_ms.max(first.t));
+        let mut header = vec!["TIME".to_string()];
+        header.extend(held.iter().map(|(q, r)| format!("{q} {r}")));
+        let mut rows = Vec::new();
+        for i in 0..=steps {
+            let t = start + (end - start) * i as i64 / steps.max(1) as i64;
+            let Some(sample) = self.samples.iter().take_while(|s| s.t <= t).last() else {
+                continue;
+            };
+            let mut row = vec![fmt_ms(t)];
+            row.extend(held.iter().map(|(q, r)| {
+                let v = sample.queue_share.get(*q).and_then(|m| m.get(*r));
+                format!("{:.1}%", v.copied().unwrap_or(0.0) * 100.0)
+            }));
+            rows.push(row);
+        }
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        format!(
+            "queue shares of the cluster over time:\n{}",
+            columns(&header, &rows)
+        )
+    }
+}
+
+/// A left-aligned text table, columns two spaces apart.
+fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r.as_ref()) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = line(&mut header.iter().copied());
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(&mut r.as_ref().iter().map(String::as_str)));
+        out.push('\n');
+    }
+    out
 }
 
 /// "1h02m03s", "4m05s", "12.5s".
