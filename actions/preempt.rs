@@ -530,6 +530,44 @@ mod tests {
         assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 
+    /// `mid` (priority 5) and `low` (priority 1), two 1-CPU pods each, fill the cluster;
+    /// `low`'s pods are under a PodDisruptionBudget that lets `allowed` go.
+    fn budgeted(allowed: Option<u32>) -> BTreeMap<String, usize> {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        for (name, priority) in [("mid", 5), ("low", 1)] {
+            let gang = Gang::new(name, 2)
+                .priority(priority)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 2, &[("cpu", "1")])
+                .running_on(&["n-00000", "n-00001"]);
+            let gang = if name == "low" {
+                gang.budget("default/low-pdb")
+            } else {
+                gang
+            };
+            gang.apply(&mut cache);
+        }
+        if let Some(allowed) = allowed {
+            cache.apply_budget("default/low-pdb", allowed);
+        }
+        preemptor(&mut cache, 2, 2);
+        evicted(&run_cycle(&cache, Some(PREEMPT)))
+    }
+
+    #[test]
+    fn a_disruption_budget_keeps_victims_the_eviction_api_would_refuse() {
+        let low = BTreeMap::from([("default/low".into(), 2)]);
+        let mid = BTreeMap::from([("default/mid".into(), 2)]);
+        assert_eq!(budgeted(Some(2)), low, "the budget allows the whole gang");
+        // Allowing one pod would leave `low` below its minimum: `mid` goes instead.
+        assert_eq!(budgeted(Some(1)), mid);
+        assert_eq!(budgeted(Some(0)), mid);
+        // A budget the scheduler has not seen yet allows nothing.
+        assert_eq!(budgeted(None), mid);
+    }
+
     #[test]
     fn an_equal_priority_gang_is_never_a_victim() {
         let mut cache = full_cluster(&[("equal", 4, 4, 100)]);

@@ -325,6 +325,33 @@ impl Cache {
     pub fn delete_queue(&mut self, name: &str) {
         Arc::make_mut(&mut self.state.queues).remove(name);
     }
+
+    // ----- disruption budgets ----------------------------------------------------------
+
+    /// A PodDisruptionBudget (`namespace/name`) and how many more pods it lets go.
+    pub fn apply_budget(&mut self, name: &str, disruptions_allowed: u32) {
+        if self.state.budgets.get(name) != Some(&disruptions_allowed) {
+            Arc::make_mut(&mut self.state.budgets).insert(Arc::from(name), disruptions_allowed);
+        }
+    }
+
+    pub fn delete_budget(&mut self, name: &str) {
+        if self.state.budgets.contains_key(name) {
+            Arc::make_mut(&mut self.state.budgets).remove(name);
+        }
+    }
+
+    /// Sets which budgets cover a known pod (its labels or a budget's selector changed).
+    pub fn set_pod_budgets(&mut self, uid: &str, budgets: Vec<Arc<str>>) {
+        let Some(record) = self.pods.get(uid) else {
+            return;
+        };
+        if record.update.task.budgets != budgets {
+            let mut update = record.update.clone();
+            update.task.budgets = budgets;
+            self.apply_pod(update);
+        }
+    }
 }
 
 /// Whether a pod in this status holds resources on its node.

@@ -232,6 +232,14 @@ impl Gang {
         self
     }
 
+    /// Puts every task added so far under a PodDisruptionBudget (`namespace/name`).
+    pub fn budget(mut self, name: &str) -> Self {
+        for t in &mut self.tasks {
+            t.budgets.push(Arc::from(name));
+        }
+        self
+    }
+
     /// Sets the start time of every task added so far that is placed on a node.
     pub fn started(mut self, at: Timestamp) -> Self {
         for t in self.tasks.iter_mut().filter(|t| t.node.is_some()) {

@@ -53,4 +53,9 @@ fn manifests_parse_and_the_shipped_config_loads() {
     );
     assert!(can("events", "create"), "events need create");
     assert!(can("nodes", "watch") && can("pods", "watch") && can("queues", "watch"));
+    assert!(can("pods/eviction", "create"), "preempt and reclaim evict");
+    assert!(
+        can("poddisruptionbudgets", "watch"),
+        "victims are chosen within disruption budgets"
+    );
 }

@@ -55,12 +55,18 @@ async fn gang(
         create(
             &Api::<Pod>::namespaced(client.clone(), ns),
             json!({"metadata": {"name": format!("{name}-{i}"), "namespace": ns,
+                                "labels": {"gang": name},
                                 "annotations": {"scheduling.k8s.io/group-name": name}},
-                   "spec": {"schedulerName": "rb-s6", "priorityClassName": class, "nodeSelector": {"pool": "e2e-s6"},
+                   "spec": {"schedulerName": scheduler_of(ns), "priorityClassName": class, "nodeSelector": {"pool": ns},
                             "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}),
         )
         .await;
     }
+}
+
+/// Each test runs its own scheduler on its own namespace's nodes: `e2e-s6` -> `rb-s6`.
+fn scheduler_of(ns: &str) -> String {
+    format!("rb-{}", ns.trim_start_matches("e2e-"))
 }
 
 fn running(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usize {
@@ -162,6 +168,103 @@ async fn s6_priority_preemption_within_a_queue() {
         }
     }
     assert_eq!(preempted, 4, "four victims, each told who preempted it");
+}
+
+/// S6 with a PodDisruptionBudget over one of the victim gangs. No disruption controller runs
+/// here, so the budget never allows a disruption and the eviction API would refuse every
+/// eviction it covers: the preemptor must take the other gang (whole, its surplus is not
+/// enough) and never try the protected one, so no eviction is refused and no gang is left
+/// half evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_never_picks_a_victim_its_disruption_budget_protects() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let ns = "e2e-pdb";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, ns).await;
+    for (name, value) in [("pdb-low", 1), ("pdb-high", 100)] {
+        create(
+            &Api::<PriorityClass>::all(client.clone()),
+            json!({"metadata": {"name": name}, "value": value}),
+        )
+        .await;
+    }
+    create(
+        &Api::<Queue>::all(client.clone()),
+        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "pdb-q"}, "spec": {"weight": 1}}),
+    )
+    .await;
+    for i in 1..=2 {
+        fake_node(
+            &client,
+            &format!("pdb-n{i}"),
+            ns,
+            json!({"cpu": "4", "memory": "16Gi"}),
+        )
+        .await;
+    }
+    create(
+        &Api::<PodDisruptionBudget>::namespaced(client.clone(), ns),
+        json!({"metadata": {"name": "protect-a", "namespace": ns},
+               "spec": {"minAvailable": 4, "selector": {"matchLabels": {"gang": "low-a"}}}}),
+    )
+    .await;
+    let conf = std::env::temp_dir().join(format!("rb-pdb-{}.conf", std::process::id()));
+    std::fs::write(&conf, CONF).unwrap();
+    let _scheduler = start_scheduler_with(
+        &scheduler_of(ns),
+        &[
+            "--http-address",
+            "off",
+            "--scheduler-conf",
+            conf.to_str().unwrap(),
+        ],
+    );
+
+    gang(&client, ns, "low-a", "pdb-q", "pdb-low", 2, 4).await;
+    gang(&client, ns, "low-b", "pdb-q", "pdb-low", 2, 4).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the cluster full of low-priority gangs",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (running(&pods, "low-a") == 4 && running(&pods, "low-b") == 4).then_some(())
+        },
+    )
+    .await;
+
+    gang(&client, ns, "urgent", "pdb-q", "pdb-high", 4, 4).await;
+    wait_for(
+        Duration::from_secs(90),
+        "the urgent gang bound in place of the unprotected gang",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            assert_eq!(
+                running(&pods, "low-a"),
+                4,
+                "a pod its disruption budget protects was evicted"
+            );
+            let low_b = pods.keys().filter(|n| n.starts_with("low-b")).count();
+            assert!(
+                low_b == 0 || low_b >= 2,
+                "low-b left below its minMember: {low_b} pods"
+            );
+            (running(&pods, "urgent") == 4 && low_b == 0).then_some(())
+        },
+    )
+    .await;
+    for victim in ["low-a", "low-b"] {
+        for i in 0..4 {
+            let events = pod_events(&client, ns, &format!("{victim}-{i}")).await;
+            let refused: Vec<_> = events
+                .iter()
+                .filter(|(r, _)| r == "EvictionFailed")
+                .collect();
+            assert!(refused.is_empty(), "{victim}-{i}: {refused:?}");
+            let preempted = events.iter().any(|(r, _)| r == "Preempted");
+            assert_eq!(preempted, victim == "low-b", "{victim}-{i}: {events:?}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,8 @@
 //!     fingerprint, and the cycle run afterwards decides exactly what a fresh session does.
 //! (e) Evictions (worlds where preempt and reclaim have work): a preemptor's victims are in
 //!     its queue and of strictly lower priority, a reclaimer's in other queues, no victim
-//!     gang is left below minMember, and reclaim takes only from queues above their deserved
+//!     gang is left below minMember, no PodDisruptionBudget loses more pods than it allows
+//!     (a pod under several never goes), and reclaim takes only from queues above their deserved
 //!     share and never leaves one below it. Shares are the queue plugin's definition
 //!     (water-filling, or explicit deserved), and what a queue holds is read from the
 //!     session just before and just after `reclaim`: pods placed or pipelined earlier in the
@@ -312,6 +313,8 @@ struct PodModel {
     node: Option<String>,
     zone: Option<u8>,
     tolerate: bool,
+    /// The PodDisruptionBudgets covering the pod.
+    budgets: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -329,6 +332,8 @@ struct Model {
     capability: BTreeMap<String, i64>,
     /// Queue -> its parent queue.
     parent: BTreeMap<String, String>,
+    /// PodDisruptionBudget -> how many pods it lets go in a cycle.
+    budgets: BTreeMap<String, u32>,
 }
 
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -365,6 +370,7 @@ fn build(w: &World) -> (Cache, Model) {
         jobs: BTreeMap::new(),
         capability: BTreeMap::new(),
         parent: BTreeMap::new(),
+        budgets: BTreeMap::new(),
     };
     for (i, q) in w.queues.iter().enumerate() {
         let name = format!("q{i}");
@@ -423,6 +429,7 @@ fn build(w: &World) -> (Cache, Model) {
                     node: Some(name.clone()),
                     zone: None,
                     tolerate: true,
+                    budgets: Vec::new(),
                 },
             );
         }
@@ -477,6 +484,21 @@ fn build(w: &World) -> (Cache, Model) {
         if !spin.is_multiple_of(3) {
             gang = gang.estimate((spin % 5) as i64);
         }
+        // One gang in four is under a PodDisruptionBudget letting 0-2 pods go; one in
+        // sixteen also under a second, roomy one (the eviction API refuses such pods).
+        let spin = w.seed.rotate_left(g as u32 * 5 + 11);
+        let mut budgets = Vec::new();
+        if spin.is_multiple_of(4) {
+            budgets.push((format!("default/pdb-g{g}"), ((spin >> 8) % 3) as u32));
+        }
+        if spin % 16 == 4 {
+            budgets.push(("default/pdb-roomy".to_string(), 100));
+        }
+        for (name, allowed) in &budgets {
+            gang = gang.budget(name);
+            cache.apply_budget(name, *allowed);
+            model.budgets.insert(name.clone(), *allowed);
+        }
         for t in &gang.tasks {
             model.pods.insert(
                 t.uid.to_string(),
@@ -488,6 +510,7 @@ fn build(w: &World) -> (Cache, Model) {
                     node: None,
                     zone: cfg.zone,
                     tolerate: cfg.tolerate,
+                    budgets: budgets.iter().map(|(n, _)| n.clone()).collect(),
                 },
             );
         }
@@ -739,14 +762,16 @@ fn churn(cache: &mut Cache, model: &mut Model, rng: &mut Rng, round: usize) {
 
 /// Evictions only hit allowed victims: a preemptor's victims are in its own queue and of
 /// strictly lower priority; a reclaimer's are in other queues; no victim gang is left with
-/// fewer than minMember pods placed (or finished) unless none are left. Then the victims terminate and are
-/// recreated (Pending), in the cache and in the model.
+/// fewer than minMember pods placed (or finished) unless none are left; no disruption
+/// budget loses more pods than it allows, and no pod under several budgets goes. Then the
+/// victims terminate and are recreated (Pending), in the cache and in the model.
 fn check_evictions(
     cache: &mut Cache,
     model: &mut Model,
     result: &SessionResult,
 ) -> Result<(), TestCaseError> {
     let mut victims_by_job: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_budget: BTreeMap<&str, u32> = BTreeMap::new();
     for e in &result.evictions {
         let pod = model
             .pods
@@ -786,6 +811,24 @@ fn check_evictions(
             prop_assert_eq!(&e.reason, &reason);
         }
         *victims_by_job.entry(e.job.to_string()).or_insert(0) += 1;
+        prop_assert!(
+            pod.budgets.len() <= 1,
+            "evicted {} under several disruption budgets {:?}",
+            e.task,
+            pod.budgets
+        );
+        for b in &pod.budgets {
+            *by_budget.entry(b).or_insert(0) += 1;
+        }
+    }
+    for (budget, evicted) in by_budget {
+        prop_assert!(
+            evicted <= model.budgets[budget],
+            "{} pods evicted under budget {} allowing {}",
+            evicted,
+            budget,
+            model.budgets[budget]
+        );
     }
     for (job, evicted) in victims_by_job {
         let placed = model

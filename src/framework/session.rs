@@ -21,7 +21,7 @@ use crate::model::{
 pub type Slots<T> = Arc<Vec<Option<Arc<T>>>>;
 
 /// The cluster as a session sees it. A snapshot from the cache is one of these; cloning it
-/// is O(1) (four `Arc` clones).
+/// is O(1) (six `Arc` clones).
 #[derive(Clone, Default)]
 pub struct ClusterState {
     pub(crate) nodes: Slots<NodeInfo>,
@@ -29,6 +29,8 @@ pub struct ClusterState {
     pub(crate) jobs: Slots<JobInfo>,
     pub(crate) job_ids: Arc<HashMap<Arc<str>, JobId>>,
     pub(crate) queues: Arc<BTreeMap<Arc<str>, Arc<QueueInfo>>>,
+    /// PodDisruptionBudgets (`namespace/name`) and how many more pods each lets go.
+    pub(crate) budgets: Arc<BTreeMap<Arc<str>, u32>>,
 }
 
 impl ClusterState {
@@ -80,6 +82,12 @@ impl ClusterState {
 
     pub fn queues(&self) -> impl Iterator<Item = &QueueInfo> {
         self.queues.values().map(|q| &**q)
+    }
+
+    /// How many more pods a PodDisruptionBudget lets go, as the cluster last said (None:
+    /// no such budget).
+    pub fn disruptions_allowed(&self, budget: &str) -> Option<u32> {
+        self.budgets.get(budget).copied()
     }
 
     pub(crate) fn node_mut(&mut self, id: NodeId) -> &mut NodeInfo {
@@ -258,6 +266,8 @@ pub struct Session {
     queue_tree: QueueTree,
     /// Bound and running tasks per node (see `running_index`).
     running_index: Option<Arc<RunningIndex>>,
+    /// Pods each PodDisruptionBudget has lost to this session's evictions so far.
+    budget_spent: HashMap<Arc<str>, u32>,
 }
 
 impl Session {
@@ -310,6 +320,7 @@ impl Session {
             held_at_open: HashMap::new(),
             reservations: Default::default(),
             running_index: None,
+            budget_spent: HashMap::new(),
         };
         ssn.held_at_open = ssn
             .state
@@ -841,7 +852,36 @@ impl Session {
         candidates: &[TaskRef],
     ) -> Vec<TaskRef> {
         let (per_task, _) = self.votes.victim_votes(kind);
-        per_task.victims(|f| f(&self.state, preemptor, candidates))
+        let mut victims = per_task.victims(|f| f(&self.state, preemptor, candidates));
+        self.keep_within_budgets(&mut victims);
+        victims
+    }
+
+    /// Drops, in order, the victims the eviction API would refuse: a pod covered by a
+    /// PodDisruptionBudget goes only while the budget has disruptions left (this session's
+    /// earlier evictions spend them too), and one covered by several budgets never (the API
+    /// refuses those). Whatever plugins are configured: a victim the API server keeps would
+    /// leave its gang, or the preemptor's plan, half done.
+    fn keep_within_budgets(&self, victims: &mut Vec<TaskRef>) {
+        let mut taken: HashMap<&str, u32> = HashMap::new();
+        victims.retain(|&v| {
+            let budgets = &self.state.task(v).budgets;
+            match budgets.as_slice() {
+                [] => true,
+                [b] => {
+                    let allowed = self.state.disruptions_allowed(b).unwrap_or(0);
+                    let spent = self.budget_spent.get(b).copied().unwrap_or(0);
+                    let taken = taken.entry(b).or_insert(0);
+                    if spent + *taken < allowed {
+                        *taken += 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                _ => false,
+            }
+        });
     }
 
     /// The candidates each plugin without a set vote would let go for `preemptor`: only
@@ -853,13 +893,21 @@ impl Session {
         candidates: &[TaskRef],
     ) -> Vec<TaskRef> {
         let (per_task, per_set) = self.votes.victim_votes(kind);
-        victim_members(per_task, per_set, &self.state, preemptor, candidates)
+        let mut members = victim_members(per_task, per_set, &self.state, preemptor, candidates);
+        self.keep_within_budgets(&mut members);
+        members
     }
 
     /// Whether the plugins allow evicting `set` together for `preemptor`.
     pub fn victims_together(&self, kind: VictimKind, preemptor: TaskRef, set: &[TaskRef]) -> bool {
         let (per_task, per_set) = self.votes.victim_votes(kind);
-        victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
+        let unbudgeted = |&t: &TaskRef| self.state.task(t).budgets.is_empty();
+        let within_budgets = set.iter().all(unbudgeted) || {
+            let mut within = set.to_vec();
+            self.keep_within_budgets(&mut within);
+            within.len() == set.len()
+        };
+        within_budgets && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
     }
 
     /// Sum of every node-order plugin's score.
@@ -1259,18 +1307,22 @@ impl Session {
         let t = self.state.task(task);
         let prev = t.status;
         let node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
+        for b in &t.budgets {
+            *self.budget_spent.entry(b.clone()).or_insert(0) += 1;
+        }
         self.move_task(task, TaskStatus::Releasing, node);
         self.fire(task, false);
         prev
     }
 
     pub(in crate::framework) fn unevict_task(&mut self, task: TaskRef, prev: TaskStatus) {
-        let node = self
-            .state
-            .task(task)
-            .node
-            .as_deref()
-            .and_then(|n| self.state.node_by_name(n));
+        let t = self.state.task(task);
+        for b in &t.budgets {
+            if let Some(spent) = self.budget_spent.get_mut(b) {
+                *spent -= 1;
+            }
+        }
+        let node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
         self.move_task(task, prev, node);
         self.fire(task, true);
     }

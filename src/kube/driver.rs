@@ -2,7 +2,7 @@
 //! cycle every period and soon after relevant changes, and the results are applied to the
 //! API server — binds (bounded concurrency), PodGroup status (only what changed) and events.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -13,11 +13,13 @@ use ::kube::runtime::WatchStreamExt;
 use ::kube::{Client, Resource, ResourceExt};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{debug, info, warn};
 
+use super::budgets;
 use super::convert::{
     node_to_spec, pod_gang, pod_group_name, pod_to_update_with_warnings, GangDecl,
     QUEUE_NAME_ANNOTATION,
@@ -89,6 +91,10 @@ pub(super) struct State {
     synced: HashSet<String>,
     /// Events to send: (object reference, type, reason, message).
     outbox: Vec<(ObjectReference, EventType, String, String)>,
+    /// PodDisruptionBudgets by `namespace/name`, as last seen.
+    budgets: HashMap<String, PodDisruptionBudget>,
+    /// uid -> (namespace, labels) of our pods: what budgets select them by.
+    labels: HashMap<String, (String, BTreeMap<String, String>)>,
 }
 
 fn now_ms() -> i64 {
@@ -184,6 +190,11 @@ impl State {
                 }
                 self.pods
                     .insert(uid.clone(), (ns.clone(), name.clone(), job.clone()));
+                if ours {
+                    let labels = pod.labels().clone();
+                    update.task.budgets = self.budgets_covering(&ns, &labels);
+                    self.labels.insert(uid.clone(), (ns.clone(), labels));
+                }
                 if ours && update.task.status == TaskStatus::Pending {
                     if let Some(key) = &job {
                         if !self.implicit.contains_key(key) && !self.has_group_object(key) {
@@ -271,6 +282,7 @@ impl State {
         self.foreign_members.retain(|_, m| !m.is_empty());
         self.assumed.remove(uid);
         self.evicting.remove(uid);
+        self.labels.remove(uid);
         if let Some((_, _, Some(job))) = self.pods.remove(uid) {
             if let Some(members) = self.implicit.get_mut(&job) {
                 members.remove(uid);
@@ -281,6 +293,49 @@ impl State {
                     }
                 }
             }
+        }
+    }
+
+    /// The budgets (`namespace/name`, sorted) that cover a pod of `ns` with `labels`.
+    fn budgets_covering(&self, ns: &str, labels: &BTreeMap<String, String>) -> Vec<Arc<str>> {
+        let mut covering: Vec<Arc<str>> = self
+            .budgets
+            .iter()
+            .filter(|(_, b)| b.namespace().as_deref() == Some(ns) && budgets::covers(b, labels))
+            .map(|(key, _)| Arc::from(key.as_str()))
+            .collect();
+        covering.sort_unstable();
+        covering
+    }
+
+    /// A budget appeared, changed or went: the engine learns what it allows, and our pods
+    /// of its namespace which budgets cover them now.
+    fn refresh_budgets(&mut self, ns: &str) {
+        let pods: Vec<(String, Vec<Arc<str>>)> = self
+            .labels
+            .iter()
+            .filter(|(_, (pod_ns, _))| pod_ns == ns)
+            .map(|(uid, (_, labels))| (uid.clone(), self.budgets_covering(ns, labels)))
+            .collect();
+        for (uid, covering) in pods {
+            self.cache.set_pod_budgets(&uid, covering);
+        }
+    }
+
+    fn apply_budget(&mut self, pdb: &PodDisruptionBudget) {
+        let ns = pdb.namespace().unwrap_or_default();
+        let key = format!("{ns}/{}", pdb.name_any());
+        self.cache
+            .apply_budget(&key, budgets::disruptions_allowed(pdb));
+        self.budgets.insert(key, pdb.clone());
+        self.refresh_budgets(&ns);
+    }
+
+    fn delete_budget(&mut self, key: &str) {
+        self.cache.delete_budget(key);
+        if self.budgets.remove(key).is_some() {
+            let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+            self.refresh_budgets(ns);
         }
     }
 
@@ -646,6 +701,14 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             st.cache.delete_queue(name);
         },
         |st: &State| st.queues.keys().cloned().collect(),
+    ));
+    tokio::spawn(watch(
+        Api::<PodDisruptionBudget>::all(client.clone()),
+        state.clone(),
+        wake.clone(),
+        |st: &mut State, pdb: &PodDisruptionBudget| st.apply_budget(pdb),
+        |st: &mut State, key: &str| st.delete_budget(key),
+        |st: &State| st.budgets.keys().cloned().collect(),
     ));
     tokio::spawn(watch(
         Api::<PriorityClass>::all(client.clone()),

@@ -4,6 +4,7 @@
 //! Inside this module tree the name `kube` means this module; the external crate is
 //! `::kube`.
 
+pub mod budgets;
 pub mod convert;
 pub mod coscheduling;
 pub mod crd;

@@ -101,6 +101,9 @@ pub struct TaskInfo {
     pub estimate: Option<i64>,
     /// When the pod started running (or was bound, if the driver knows no better).
     pub started: Option<Timestamp>,
+    /// The PodDisruptionBudgets (`namespace/name`) whose selector matches the pod: the
+    /// eviction API refuses to evict it beyond what they allow.
+    pub budgets: Vec<Arc<str>>,
 }
 
 impl TaskInfo {
@@ -135,6 +138,7 @@ impl TaskInfo {
             critical: false,
             estimate: None,
             started: None,
+            budgets: Vec::new(),
         }
     }
 
