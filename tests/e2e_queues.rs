@@ -284,6 +284,8 @@ async fn invalid_queues_get_an_event_and_the_rest_keeps_scheduling() {
             "qbad-greedy",
             json!({"weight": 1, "capability": {"cpu": "2"}, "guarantee": {"resource": {"cpu": "4"}}}),
         ),
+        ("qbad-zero", json!({"weight": 0})),
+        ("qbad-negative", json!({"weight": -2})),
     ] {
         create(
             &queues,
@@ -295,6 +297,8 @@ async fn invalid_queues_get_an_event_and_the_rest_keeps_scheduling() {
         ("qbad-orphan", "queue \"nowhere\" does not exist"),
         ("qbad-x", "form a cycle"),
         ("qbad-greedy", "cpu 4 is above the capability 2"),
+        ("qbad-zero", "spec.weight: must be at least 1, got 0"),
+        ("qbad-negative", "spec.weight: must be at least 1, got -2"),
     ] {
         wait_for(Duration::from_secs(30), "an InvalidQueue event", || async {
             let events = pod_events(&client, "default", queue).await;
