@@ -25,6 +25,14 @@ pub fn res(pairs: &[(&str, &str)]) -> Resource {
 }
 
 /// A ready, schedulable node; `pods` defaults to 110 when not given.
+/// A label map from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 pub fn node(name: &str, allocatable: &[(&str, &str)]) -> NodeSpec {
     let mut allocatable = res(allocatable);
     if allocatable.pods == 0 {

@@ -55,16 +55,10 @@ fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::labels;
 
     fn pdb(value: serde_json::Value) -> PodDisruptionBudget {
         serde_json::from_value(value).unwrap()
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]
