@@ -2,6 +2,7 @@
 //! it opens; actions read the cluster through it and change it only through `Statement`s;
 //! when it closes it reports binds, evictions and gang status changes for a driver to apply.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -258,6 +259,10 @@ pub struct Session {
     queue_tree: QueueTree,
     /// Bound and running tasks per node (see `running_index`).
     running_index: Option<Arc<RunningIndex>>,
+    /// What is free in the whole cluster once releases and pipelined tasks are through,
+    /// with the length of `touched` it was summed at: every gang allocate gives up on asks
+    /// for it, and summing every node each time made allocate quadratic in a full cluster.
+    cluster_free: RefCell<Option<(usize, Resource)>>,
 }
 
 impl Session {
@@ -310,6 +315,7 @@ impl Session {
             held_at_open: HashMap::new(),
             reservations: Default::default(),
             running_index: None,
+            cluster_free: RefCell::new(None),
         };
         ssn.held_at_open = ssn
             .state
@@ -490,15 +496,7 @@ impl Session {
         for index in u.tasks.keys() {
             need.add(&job.task(*index).resreq);
         }
-        let mut free = Resource::new();
-        for (_, n) in self.state.nodes() {
-            if n.schedulable() {
-                let mut idle = n.idle.clone();
-                idle.add(&n.releasing);
-                idle.sub(&n.pipelined);
-                free.add(&idle);
-            }
-        }
+        let free = self.cluster_free();
         let mut parts = Vec::new();
         for (name, amount) in need.dimensions() {
             if name == crate::model::resource::PODS {
@@ -514,6 +512,33 @@ impl Session {
             }
         }
         (!parts.is_empty()).then(|| format!("gang is short of {}", parts.join(", ")))
+    }
+
+    /// The sum over schedulable nodes of idle + releasing - pipelined, summed again only
+    /// when a node's usage changed since (every change goes through `move_task`, which
+    /// records the node in `touched`).
+    fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
+        let version = self.touched.len();
+        let stale = self
+            .cluster_free
+            .borrow()
+            .as_ref()
+            .is_none_or(|(at, _)| *at != version);
+        if stale {
+            let mut free = Resource::new();
+            for (_, n) in self.state.nodes() {
+                if n.schedulable() {
+                    let mut idle = n.idle.clone();
+                    idle.add(&n.releasing);
+                    idle.sub(&n.pipelined);
+                    free.add(&idle);
+                }
+            }
+            *self.cluster_free.borrow_mut() = Some((version, free));
+        }
+        std::cell::Ref::map(self.cluster_free.borrow(), |c| {
+            &c.as_ref().expect("summed above").1
+        })
     }
 
     fn task_reasons(&self, id: JobId, u: &GangUnfit) -> Vec<(Arc<str>, String)> {
