@@ -90,25 +90,21 @@ struct Attempt<'r> {
     /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
     /// final set is asked again before anything is evicted).
     whole: HashMap<JobId, bool>,
-    /// Per victim gang, whether its queue is in scope.
-    scope: HashMap<JobId, bool>,
 }
 
 impl Attempt<'_> {
-    fn in_scope(&mut self, ssn: &Session, c: TaskRef) -> bool {
+    /// Comparing the queue names directly is cheaper than remembering the answer per gang
+    /// (a hash lookup per candidate).
+    fn in_scope(&self, ssn: &Session, c: TaskRef) -> bool {
         if c.job == self.job || !is_placed(ssn.task(c).status) {
             return false;
         }
-        let (queue, kind) = (&self.queue, self.rules.kind);
-        *self.scope.entry(c.job).or_insert_with(|| {
-            let same = ssn.job(c.job).queue == *queue;
-            (kind == VictimKind::Preempt) == same
-        })
+        let same = ssn.job(c.job).queue == self.queue;
+        (self.rules.kind == VictimKind::Preempt) == same
     }
 
-    fn candidates_on(&mut self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
-        let index = self.index.clone();
-        index.by_node[node.0 as usize]
+    fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        self.index.by_node[node.0 as usize]
             .iter()
             .copied()
             .filter(|c| self.in_scope(ssn, *c))
@@ -139,18 +135,19 @@ impl Attempt<'_> {
         let request = stmt.task(task).resreq.clone();
         // Preempt looks only where its own queue runs; reclaim anywhere.
         let kind = self.rules.kind;
+        let fit = stmt.static_nodes(task);
+        let in_queue: Vec<NodeId>;
         let nodes = match kind {
             VictimKind::Preempt => {
-                let index = self.index.clone();
-                let mut nodes = index
+                in_queue = self
+                    .index
                     .nodes_by_queue
                     .get(&self.queue)
-                    .cloned()
+                    .map(|ns| ns.iter().copied().filter(|n| fit.passes(*n)).collect())
                     .unwrap_or_default();
-                nodes.retain(|n| stmt.statically_feasible(task, *n));
-                nodes
+                &in_queue[..]
             }
-            VictimKind::Reclaim => stmt.statically_feasible_nodes(task),
+            VictimKind::Reclaim => fit.nodes(),
         };
         if nodes.is_empty() {
             return false;
@@ -330,7 +327,6 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
         rules,
         index: stmt.running_index(),
         whole: HashMap::new(),
-        scope: HashMap::new(),
     };
     let pending = stmt.tasks_in(job, TaskStatus::Pending);
     let mut failed: Vec<u64> = Vec::new();

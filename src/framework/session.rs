@@ -190,6 +190,22 @@ struct StaticFit {
     rejections: NodeRejections,
 }
 
+/// The nodes that pass every static predicate for one placement (see
+/// `Session::static_nodes`).
+#[derive(Clone)]
+pub struct StaticNodes(Arc<StaticFit>);
+
+impl StaticNodes {
+    /// In id order.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.0.nodes
+    }
+
+    pub fn passes(&self, node: NodeId) -> bool {
+        self.0.pass[node.0 as usize]
+    }
+}
+
 /// Nodes that may still fit one task template. Nodes that fail a (monotone) dynamic
 /// predicate are dropped until something is released on them, so a full cluster is not
 /// rescanned for every pending task.
@@ -910,6 +926,13 @@ impl Session {
     /// Whether every static predicate passes for the task on the node.
     pub fn statically_feasible(&mut self, task: TaskRef, node: NodeId) -> bool {
         self.static_fit(task).pass[node.0 as usize]
+    }
+
+    /// Like `statically_feasible_nodes` and `statically_feasible` at once, shared rather
+    /// than copied: preempt and reclaim ask for every task they try to place, and a copy of
+    /// a large cluster's node list (or a lookup per node) each time showed in profiles.
+    pub fn static_nodes(&mut self, task: TaskRef) -> StaticNodes {
+        StaticNodes(self.static_fit(task))
     }
 
     /// Nodes on which the task could run if they had room: every static predicate passes
