@@ -53,16 +53,27 @@ fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
 
 /// The placed (bound or running) tasks of a victim gang, on every node.
 fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
-    ssn.job(job)
-        .tasks()
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| is_placed(t.status) && t.node.is_some())
-        .map(|(i, _)| TaskRef {
-            job,
-            index: i as u32,
-        })
-        .collect()
+    let tasks = ssn.job(job).tasks();
+    collect_within(
+        tasks.len(),
+        tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| is_placed(t.status) && t.node.is_some())
+            .map(|(i, _)| TaskRef {
+                job,
+                index: i as u32,
+            }),
+    )
+}
+
+/// `items` in a vector allocated once for up to `cap` of them. Collecting a filter grows
+/// the vector from four (three allocations for a node's ten pods): these lists are built
+/// per node and per victim gang for every task preempt and reclaim try to place.
+fn collect_within<T>(cap: usize, items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::with_capacity(cap);
+    v.extend(items);
+    v
 }
 
 /// Lowest priority first, then youngest: the least valuable work goes.
@@ -90,29 +101,25 @@ struct Attempt<'r> {
     /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
     /// final set is asked again before anything is evicted).
     whole: HashMap<JobId, bool>,
-    /// Per victim gang, whether its queue is in scope.
-    scope: HashMap<JobId, bool>,
 }
 
 impl Attempt<'_> {
-    fn in_scope(&mut self, ssn: &Session, c: TaskRef) -> bool {
+    /// Comparing the queue names directly is cheaper than remembering the answer per gang
+    /// (a hash lookup per candidate).
+    fn in_scope(&self, ssn: &Session, c: TaskRef) -> bool {
         if c.job == self.job || !is_placed(ssn.task(c).status) {
             return false;
         }
-        let (queue, kind) = (&self.queue, self.rules.kind);
-        *self.scope.entry(c.job).or_insert_with(|| {
-            let same = ssn.job(c.job).queue == *queue;
-            (kind == VictimKind::Preempt) == same
-        })
+        let same = ssn.job(c.job).queue == self.queue;
+        (self.rules.kind == VictimKind::Preempt) == same
     }
 
-    fn candidates_on(&mut self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
-        let index = self.index.clone();
-        index.by_node[node.0 as usize]
-            .iter()
-            .copied()
-            .filter(|c| self.in_scope(ssn, *c))
-            .collect()
+    fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        let on_node = &self.index.by_node[node.0 as usize];
+        collect_within(
+            on_node.len(),
+            on_node.iter().copied().filter(|c| self.in_scope(ssn, *c)),
+        )
     }
 
     fn whole_allowed(&mut self, ssn: &Session, task: TaskRef, victim: JobId) -> bool {
@@ -139,18 +146,19 @@ impl Attempt<'_> {
         let request = stmt.task(task).resreq.clone();
         // Preempt looks only where its own queue runs; reclaim anywhere.
         let kind = self.rules.kind;
+        let fit = stmt.static_nodes(task);
+        let in_queue: Vec<NodeId>;
         let nodes = match kind {
             VictimKind::Preempt => {
-                let index = self.index.clone();
-                let mut nodes = index
+                in_queue = self
+                    .index
                     .nodes_by_queue
                     .get(&self.queue)
-                    .cloned()
+                    .map(|ns| ns.iter().copied().filter(|n| fit.passes(*n)).collect())
                     .unwrap_or_default();
-                nodes.retain(|n| stmt.statically_feasible(task, *n));
-                nodes
+                &in_queue[..]
             }
-            VictimKind::Reclaim => stmt.statically_feasible_nodes(task),
+            VictimKind::Reclaim => fit.nodes(),
         };
         if nodes.is_empty() {
             return false;
@@ -201,16 +209,15 @@ impl Attempt<'_> {
                 }
             }
             // A gang can go whole only if all its tasks here may go.
-            let whole: Vec<TaskRef> = candidates
-                .iter()
-                .copied()
-                .filter(|c| {
+            let whole = collect_within(
+                candidates.len(),
+                candidates.iter().copied().filter(|c| {
                     candidates
                         .iter()
                         .filter(|o| o.job == c.job)
                         .all(|o| members.contains(o))
-                })
-                .collect();
+                }),
+            );
             examined.push((node, whole, victims));
         }
         // Whole gangs: the cheapest plan over the nodes examined.
@@ -330,7 +337,6 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
         rules,
         index: stmt.running_index(),
         whole: HashMap::new(),
-        scope: HashMap::new(),
     };
     let pending = stmt.tasks_in(job, TaskStatus::Pending);
     let mut failed: Vec<u64> = Vec::new();

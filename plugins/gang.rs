@@ -107,9 +107,18 @@ struct Spare {
 
 impl Spare {
     fn of(job: &JobInfo) -> Self {
+        let total = i64::from(job.ready_count()) - i64::from(job.min_member);
+        if job.min_task_member.is_empty() {
+            // No role minimums: skip counting tasks per role (a map built per victim gang
+            // for every vote preempt and reclaim ask).
+            return Spare {
+                total,
+                roles: BTreeMap::new(),
+            };
+        }
         let have = job.by_role(TaskStatus::is_ready);
         Spare {
-            total: i64::from(job.ready_count()) - i64::from(job.min_member),
+            total,
             roles: job
                 .min_task_member
                 .iter()
@@ -144,7 +153,7 @@ impl Spare {
 /// its minMember (any of them if minMember is 1) and beyond each role's minTaskMember.
 pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef> {
     let mut spare: BTreeMap<_, Spare> = BTreeMap::new();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(candidates.len());
     for &c in candidates {
         let job = state.job(c.job);
         let left = spare.entry(c.job).or_insert_with(|| Spare::of(job));

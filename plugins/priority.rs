@@ -25,13 +25,15 @@ impl Plugin for Priority {
                 .job(preemptor.job)
                 .priority
                 .max(s.task(preemptor).priority);
-            Some(
+            // Sized once (see conformance's evictable).
+            let mut out = Vec::with_capacity(candidates.len());
+            out.extend(
                 candidates
                     .iter()
                     .copied()
-                    .filter(|c| s.task(*c).priority < p && s.job(c.job).priority < p)
-                    .collect(),
-            )
+                    .filter(|c| s.task(*c).priority < p && s.job(c.job).priority < p),
+            );
+            Some(out)
         };
         ssn.add_preemptable_fn(self.name(), Box::new(strictly_lower));
     }

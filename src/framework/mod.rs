@@ -13,7 +13,7 @@ pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
 pub use reservation::Reservation;
 pub use session::{
     Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, RunningIndex,
-    Session, SessionResult, Slots,
+    Session, SessionResult, Slots, StaticNodes,
 };
 pub use statement::Statement;
 pub use votes::*;

@@ -2,6 +2,7 @@
 //! it opens; actions read the cluster through it and change it only through `Statement`s;
 //! when it closes it reports binds, evictions and gang status changes for a driver to apply.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -197,6 +198,22 @@ struct StaticFit {
     rejections: NodeRejections,
 }
 
+/// The nodes that pass every static predicate for one placement (see
+/// `Session::static_nodes`).
+#[derive(Clone)]
+pub struct StaticNodes(Arc<StaticFit>);
+
+impl StaticNodes {
+    /// In id order.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.0.nodes
+    }
+
+    pub fn passes(&self, node: NodeId) -> bool {
+        self.0.pass[node.0 as usize]
+    }
+}
+
 /// Nodes that may still fit one task template. Nodes that fail a (monotone) dynamic
 /// predicate are dropped until something is released on them, so a full cluster is not
 /// rescanned for every pending task.
@@ -268,6 +285,10 @@ pub struct Session {
     running_index: Option<Arc<RunningIndex>>,
     /// Pods each PodDisruptionBudget has lost to this session's evictions so far.
     budget_spent: HashMap<Arc<str>, u32>,
+    /// What is free in the whole cluster once releases and pipelined tasks are through,
+    /// with the length of `touched` it was summed at: every gang allocate gives up on asks
+    /// for it, and summing every node each time made allocate quadratic in a full cluster.
+    cluster_free: RefCell<Option<(usize, Resource)>>,
 }
 
 impl Session {
@@ -321,6 +342,7 @@ impl Session {
             reservations: Default::default(),
             running_index: None,
             budget_spent: HashMap::new(),
+            cluster_free: RefCell::new(None),
         };
         ssn.held_at_open = ssn
             .state
@@ -501,15 +523,7 @@ impl Session {
         for index in u.tasks.keys() {
             need.add(&job.task(*index).resreq);
         }
-        let mut free = Resource::new();
-        for (_, n) in self.state.nodes() {
-            if n.schedulable() {
-                let mut idle = n.idle.clone();
-                idle.add(&n.releasing);
-                idle.sub(&n.pipelined);
-                free.add(&idle);
-            }
-        }
+        let free = self.cluster_free();
         let mut parts = Vec::new();
         for (name, amount) in need.dimensions() {
             if name == crate::model::resource::PODS {
@@ -525,6 +539,33 @@ impl Session {
             }
         }
         (!parts.is_empty()).then(|| format!("gang is short of {}", parts.join(", ")))
+    }
+
+    /// The sum over schedulable nodes of idle + releasing - pipelined, summed again only
+    /// when a node's usage changed since (every change goes through `move_task`, which
+    /// records the node in `touched`).
+    fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
+        let version = self.touched.len();
+        let stale = self
+            .cluster_free
+            .borrow()
+            .as_ref()
+            .is_none_or(|(at, _)| *at != version);
+        if stale {
+            let mut free = Resource::new();
+            for (_, n) in self.state.nodes() {
+                if n.schedulable() {
+                    let mut idle = n.idle.clone();
+                    idle.add(&n.releasing);
+                    idle.sub(&n.pipelined);
+                    free.add(&idle);
+                }
+            }
+            *self.cluster_free.borrow_mut() = Some((version, free));
+        }
+        std::cell::Ref::map(self.cluster_free.borrow(), |c| {
+            &c.as_ref().expect("summed above").1
+        })
     }
 
     fn task_reasons(&self, id: JobId, u: &GangUnfit) -> Vec<(Arc<str>, String)> {
@@ -933,6 +974,13 @@ impl Session {
     /// Whether every static predicate passes for the task on the node.
     pub fn statically_feasible(&mut self, task: TaskRef, node: NodeId) -> bool {
         self.static_fit(task).pass[node.0 as usize]
+    }
+
+    /// Like `statically_feasible_nodes` and `statically_feasible` at once, shared rather
+    /// than copied: preempt and reclaim ask for every task they try to place, and a copy of
+    /// a large cluster's node list (or a lookup per node) each time showed in profiles.
+    pub fn static_nodes(&mut self, task: TaskRef) -> StaticNodes {
+        StaticNodes(self.static_fit(task))
     }
 
     /// Nodes on which the task could run if they had room: every static predicate passes

@@ -241,6 +241,9 @@ impl<F> Tiered<F> {
             };
             chosen = Some(match chosen {
                 None => candidates,
+                // Plugins mostly allow everything they are offered: skip the quadratic
+                // intersection then (preempt and reclaim ask for every node they look at).
+                Some(prev) if prev == candidates => prev,
                 Some(prev) => prev
                     .into_iter()
                     .filter(|t| candidates.contains(t))
@@ -273,7 +276,10 @@ pub fn victim_members(
             continue;
         }
         if let Some(allowed) = f(state, preemptor, &chosen) {
-            chosen.retain(|t| allowed.contains(t));
+            // Mostly everything offered is allowed: skip the quadratic intersection then.
+            if allowed != chosen {
+                chosen.retain(|t| allowed.contains(t));
+            }
         }
     }
     chosen
