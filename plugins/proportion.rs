@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{ClusterState, Plugin, Session, Vote};
-use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
+use crate::model::{JobId, PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Proportion;
 
@@ -70,7 +70,8 @@ impl QueueShare {
     /// queue holds beyond its share, and in every dimension where the queue is above its
     /// share, what is left must still reach it. (Volcano only asks that the queue be
     /// above its share before the victim goes, so the last victim can take it below; a
-    /// queue above its share in memory alone would also lose pods for want of cpu.)
+    /// queue above its share in memory alone would also lose pods for want of cpu.) Pod
+    /// counts play no part: a queue holds none in its accounts, so is never above in them.
     pub fn can_give(&self, taken: &Resource, victim: &Resource) -> bool {
         let mut frees_surplus = false;
         for (name, amount) in victim.dimensions() {
@@ -248,23 +249,41 @@ impl Plugin for Proportion {
             Box::new(move |st, reclaimer, candidates| {
                 // Victims only from reclaimable queues above their share, and only while
                 // taking them keeps that queue at or above what it deserves.
+                // Asked for every node and victim gang a reclaimer looks at: the queue of
+                // consecutive candidates of one gang is looked up once, and what this answer
+                // takes is kept per victim queue in a short list (an answer spans few).
                 let queues = s.borrow();
-                let own = st.job(reclaimer.job).queue.clone();
-                // What this answer already takes from each queue (no copy of the shares).
-                let mut taken: BTreeMap<Arc<str>, Resource> = BTreeMap::new();
-                let mut out = Vec::new();
+                let own = &st.job(reclaimer.job).queue;
+                let mut taken: Vec<(&QueueShare, Resource)> = Vec::new();
+                let mut last: Option<(JobId, Option<usize>)> = None;
+                let mut out = Vec::with_capacity(candidates.len());
                 for &c in candidates {
-                    let queue = &st.job(c.job).queue;
-                    if *queue == own {
-                        continue;
-                    }
-                    let Some(q) = queues.get(queue) else {
-                        continue;
+                    let slot = match last {
+                        Some((job, slot)) if job == c.job => slot,
+                        _ => {
+                            let queue = &st.job(c.job).queue;
+                            let share = (queue != own)
+                                .then(|| queues.get(queue))
+                                .flatten()
+                                .filter(|q| q.reclaimable);
+                            let slot = share.map(|q| {
+                                taken
+                                    .iter()
+                                    .position(|(t, _)| std::ptr::eq(*t, q))
+                                    .unwrap_or_else(|| {
+                                        taken.push((q, Resource::new()));
+                                        taken.len() - 1
+                                    })
+                            });
+                            last = Some((c.job, slot));
+                            slot
+                        }
                     };
-                    let taken = taken.entry(queue.clone()).or_default();
-                    let victim = st.task(c).resreq.without_pods();
-                    if q.reclaimable && q.can_give(taken, &victim) {
-                        taken.add(&victim);
+                    let Some(i) = slot else { continue };
+                    let (q, taken) = &mut taken[i];
+                    let victim = &st.task(c).resreq;
+                    if q.can_give(taken, victim) {
+                        taken.add(victim);
                         out.push(c);
                     }
                 }
