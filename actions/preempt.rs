@@ -31,6 +31,8 @@ pub struct Rules {
     pub kind: VictimKind,
     /// The reason given to a victim evicted for the preemptor gang.
     pub reason: fn(&Session, JobId, TaskRef) -> String,
+    /// What the preemptor gang's message says when no victims make room for it.
+    pub no_room: fn(&Session, JobId) -> String,
 }
 
 /// Nodes examined for victims per pending task (beyond those where the task already
@@ -378,9 +380,20 @@ pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> Strin
     )
 }
 
+/// Why preemption did not help, and what it may take, so nobody has to guess.
+fn preempt_no_room(ssn: &Session, job: JobId) -> String {
+    format!(
+        "preemption cannot make room: no pods of queue {} below priority {} that may go \
+         (victim gangs keep their minMember; disruption budgets and system-critical pods are respected)",
+        ssn.job(job).queue,
+        ssn.job(job).priority
+    )
+}
+
 pub const PREEMPT: Rules = Rules {
     kind: VictimKind::Preempt,
     reason: preempt_reason,
+    no_room: preempt_no_room,
 };
 
 /// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
@@ -414,6 +427,8 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         stmt.commit();
     } else {
         stmt.discard();
+        let note = (rules.no_room)(ssn, job);
+        ssn.append_job_note(job, note);
     }
 }
 
@@ -580,6 +595,20 @@ mod tests {
         preemptor(&mut cache, 4, 4);
         let result = run_cycle(&cache, Some(PREEMPT));
         assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // The preemptor's message says why preemption did not help, after allocate's.
+        let message = result
+            .job_updates
+            .iter()
+            .find(|u| &*u.job == "default/high")
+            .and_then(|u| u.condition.as_ref())
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        assert!(
+            message.contains(
+                "gang is short of 4 cpu; preemption cannot make room: no pods of queue default below priority 100 that may go"
+            ),
+            "{message}"
+        );
         let mut cache = full_cluster(&[("equal", 2, 4, 100)]);
         preemptor(&mut cache, 2, 2);
         let result = run_cycle(&cache, Some(PREEMPT));

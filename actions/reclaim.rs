@@ -24,9 +24,17 @@ pub fn reclaim_reason(ssn: &Session, reclaimer: JobId, victim: TaskRef) -> Strin
     )
 }
 
+fn reclaim_no_room(_: &Session, _: JobId) -> String {
+    "reclaim cannot make room: nothing to take back from reclaimable queues above their \
+     deserved share (victim gangs keep their minMember; disruption budgets and system-critical \
+     pods are respected)"
+        .into()
+}
+
 pub const RECLAIM: Rules = Rules {
     kind: VictimKind::Reclaim,
     reason: reclaim_reason,
+    no_room: reclaim_no_room,
 };
 
 impl Action for Reclaim {

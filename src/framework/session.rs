@@ -1236,6 +1236,17 @@ impl Session {
         self.unschedulable.entry(job).or_default().invalid = Some(invalid);
     }
 
+    /// Adds a note after any the gang's message already has (an action explaining why it
+    /// could not help either).
+    pub fn append_job_note(&mut self, job: JobId, note: impl Into<String>) {
+        let note = note.into();
+        let slot = &mut self.unschedulable.entry(job).or_default().note;
+        *slot = Some(match slot.take() {
+            Some(before) => format!("{before}; {note}"),
+            None => note,
+        });
+    }
+
     /// Adds a note to an unschedulable gang's message (e.g. "queue overused").
     pub fn record_job_note(&mut self, job: JobId, note: impl Into<String>) {
         self.unschedulable.entry(job).or_default().note = Some(note.into());
