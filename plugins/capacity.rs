@@ -30,6 +30,9 @@ pub struct QueueAttr {
     /// The most it may hold, borrowing included (see the module comment).
     pub real_capability: Resource,
     pub allocated: Resource,
+    /// What the queue held as the session opened, less what was evicted from it since:
+    /// reclaim takes only from this (see proportion's `QueueShare::held`).
+    pub held: Resource,
     /// Minimum requests of admitted gangs that are not running yet.
     pub inqueue: Resource,
     pub reclaimable: bool,
@@ -130,6 +133,9 @@ pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str
                 }
             }
         }
+    }
+    for a in attrs.values_mut() {
+        a.held = a.allocated.clone();
     }
     attrs
 }
@@ -233,9 +239,9 @@ impl Plugin for Capacity {
                     }
                     let Some(a) = attrs.get(queue) else { continue };
                     let taken = taken.entry(queue.clone()).or_default();
-                    let mut after = a.allocated.minus(taken);
+                    let mut after = a.held.minus(taken);
                     after.sub(&st.task(c).resreq.without_pods());
-                    if a.reclaimable && !within(&a.allocated.minus(taken), &a.deserved) {
+                    if a.reclaimable && !within(&a.held.minus(taken), &a.deserved) {
                         // Taking it must leave the queue at or above what it deserves.
                         if a.deserved.dimensions().all(|(n, d)| after.get(n) >= d) {
                             taken.add(&st.task(c).resreq.without_pods());
@@ -254,6 +260,9 @@ impl Plugin for Capacity {
                 for n in ta.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
                         q.allocated.add(&need);
+                        if e.is_restore() {
+                            q.held.add(&need);
+                        }
                     }
                 }
             })),
@@ -263,6 +272,9 @@ impl Plugin for Capacity {
                 for n in td.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
                         q.allocated.sub(&need);
+                        if e.is_eviction() {
+                            q.held.sub(&need);
+                        }
                     }
                 }
             })),

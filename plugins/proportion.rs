@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{ClusterState, Plugin, Session, Vote};
+use crate::model::resource::PODS;
 use crate::model::{JobId, PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Proportion;
@@ -24,6 +25,10 @@ pub struct QueueShare {
     pub weight: u32,
     pub deserved: Resource,
     pub allocated: Resource,
+    /// What the queue held as the session opened, less what was evicted from it since:
+    /// reclaim takes only from this, never because of work placed in the same cycle and
+    /// not running yet.
+    pub held: Resource,
     pub request: Resource,
     /// Requests of admitted gangs that are not running yet.
     pub inqueue: Resource,
@@ -67,24 +72,27 @@ impl QueueShare {
 
     /// Whether the queue, having given up `taken` already, can give up `victim` too
     /// without falling below its deserved share: the victim must free something the
-    /// queue holds beyond its share, and in every dimension where the queue is above its
-    /// share, what is left must still reach it. (Volcano only asks that the queue be
-    /// above its share before the victim goes, so the last victim can take it below; a
-    /// queue above its share in memory alone would also lose pods for want of cpu.) Pod
-    /// counts play no part: a queue holds none in its accounts, so is never above in them.
+    /// queue holds beyond its share, and in every dimension where the queue still holds
+    /// at least its share, what is left must still reach it. What it holds is `held`:
+    /// pods placed for it earlier in the cycle (pipelined onto space being released) do
+    /// not make its running pods fair game. (Volcano only asks that the queue be above
+    /// its share, counting such pods, before the victim goes, so the last victim can take
+    /// it below; a queue above its share in memory alone would also lose pods for want of
+    /// cpu.) Pod counts play no part: a queue's accounts hold none.
     pub fn can_give(&self, taken: &Resource, victim: &Resource) -> bool {
         let mut frees_surplus = false;
         for (name, amount) in victim.dimensions() {
+            if name == PODS {
+                continue;
+            }
             let (left, deserved) = (
-                self.allocated.get(name) - taken.get(name),
+                self.held.get(name) - taken.get(name),
                 self.deserved.get(name),
             );
-            if left > deserved {
-                if left - amount < deserved {
-                    return false;
-                }
-                frees_surplus = true;
+            if left >= deserved && left - amount < deserved {
+                return false;
             }
+            frees_surplus |= left > deserved;
         }
         frees_surplus
     }
@@ -219,6 +227,7 @@ pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>
         q.allocated.pods = 0;
         q.request.pods = 0;
         q.inqueue.pods = 0;
+        q.held = q.allocated.clone();
     }
     deserved_shares(&total, &mut queues);
     queues
@@ -344,6 +353,9 @@ impl Plugin for Proportion {
                 let mut queues = a.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.add(&need);
+                    if e.is_restore() {
+                        q.held.add(&need);
+                    }
                 }
                 for n in ta.ancestors(&e.job.queue) {
                     if let Some(q) = queues.get_mut(n) {
@@ -356,6 +368,9 @@ impl Plugin for Proportion {
                 let mut queues = d.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.sub(&need);
+                    if e.is_eviction() {
+                        q.held.sub(&need);
+                    }
                 }
                 for n in td.ancestors(&e.job.queue) {
                     if let Some(q) = queues.get_mut(n) {
@@ -440,7 +455,7 @@ mod tests {
         };
         // Holds 5 cpu and 4Gi, deserves 3 cpu and 8Gi: 2 cpu beyond its share.
         let q = QueueShare {
-            allocated: cpu(5).plus(&mem(4)),
+            held: cpu(5).plus(&mem(4)),
             deserved: cpu(3).plus(&mem(8)),
             ..Default::default()
         };
@@ -459,6 +474,16 @@ mod tests {
             !q.can_give(&Resource::new(), &mem(1)),
             "it is not above its share in memory: freeing memory alone gives nothing back"
         );
+        // At exactly its share in GPUs and above in cpu: a pod with a GPU would take it
+        // below its GPU share, one without may go.
+        let gpu = Resource::new().with("nvidia.com/gpu", "1").unwrap();
+        let q = QueueShare {
+            held: cpu(5).plus(&gpu),
+            deserved: cpu(3).plus(&gpu),
+            ..Default::default()
+        };
+        assert!(!q.can_give(&Resource::new(), &cpu(1).plus(&gpu)));
+        assert!(q.can_give(&Resource::new(), &cpu(1)));
     }
 
     use crate::framework::ConditionKind;

@@ -23,9 +23,10 @@
 //!     gang is left below minMember, no PodDisruptionBudget loses more pods than it allows
 //!     (a pod under several never goes), and reclaim takes only from queues above their deserved
 //!     share and never leaves one below it. Shares are the queue plugin's definition
-//!     (water-filling, or explicit deserved), and what a queue holds is read from the
-//!     session just before and just after `reclaim`: pods placed or pipelined earlier in the
-//!     same cycle count, as they do for the plugins, but the test sums them itself.
+//!     (water-filling, or explicit deserved); what a queue holds is what it held as the
+//!     cycle began less what was evicted since, summed by the test from the session just
+//!     before and just after `reclaim` (pods placed in the same cycle, not running yet, do
+//!     not make a queue's running pods fair game).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -878,13 +879,26 @@ fn check_evictions(
     Ok(())
 }
 
-/// What each queue holds in a session: the requests of its pods that are placed or
-/// pipelined there (what the queue plugins count as allocated).
-fn held_by_queue(ssn: &Session) -> BTreeMap<String, Resource> {
+/// Our pods that hold their nodes, by uid.
+fn placed(ssn: &Session) -> std::collections::HashSet<String> {
+    ssn.state()
+        .jobs()
+        .flat_map(|(_, job)| job.tasks())
+        .filter(|t| t.status.is_allocated())
+        .map(|t| t.uid.to_string())
+        .collect()
+}
+
+/// What each queue holds of what it held when the session opened (`at_open`): pods placed
+/// or pipelined in the same cycle do not make a queue's running pods fair game.
+fn held_by_queue(
+    ssn: &Session,
+    at_open: &std::collections::HashSet<String>,
+) -> BTreeMap<String, Resource> {
     let mut held: BTreeMap<String, Resource> = BTreeMap::new();
     for (_, job) in ssn.state().jobs() {
         for t in job.tasks() {
-            if t.status.is_allocated() || t.status == TaskStatus::Pipelined {
+            if t.status.is_allocated() && at_open.contains(&*t.uid) {
                 held.entry(job.queue.to_string())
                     .or_default()
                     .add(&t.resreq.without_pods());
@@ -937,18 +951,21 @@ fn cycle_checking_reclaim(
     // What each queue held and which pods were already going, as reclaim starts.
     type Before = (BTreeMap<String, Resource>, BTreeMap<String, String>);
     let before: RefCell<Option<Before>> = RefCell::new(None);
+    let at_open: RefCell<Option<std::collections::HashSet<String>>> = RefCell::new(None);
     let failures: RefCell<Vec<String>> = RefCell::new(Vec::new());
     let (victims_seen, queues_checked) = (Cell::new(0), Cell::new(0));
     let mut observe = |action: &'static str, starting: bool, ssn: &Session| {
+        let mut at_open = at_open.borrow_mut();
+        let at_open = at_open.get_or_insert_with(|| placed(ssn));
         if action != "reclaim" {
             return;
         }
         if starting {
-            *before.borrow_mut() = Some((held_by_queue(ssn), releasing(ssn)));
+            *before.borrow_mut() = Some((held_by_queue(ssn, at_open), releasing(ssn)));
             return;
         }
         let (held_before, releasing_before) = before.borrow_mut().take().unwrap();
-        let held_after = held_by_queue(ssn);
+        let held_after = held_by_queue(ssn, at_open);
         let deserved = deserved_by_queue(ssn, conf);
         let mut victim_queues: BTreeMap<String, usize> = BTreeMap::new();
         for (uid, queue) in releasing(ssn) {
@@ -1167,18 +1184,17 @@ fn evicting_world() -> impl Strategy<Value = World> {
     })
 }
 
-/// (e) over 256 worlds (evictions are rarer than binds), and the properties must not hold
-/// only because nothing was evicted: preempt and reclaim both have to have happened.
-#[test]
-fn evictions_respect_priorities_shares_and_gangs() {
+/// Runs the eviction properties over `cases` worlds of `worlds`; they must not hold only
+/// because nothing was evicted: preempt and reclaim both have to have happened.
+fn check_evicting_worlds(worlds: impl Strategy<Value = World>, cases: u32) {
     let mut runner = TestRunner::new(ProptestConfig {
-        cases: 256,
+        cases,
         source_file: Some(file!()),
         ..config()
     });
     let total = RefCell::new(Exercised::default());
     runner
-        .run(&evicting_world(), |w| {
+        .run(&worlds, |w| {
             let e = run_world(&w)?;
             let mut total = total.borrow_mut();
             total.preempted += e.preempted;
@@ -1197,4 +1213,48 @@ fn evictions_respect_priorities_shares_and_gangs() {
         "evictions checked: {} pods preempted, {} queues reclaimed from",
         total.preempted, total.reclaimed_queues
     );
+}
+
+/// (e) over 256 worlds (evictions are rarer than binds).
+#[test]
+fn evictions_respect_priorities_shares_and_gangs() {
+    check_evicting_worlds(evicting_world(), 256);
+}
+
+/// Few small nodes and many gangs, every node usable, every queue open: most gangs wait
+/// after the warm-up, so preempt and reclaim have far more to choose from.
+fn crowded_world() -> impl Strategy<Value = World> {
+    (
+        prop::collection::vec(node_cfg(), 1..=3),
+        prop::collection::vec(gang_cfg(), 6..=16),
+        prop::collection::vec(queue_cfg(), 3),
+        2usize..=4,
+        any::<u64>(),
+    )
+        .prop_map(|(mut nodes, gangs, mut queues, cycles, seed)| {
+            for n in &mut nodes {
+                n.cpu = n.cpu.min(8);
+                n.ready = true;
+                n.unschedulable = false;
+            }
+            for q in &mut queues {
+                q.capability_cpu = None;
+                q.closed = false;
+            }
+            World {
+                nodes,
+                gangs,
+                queues,
+                conf: EVICTING[(seed % EVICTING.len() as u64) as usize],
+                cycles,
+                seed,
+                warm_up: true,
+            }
+        })
+}
+
+/// (e) in crowded worlds.
+#[test]
+fn evictions_respect_priorities_shares_and_gangs_in_crowded_clusters() {
+    check_evicting_worlds(crowded_world(), 256);
 }
