@@ -75,50 +75,58 @@ fn running(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usiz
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s6_priority_preemption_within_a_queue() {
-    let ns = "e2e-s6";
-    let client = client().await;
-    install_crds(&client).await;
-    namespace(&client, ns).await;
-    for (name, value) in [("s6-low", 1), ("s6-high", 100)] {
+/// A namespace with priority classes `{prefix}-1` and `{prefix}-100` (prefix: the
+/// namespace without `e2e-`), the given queues, `nodes` fake nodes of 4 CPUs and its own
+/// scheduler running `CONF` (with preempt).
+async fn preemption_cluster(client: &Client, ns: &str, queues: &[&str], nodes: usize) -> Scheduler {
+    let prefix = ns.trim_start_matches("e2e-");
+    install_crds(client).await;
+    namespace(client, ns).await;
+    for value in [1, 100] {
         create(
             &Api::<PriorityClass>::all(client.clone()),
-            json!({"metadata": {"name": name}, "value": value}),
+            json!({"metadata": {"name": format!("{prefix}-{value}")}, "value": value}),
         )
         .await;
     }
-    for q in ["s6-q", "s6-other"] {
+    for q in queues {
         create(
             &Api::<Queue>::all(client.clone()),
             json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q}, "spec": {"weight": 1}}),
         )
         .await;
     }
-    for i in 1..=3 {
+    for i in 1..=nodes {
         fake_node(
-            &client,
-            &format!("s6-n{i}"),
+            client,
+            &format!("{prefix}-n{i}"),
             ns,
             json!({"cpu": "4", "memory": "16Gi"}),
         )
         .await;
     }
-    let conf = std::env::temp_dir().join(format!("rb-s6-{}.conf", std::process::id()));
+    let conf = std::env::temp_dir().join(format!("rb-{prefix}-{}.conf", std::process::id()));
     std::fs::write(&conf, CONF).unwrap();
-    let _scheduler = start_scheduler_with(
-        "rb-s6",
+    start_scheduler_with(
+        &scheduler_of(ns),
         &[
             "--http-address",
             "off",
             "--scheduler-conf",
             conf.to_str().unwrap(),
         ],
-    );
+    )
+}
 
-    gang(&client, ns, "low-a", "s6-q", "s6-low", 2, 4).await;
-    gang(&client, ns, "low-b", "s6-q", "s6-low", 2, 4).await;
-    gang(&client, ns, "bystander", "s6-other", "s6-low", 2, 4).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_priority_preemption_within_a_queue() {
+    let ns = "e2e-s6";
+    let client = client().await;
+    let _scheduler = preemption_cluster(&client, ns, &["s6-q", "s6-other"], 3).await;
+
+    gang(&client, ns, "low-a", "s6-q", "s6-1", 2, 4).await;
+    gang(&client, ns, "low-b", "s6-q", "s6-1", 2, 4).await;
+    gang(&client, ns, "bystander", "s6-other", "s6-1", 2, 4).await;
     wait_for(
         Duration::from_secs(60),
         "the cluster full of low-priority gangs",
@@ -132,7 +140,7 @@ async fn s6_priority_preemption_within_a_queue() {
     )
     .await;
 
-    gang(&client, ns, "urgent", "s6-q", "s6-high", 4, 4).await;
+    gang(&client, ns, "urgent", "s6-q", "s6-100", 4, 4).await;
     wait_for(
         Duration::from_secs(90),
         "the urgent gang bound after evictions",
@@ -180,49 +188,16 @@ async fn preemption_never_picks_a_victim_its_disruption_budget_protects() {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     let ns = "e2e-pdb";
     let client = client().await;
-    install_crds(&client).await;
-    namespace(&client, ns).await;
-    for (name, value) in [("pdb-low", 1), ("pdb-high", 100)] {
-        create(
-            &Api::<PriorityClass>::all(client.clone()),
-            json!({"metadata": {"name": name}, "value": value}),
-        )
-        .await;
-    }
-    create(
-        &Api::<Queue>::all(client.clone()),
-        json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "pdb-q"}, "spec": {"weight": 1}}),
-    )
-    .await;
-    for i in 1..=2 {
-        fake_node(
-            &client,
-            &format!("pdb-n{i}"),
-            ns,
-            json!({"cpu": "4", "memory": "16Gi"}),
-        )
-        .await;
-    }
+    let _scheduler = preemption_cluster(&client, ns, &["pdb-q"], 2).await;
     create(
         &Api::<PodDisruptionBudget>::namespaced(client.clone(), ns),
         json!({"metadata": {"name": "protect-a", "namespace": ns},
                "spec": {"minAvailable": 4, "selector": {"matchLabels": {"gang": "low-a"}}}}),
     )
     .await;
-    let conf = std::env::temp_dir().join(format!("rb-pdb-{}.conf", std::process::id()));
-    std::fs::write(&conf, CONF).unwrap();
-    let _scheduler = start_scheduler_with(
-        &scheduler_of(ns),
-        &[
-            "--http-address",
-            "off",
-            "--scheduler-conf",
-            conf.to_str().unwrap(),
-        ],
-    );
 
-    gang(&client, ns, "low-a", "pdb-q", "pdb-low", 2, 4).await;
-    gang(&client, ns, "low-b", "pdb-q", "pdb-low", 2, 4).await;
+    gang(&client, ns, "low-a", "pdb-q", "pdb-1", 2, 4).await;
+    gang(&client, ns, "low-b", "pdb-q", "pdb-1", 2, 4).await;
     wait_for(
         Duration::from_secs(60),
         "the cluster full of low-priority gangs",
@@ -233,7 +208,7 @@ async fn preemption_never_picks_a_victim_its_disruption_budget_protects() {
     )
     .await;
 
-    gang(&client, ns, "urgent", "pdb-q", "pdb-high", 4, 4).await;
+    gang(&client, ns, "urgent", "pdb-q", "pdb-100", 4, 4).await;
     wait_for(
         Duration::from_secs(90),
         "the urgent gang bound in place of the unprotected gang",
