@@ -46,9 +46,7 @@ fn is_placed(s: TaskStatus) -> bool {
 /// What the node will have free once its releasing tasks are gone, its pipelined ones have
 /// arrived and `extra` is released too.
 fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
-    let mut free = node.idle.clone();
-    free.add(&node.releasing);
-    free.sub(&node.pipelined);
+    let mut free = node.future_free();
     free.add(extra);
     free
 }

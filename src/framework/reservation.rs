@@ -214,14 +214,7 @@ impl Session {
         for t in &pending {
             need.add(&self.task(*t).resreq);
         }
-        let mut free = Resource::new();
-        for (_, n) in self.state().nodes() {
-            if n.schedulable() {
-                free.add(&n.idle);
-                free.add(&n.releasing);
-                free.sub(&n.pipelined);
-            }
-        }
+        let mut free = self.cluster_free().clone();
         let mut i = 0;
         while i < releases.len() {
             let at = releases[i].end;
@@ -275,10 +268,10 @@ impl Session {
             if missing <= 0 && role_missing.values().all(|m| *m <= 0) {
                 break;
             }
-            let candidates = self.statically_feasible_nodes(task);
+            let candidates = self.static_nodes(task);
             let t = self.task(task);
             let mut best: Option<(NodeId, f64)> = None;
-            for n in candidates {
+            for &n in candidates.nodes() {
                 let node = future.get(&n).unwrap_or_else(|| self.node(n));
                 if resource_fit(t, node).is_err()
                     || self.votes.predicate.all().any(|f| f(t, node).is_err())

@@ -541,10 +541,10 @@ impl Session {
         (!parts.is_empty()).then(|| format!("gang is short of {}", parts.join(", ")))
     }
 
-    /// The sum over schedulable nodes of idle + releasing - pipelined, summed again only
-    /// when a node's usage changed since (every change goes through `move_task`, which
-    /// records the node in `touched`).
-    fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
+    /// What the schedulable nodes will have free once releases and pipelined tasks are
+    /// through, summed again only when a node's usage changed since (every change goes
+    /// through `move_task`, which records the node in `touched`).
+    pub(super) fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
         let version = self.touched.len();
         let stale = self
             .cluster_free
@@ -555,10 +555,7 @@ impl Session {
             let mut free = Resource::new();
             for (_, n) in self.state.nodes() {
                 if n.schedulable() {
-                    let mut idle = n.idle.clone();
-                    idle.add(&n.releasing);
-                    idle.sub(&n.pipelined);
-                    free.add(&idle);
+                    free.add(&n.future_free());
                 }
             }
             *self.cluster_free.borrow_mut() = Some((version, free));
@@ -971,22 +968,11 @@ impl Session {
         dynamic_fit(&self.votes, t, n)
     }
 
-    /// Whether every static predicate passes for the task on the node.
-    pub fn statically_feasible(&mut self, task: TaskRef, node: NodeId) -> bool {
-        self.static_fit(task).pass[node.0 as usize]
-    }
-
-    /// Like `statically_feasible_nodes` and `statically_feasible` at once, shared rather
-    /// than copied: preempt and reclaim ask for every task they try to place, and a copy of
-    /// a large cluster's node list (or a lookup per node) each time showed in profiles.
+    /// Nodes on which the task could run if they had room: every static predicate passes
+    /// (selector, affinity, taints, node state). Preempt, reclaim and reservations look
+    /// there for every task they try to place, so the session's list is shared, not copied.
     pub fn static_nodes(&mut self, task: TaskRef) -> StaticNodes {
         StaticNodes(self.static_fit(task))
-    }
-
-    /// Nodes on which the task could run if they had room: every static predicate passes
-    /// (selector, affinity, taints, node state). Preempt and reclaim look for victims there.
-    pub fn statically_feasible_nodes(&mut self, task: TaskRef) -> Vec<NodeId> {
-        self.static_fit(task).nodes.clone()
     }
 
     /// Tasks of ours running on `node` (bound before this session, not releasing): the

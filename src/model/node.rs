@@ -125,6 +125,15 @@ impl NodeInfo {
         req.fits(&self.idle)
     }
 
+    /// What will be free once releasing tasks are gone and pipelined tasks arrive, in
+    /// every dimension.
+    pub fn future_free(&self) -> Resource {
+        let mut free = self.idle.clone();
+        free.add(&self.releasing);
+        free.sub(&self.pipelined);
+        free
+    }
+
     /// What will be free once releasing tasks are gone and pipelined tasks arrive.
     pub fn future_idle(&self, name: &str) -> i64 {
         self.idle.get(name) + self.releasing.get(name) - self.pipelined.get(name)
