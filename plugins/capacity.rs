@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{ClusterState, Plugin, Session, Vote};
+use crate::framework::{Change, ClusterState, Plugin, Session, Vote};
 use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Capacity;
@@ -260,7 +260,7 @@ impl Plugin for Capacity {
                 for n in ta.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
                         q.allocated.add(&need);
-                        if e.is_restore() {
+                        if e.change == Change::Restored {
                             q.held.add(&need);
                         }
                     }
@@ -272,7 +272,7 @@ impl Plugin for Capacity {
                 for n in td.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
                         q.allocated.sub(&need);
-                        if e.is_eviction() {
+                        if e.change == Change::Evicted {
                             q.held.sub(&need);
                         }
                     }

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{ClusterState, Plugin, Session, Vote};
+use crate::framework::{Change, ClusterState, Plugin, Session, Vote};
 use crate::model::resource::PODS;
 use crate::model::{JobId, PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
@@ -353,7 +353,7 @@ impl Plugin for Proportion {
                 let mut queues = a.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.add(&need);
-                    if e.is_restore() {
+                    if e.change == Change::Restored {
                         q.held.add(&need);
                     }
                 }
@@ -368,7 +368,7 @@ impl Plugin for Proportion {
                 let mut queues = d.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     q.allocated.sub(&need);
-                    if e.is_eviction() {
+                    if e.change == Change::Evicted {
                         q.held.sub(&need);
                     }
                 }

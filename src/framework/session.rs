@@ -1257,7 +1257,7 @@ impl Session {
 
     // ----- primitive changes (Statement is the only caller) ------------------------
 
-    fn fire(&self, task: TaskRef, allocate: bool) {
+    fn fire(&self, task: TaskRef, change: Change) {
         let job = self.state.job(task.job);
         let t = job.task(task.index);
         let node = t
@@ -1265,11 +1265,15 @@ impl Session {
             .as_deref()
             .and_then(|n| self.state.node_by_name(n))
             .map(|id| self.state.node(id));
-        let event = Event { job, task: t, node };
-        let handlers = if allocate {
-            &self.votes.on_allocate
-        } else {
-            &self.votes.on_deallocate
+        let event = Event {
+            job,
+            task: t,
+            node,
+            change,
+        };
+        let handlers = match change {
+            Change::Placed | Change::Restored => &self.votes.on_allocate,
+            Change::Unplaced | Change::Evicted => &self.votes.on_deallocate,
         };
         for h in handlers {
             h(&event);
@@ -1334,7 +1338,7 @@ impl Session {
         status: TaskStatus,
     ) -> (TaskStatus, Option<NodeId>) {
         let prev = self.move_task(task, status, Some(node));
-        self.fire(task, true);
+        self.fire(task, Change::Placed);
         prev
     }
 
@@ -1344,7 +1348,7 @@ impl Session {
         task: TaskRef,
         prev: (TaskStatus, Option<NodeId>),
     ) {
-        self.fire(task, false);
+        self.fire(task, Change::Unplaced);
         self.move_task(task, prev.0, prev.1);
     }
 
@@ -1356,7 +1360,7 @@ impl Session {
             *self.budget_spent.entry(b.clone()).or_insert(0) += 1;
         }
         self.move_task(task, TaskStatus::Releasing, node);
-        self.fire(task, false);
+        self.fire(task, Change::Evicted);
         prev
     }
 
@@ -1369,7 +1373,7 @@ impl Session {
         }
         let node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
         self.move_task(task, prev, node);
-        self.fire(task, true);
+        self.fire(task, Change::Restored);
     }
 
     pub(in crate::framework) fn dispatch_bind(&mut self, task: TaskRef) {

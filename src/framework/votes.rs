@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::fit::Unfit;
 use super::session::ClusterState;
-use crate::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskRef, TaskStatus};
+use crate::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskRef};
 
 /// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,28 +119,25 @@ pub struct Invalid {
 }
 
 /// What plugins are told when a task is placed on or taken off a node in the session.
-/// An allocate event comes after a task is allocated or pipelined, or after an eviction is
-/// undone; a deallocate event after an eviction, or before a placement is undone.
 pub struct Event<'a> {
     pub job: &'a JobInfo,
     pub task: &'a TaskInfo,
     pub node: Option<&'a NodeInfo>,
+    pub change: Change,
 }
 
-impl Event<'_> {
-    /// A deallocate event for an eviction (the task is releasing its node).
-    pub fn is_eviction(&self) -> bool {
-        self.task.status == TaskStatus::Releasing
-    }
-
-    /// An allocate event that undoes an eviction: the task holds its node again as it did
-    /// when the session opened, rather than being newly placed.
-    pub fn is_restore(&self) -> bool {
-        !matches!(
-            self.task.status,
-            TaskStatus::Allocated | TaskStatus::Pipelined
-        )
-    }
+/// Which change an event reports. Allocate handlers hear `Placed` and `Restored`,
+/// deallocate handlers `Unplaced` and `Evicted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Allocated or pipelined in this session.
+    Placed,
+    /// A placement of this session undone.
+    Unplaced,
+    /// Evicted: the task is releasing its node.
+    Evicted,
+    /// An eviction undone: the task holds its node again, as when the session opened.
+    Restored,
 }
 
 pub type JobOrderFn = Box<dyn Fn(&JobInfo, &JobInfo) -> Ordering>;
