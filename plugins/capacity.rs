@@ -239,12 +239,15 @@ impl Plugin for Capacity {
                     }
                     let Some(a) = attrs.get(queue) else { continue };
                     let taken = taken.entry(queue.clone()).or_default();
-                    let mut after = a.held.minus(taken);
-                    after.sub(&st.task(c).resreq.without_pods());
-                    if a.reclaimable && !within(&a.held.minus(taken), &a.deserved) {
+                    let left = a.held.minus(taken);
+                    if a.reclaimable && !within(&left, &a.deserved) {
+                        let victim = &st.task(c).resreq;
                         // Taking it must leave the queue at or above what it deserves.
-                        if a.deserved.dimensions().all(|(n, d)| after.get(n) >= d) {
-                            taken.add(&st.task(c).resreq.without_pods());
+                        if a.deserved
+                            .dimensions()
+                            .all(|(n, d)| left.get(n) - victim.get(n) >= d)
+                        {
+                            taken.add(&victim.without_pods());
                             out.push(c);
                         }
                     }

@@ -891,7 +891,7 @@ impl Session {
     ) -> Vec<TaskRef> {
         let (per_task, _) = self.votes.victim_votes(kind);
         let mut victims = per_task.victims(|f| f(&self.state, preemptor, candidates));
-        self.keep_within_budgets(&mut victims);
+        victims.retain(self.within_budgets());
         victims
     }
 
@@ -900,26 +900,21 @@ impl Session {
     /// earlier evictions spend them too), and one covered by several budgets never (the API
     /// refuses those). Whatever plugins are configured: a victim the API server keeps would
     /// leave its gang, or the preemptor's plan, half done.
-    fn keep_within_budgets(&self, victims: &mut Vec<TaskRef>) {
+    /// Asked of victims in order; each one it lets go spends its budget for the next.
+    fn within_budgets(&self) -> impl FnMut(&TaskRef) -> bool + '_ {
         let mut taken: HashMap<&str, u32> = HashMap::new();
-        victims.retain(|&v| {
-            let budgets = &self.state.task(v).budgets;
-            match budgets.as_slice() {
-                [] => true,
-                [b] => {
-                    let allowed = self.state.disruptions_allowed(b).unwrap_or(0);
-                    let spent = self.budget_spent.get(b).copied().unwrap_or(0);
-                    let taken = taken.entry(b).or_insert(0);
-                    if spent + *taken < allowed {
-                        *taken += 1;
-                        true
-                    } else {
-                        false
-                    }
-                }
-                _ => false,
+        move |&v| match self.state.task(v).budgets.as_slice() {
+            [] => true,
+            [b] => {
+                let allowed = self.state.disruptions_allowed(b).unwrap_or(0);
+                let spent = self.budget_spent.get(b).copied().unwrap_or(0);
+                let taken = taken.entry(b).or_insert(0);
+                let within = spent + *taken < allowed;
+                *taken += u32::from(within);
+                within
             }
-        });
+            _ => false,
+        }
     }
 
     /// The candidates each plugin without a set vote would let go for `preemptor`: only
@@ -932,20 +927,15 @@ impl Session {
     ) -> Vec<TaskRef> {
         let (per_task, per_set) = self.votes.victim_votes(kind);
         let mut members = victim_members(per_task, per_set, &self.state, preemptor, candidates);
-        self.keep_within_budgets(&mut members);
+        members.retain(self.within_budgets());
         members
     }
 
     /// Whether the plugins allow evicting `set` together for `preemptor`.
     pub fn victims_together(&self, kind: VictimKind, preemptor: TaskRef, set: &[TaskRef]) -> bool {
         let (per_task, per_set) = self.votes.victim_votes(kind);
-        let unbudgeted = |&t: &TaskRef| self.state.task(t).budgets.is_empty();
-        let within_budgets = set.iter().all(unbudgeted) || {
-            let mut within = set.to_vec();
-            self.keep_within_budgets(&mut within);
-            within.len() == set.len()
-        };
-        within_budgets && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
+        set.iter().all(self.within_budgets())
+            && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
     }
 
     /// Sum of every node-order plugin's score.
