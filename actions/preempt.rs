@@ -594,13 +594,7 @@ mod tests {
         let result = run_cycle(&cache, Some(PREEMPT));
         assert!(result.evictions.is_empty(), "{:?}", result.evictions);
         // The preemptor's message says why preemption did not help, after allocate's.
-        let message = result
-            .job_updates
-            .iter()
-            .find(|u| &*u.job == "default/high")
-            .and_then(|u| u.condition.as_ref())
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
+        let message = condition_message(&result, "default/high").unwrap_or_default();
         assert!(
             message.contains(
                 "gang is short of 4 cpu; preemption cannot make room: no pods of queue default below priority 100 that may go"

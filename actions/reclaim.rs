@@ -161,6 +161,11 @@ mod tests {
         // 0.5 CPU above its share, less than any of its pods: none goes.
         let result = run_cycle(&one_cpu_free("1500m"), Some(RECLAIM));
         assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        let message = condition_message(&result, "default/b").unwrap_or_default();
+        assert!(
+            message.contains("; reclaim cannot make room: nothing to take back"),
+            "{message}"
+        );
         // 1 CPU above: one pod goes, leaving q-a exactly at its share.
         let result = run_cycle(&one_cpu_free("2"), Some(RECLAIM));
         assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 1)]));

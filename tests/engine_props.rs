@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -948,67 +948,52 @@ fn cycle_checking_reclaim(
     now: i64,
 ) -> Result<(SessionResult, usize), TestCaseError> {
     let conf = CONFS[w.conf];
+    let mut at_open: Option<std::collections::HashSet<String>> = None;
     // What each queue held and which pods were already going, as reclaim starts.
-    type Before = (BTreeMap<String, Resource>, BTreeMap<String, String>);
-    let before: RefCell<Option<Before>> = RefCell::new(None);
-    let at_open: RefCell<Option<std::collections::HashSet<String>>> = RefCell::new(None);
-    let failures: RefCell<Vec<String>> = RefCell::new(Vec::new());
-    let (victims_seen, queues_checked) = (Cell::new(0), Cell::new(0));
-    let mut observe = |action: &'static str, starting: bool, ssn: &Session| {
-        let mut at_open = at_open.borrow_mut();
-        let at_open = at_open.get_or_insert_with(|| placed(ssn));
-        if action != "reclaim" {
-            return;
-        }
-        if starting {
-            *before.borrow_mut() = Some((held_by_queue(ssn, at_open), releasing(ssn)));
-            return;
-        }
-        let (held_before, releasing_before) = before.borrow_mut().take().unwrap();
-        let held_after = held_by_queue(ssn, at_open);
-        let deserved = deserved_by_queue(ssn, conf);
-        let mut victim_queues: BTreeMap<String, usize> = BTreeMap::new();
-        for (uid, queue) in releasing(ssn) {
-            if !releasing_before.contains_key(&uid) {
-                *victim_queues.entry(queue).or_default() += 1;
+    let mut before: Option<(BTreeMap<String, Resource>, BTreeMap<String, String>)> = None;
+    let mut failures: Vec<String> = Vec::new();
+    let (mut victims_seen, mut queues_checked) = (0, 0);
+    let result = scheduler
+        .run_cycle_observed(cache.snapshot(), now, &mut |action, starting, ssn| {
+            let at_open = at_open.get_or_insert_with(|| placed(ssn));
+            if action != "reclaim" {
+                return;
             }
-        }
-        victims_seen.set(victim_queues.values().sum::<usize>());
-        for (queue, victims) in victim_queues {
-            queues_checked.set(queues_checked.get() + 1);
-            let zero = Resource::new();
-            let had = held_before.get(&queue).unwrap_or(&zero);
-            let has = held_after.get(&queue).unwrap_or(&zero);
-            let Some((share, named_only)) = deserved.get(&queue) else {
-                failures.borrow_mut().push(format!(
-                    "reclaimed {victims} pods from queue {queue} with no share"
-                ));
-                continue;
-            };
-            let dims: Vec<Arc<str>> = if *named_only {
-                share.dimensions().map(|(n, _)| Arc::from(n)).collect()
-            } else {
-                had.names(share)
-            };
-            let above: Vec<&Arc<str>> = dims.iter().filter(|d| had.get(d) > share.get(d)).collect();
-            if above.is_empty() {
-                failures.borrow_mut().push(format!(
-                    "reclaimed {victims} pods from queue {queue}, which held {had} of a deserved {share}: not above its share"
-                ));
+            if starting {
+                before = Some((held_by_queue(ssn, at_open), releasing(ssn)));
+                return;
             }
-            for d in above {
-                if has.get(d) < share.get(d) {
-                    failures.borrow_mut().push(format!(
-                        "reclaim took queue {queue} below its deserved {d}: held {had}, holds {has}, deserves {share} ({victims} pods taken)"
-                    ));
+            let (held_before, releasing_before) = before.take().unwrap();
+            let held_after = held_by_queue(ssn, at_open);
+            let deserved = deserved_by_queue(ssn, conf);
+            let mut victim_queues: BTreeMap<String, usize> = BTreeMap::new();
+            for (uid, queue) in releasing(ssn) {
+                if !releasing_before.contains_key(&uid) {
+                    *victim_queues.entry(queue).or_default() += 1;
                 }
             }
-        }
-    };
-    let result = scheduler
-        .run_cycle_observed(cache.snapshot(), now, &mut observe)
+            victims_seen = victim_queues.values().sum::<usize>();
+            queues_checked = victim_queues.len();
+            let zero = Resource::new();
+            for (queue, victims) in victim_queues {
+                let had = held_before.get(&queue).unwrap_or(&zero);
+                let has = held_after.get(&queue).unwrap_or(&zero);
+                match deserved.get(&queue) {
+                    Some((share, named_only)) => failures.extend(share_violations(
+                        &queue,
+                        victims,
+                        had,
+                        has,
+                        share,
+                        *named_only,
+                    )),
+                    None => failures.push(format!(
+                        "reclaimed {victims} pods from queue {queue} with no share"
+                    )),
+                }
+            }
+        })
         .unwrap();
-    let failures = failures.into_inner();
     prop_assert!(failures.is_empty(), "{}", failures.join("; "));
     let reclaimed = result
         .evictions
@@ -1017,10 +1002,42 @@ fn cycle_checking_reclaim(
         .count();
     prop_assert_eq!(
         reclaimed,
-        victims_seen.get(),
+        victims_seen,
         "the pods reclaim put in Releasing are the cycle's reclaim evictions"
     );
-    Ok((result, queues_checked.get()))
+    Ok((result, queues_checked))
+}
+
+/// What is wrong with reclaim taking `victims` pods from `queue`, which held `had` before
+/// and holds `has` after, of a deserved `share` (speaking for the dimensions it names only,
+/// if `named_only`): it must have been above its share somewhere, and stay at or above it
+/// wherever it was above.
+fn share_violations(
+    queue: &str,
+    victims: usize,
+    had: &Resource,
+    has: &Resource,
+    share: &Resource,
+    named_only: bool,
+) -> Vec<String> {
+    let dims: Vec<Arc<str>> = if named_only {
+        share.dimensions().map(|(n, _)| Arc::from(n)).collect()
+    } else {
+        had.names(share)
+    };
+    let above: Vec<&Arc<str>> = dims.iter().filter(|d| had.get(d) > share.get(d)).collect();
+    if above.is_empty() {
+        return vec![format!(
+            "reclaimed {victims} pods from queue {queue}, which held {had} of a deserved {share}: not above its share"
+        )];
+    }
+    above
+        .into_iter()
+        .filter(|d| has.get(d) < share.get(d))
+        .map(|d| format!(
+            "reclaim took queue {queue} below its deserved {d}: held {had}, holds {has}, deserves {share} ({victims} pods taken)"
+        ))
+        .collect()
 }
 
 /// How often a world exercised the eviction properties.

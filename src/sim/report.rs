@@ -96,6 +96,9 @@ fn time_weighted(samples: &[Sample], end: Timestamp, value: impl Fn(&Sample) -> 
     acc / span
 }
 
+/// Rows of the queue-share table: the run cut in this many equal steps.
+const SHARE_ROWS: usize = 12;
+
 impl Report {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -312,12 +315,7 @@ impl Report {
         }
         out
     }
-}
 
-/// Rows of the queue-share table: the run cut in this many equal steps.
-const SHARE_ROWS: usize = 12;
-
-impl Report {
     /// Each queue's share of the cluster at `steps + 1` evenly spaced times (the sample in
     /// force at each), one column per queue and resource it ever held; empty with fewer
     /// than two queues holding anything.
