@@ -30,7 +30,22 @@ pub struct PodUpdate {
 
 #[derive(Clone, Debug)]
 struct PodRecord {
+    /// The pod as the driver last reported it.
+    reported: PodUpdate,
+    /// The pod as the engine sees it: `reported` with the hold or assumption laid over it
+    /// (see `Cache::effective`, the one place a pod's status is decided).
     update: PodUpdate,
+}
+
+/// What a driver has asked the API server to do to a pod and not yet seen happen. Until the
+/// watch shows it (or the call fails), the pod is taken to be on its way: the room a bind in
+/// flight takes is not handed out again, and a victim keeps its room until it is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assumption {
+    /// A bind to this node was sent.
+    Bind(Arc<str>),
+    /// An eviction was sent.
+    Evict,
 }
 
 #[derive(Default)]
@@ -47,6 +62,8 @@ pub struct Cache {
     /// the pods as drivers report them (still Pending and unbound), and by gang.
     holds: HashMap<Arc<str>, (Arc<str>, TaskStatus)>,
     holds_by_job: HashMap<Arc<str>, Vec<Arc<str>>>,
+    /// Binds and evictions in flight, laid over the pods as drivers report them.
+    assumed: HashMap<Arc<str>, Assumption>,
 }
 
 impl Cache {
@@ -138,6 +155,15 @@ impl Cache {
         Arc::make_mut(&mut self.state.job_ids).remove(&key);
     }
 
+    /// Marks a gang a refused bind left short (its missing members go first), or not.
+    pub fn set_gang_recovering(&mut self, uid: &str, recovering: bool) {
+        if let Some(id) = self.state.job_by_uid(uid) {
+            if self.state.job(id).runtime.recovering != recovering {
+                self.state.job_mut(id).runtime.recovering = recovering;
+            }
+        }
+    }
+
     /// Records the phase a status writer set on a gang.
     pub fn set_job_phase(&mut self, uid: &str, phase: PodGroupPhase) {
         if let Some(id) = self.state.job_by_uid(uid) {
@@ -173,15 +199,7 @@ impl Cache {
     fn set_holds(&mut self, job: &Arc<str>, holds: &[Hold]) {
         for uid in self.holds_by_job.remove(job).unwrap_or_default() {
             if self.holds.remove(&uid).is_some() {
-                let held = self.pods.get(&uid).is_some_and(|r| {
-                    matches!(
-                        r.update.task.status,
-                        TaskStatus::Allocated | TaskStatus::Pipelined
-                    )
-                });
-                if held {
-                    self.set_pod_status(&uid, TaskStatus::Pending, None);
-                }
+                self.reapply(&uid);
             }
         }
         let mut kept = Vec::new();
@@ -193,7 +211,7 @@ impl Cache {
             if pending {
                 self.holds
                     .insert(h.task.clone(), (h.node.clone(), h.status));
-                self.set_pod_status(&h.task, h.status, Some(h.node.clone()));
+                self.reapply(&h.task);
                 kept.push(h.task.clone());
             }
         }
@@ -202,11 +220,28 @@ impl Cache {
         }
     }
 
-    /// Adds or replaces a pod: node accounting for every pod, gang membership for ours.
-    pub fn apply_pod(&mut self, mut update: PodUpdate) {
-        let uid = update.task.uid.clone();
-        self.forget_pod(&uid);
-        if let Some((node, status)) = self.holds.get(&uid) {
+    /// Decides a known pod's status again from its report (a hold or assumption changed).
+    fn reapply(&mut self, uid: &str) {
+        if let Some(record) = self.pods.get(uid) {
+            let reported = record.reported.clone();
+            self.apply_pod(reported);
+        }
+    }
+
+    /// Adds or replaces a pod as the driver reports it: node accounting for every pod, gang
+    /// membership for ours.
+    pub fn apply_pod(&mut self, reported: PodUpdate) {
+        let update = self.effective(&reported);
+        self.install(reported, update);
+    }
+
+    /// The pod as the engine sees it: a NonStrict gang's hold over a pod still reported
+    /// pending, a bind in flight over a pod not yet seen bound, an eviction in flight over a
+    /// pod still seen running. A hold or assumption the report shows to be over is dropped.
+    fn effective(&mut self, reported: &PodUpdate) -> PodUpdate {
+        let mut update = reported.clone();
+        let uid = &reported.task.uid;
+        if let Some((node, status)) = self.holds.get(uid) {
             match update.task.status {
                 // The driver still sees the pod pending: the hold stands.
                 TaskStatus::Pending if update.task.node.is_none() => {
@@ -216,10 +251,41 @@ impl Cache {
                 TaskStatus::Allocated | TaskStatus::Pipelined => {}
                 // Bound, binding, finished or gone: the hold is over.
                 _ => {
-                    self.holds.remove(&uid);
+                    self.holds.remove(uid);
                 }
             }
         }
+        let over = match self.assumed.get(uid) {
+            None => false,
+            Some(Assumption::Bind(node)) => {
+                let in_flight =
+                    reported.task.status == TaskStatus::Pending && reported.task.node.is_none();
+                if in_flight {
+                    update.task.status = TaskStatus::Binding;
+                    update.task.node = Some(node.clone());
+                }
+                !in_flight
+            }
+            Some(Assumption::Evict) => {
+                let running = matches!(
+                    reported.task.status,
+                    TaskStatus::Running | TaskStatus::Bound
+                );
+                if running {
+                    update.task.status = TaskStatus::Releasing;
+                }
+                !running
+            }
+        };
+        if over {
+            self.assumed.remove(uid);
+        }
+        update
+    }
+
+    fn install(&mut self, reported: PodUpdate, update: PodUpdate) {
+        let uid = update.task.uid.clone();
+        self.forget_pod(&uid);
         if let Some(node_name) = update.task.node.clone() {
             if holds_node(update.task.status) {
                 match self.state.node_by_name(&node_name) {
@@ -249,11 +315,39 @@ impl Cache {
                 }
             }
         }
-        self.pods.insert(uid, PodRecord { update });
+        self.pods.insert(uid, PodRecord { reported, update });
+    }
+
+    /// Lays an assumption over a known pod (a bind or eviction was sent).
+    pub fn assume(&mut self, uid: &str, assumption: Assumption) {
+        let Some(record) = self.pods.get(uid) else {
+            return;
+        };
+        let reported = record.reported.clone();
+        self.assumed.insert(reported.task.uid.clone(), assumption);
+        self.apply_pod(reported);
+    }
+
+    /// Drops an assumption (the call failed): the pod is again what the driver reported.
+    pub fn drop_assumption(&mut self, uid: &str) {
+        if self.assumed.remove(uid).is_some() {
+            self.reapply(uid);
+        }
+    }
+
+    /// The assumption laid over a pod, if any.
+    pub fn assumption(&self, uid: &str) -> Option<&Assumption> {
+        self.assumed.get(uid)
+    }
+
+    /// Every pod the cache knows, by uid.
+    pub fn pod_uids(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.pods.keys()
     }
 
     pub fn delete_pod(&mut self, uid: &str) {
         self.holds.remove(uid);
+        self.assumed.remove(uid);
         self.forget_pod(uid);
     }
 
@@ -290,7 +384,8 @@ impl Cache {
         }
     }
 
-    /// Changes a known pod's status and node (a bind confirmed, a pod finished).
+    /// Changes a known pod's reported status and node (a driver that is the truth, like the
+    /// simulator, binding or finishing it; a hold being released).
     pub fn set_pod_status(
         &mut self,
         uid: &str,
@@ -300,7 +395,7 @@ impl Cache {
         let Some(record) = self.pods.get(uid) else {
             return false;
         };
-        let mut update = record.update.clone();
+        let mut update = record.reported.clone();
         update.task.status = status;
         update.task.node = node;
         self.apply_pod(update);
@@ -346,8 +441,8 @@ impl Cache {
         let Some(record) = self.pods.get(uid) else {
             return;
         };
-        if record.update.task.budgets != budgets {
-            let mut update = record.update.clone();
+        if record.reported.task.budgets != budgets {
+            let mut update = record.reported.clone();
             update.task.budgets = budgets;
             self.apply_pod(update);
         }
@@ -438,6 +533,52 @@ mod tests {
             min_member: 1,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_bind_in_flight_holds_its_room_until_the_watch_shows_it_or_it_fails() {
+        let mut c = Cache::new();
+        c.apply_node(node("n1", "4"));
+        c.apply_job(job("ns/j"));
+        let pending = pod("p", Some("ns/j"), "3", None, TaskStatus::Pending);
+        c.apply_pod(pending.clone());
+        c.assume("p", Assumption::Bind(Arc::from("n1")));
+        let idle = |c: &Cache| {
+            let s = c.state();
+            s.node(s.node_by_name("n1").unwrap()).idle.milli_cpu
+        };
+        assert_eq!(c.pod("p").unwrap().task.status, TaskStatus::Binding);
+        assert_eq!(idle(&c), 1000, "the room is taken while the bind is out");
+        // A relist or late event still shows the pod pending: the assumption stands.
+        c.apply_pod(pending.clone());
+        assert_eq!(idle(&c), 1000);
+        // The call failed: the pod is what the watch says again.
+        c.drop_assumption("p");
+        assert_eq!(c.pod("p").unwrap().task.status, TaskStatus::Pending);
+        assert_eq!(idle(&c), 4000);
+        // Sent again and seen bound: the assumption is over, the pod as reported.
+        c.assume("p", Assumption::Bind(Arc::from("n1")));
+        c.apply_pod(pod("p", Some("ns/j"), "3", Some("n1"), TaskStatus::Running));
+        assert_eq!(c.assumption("p"), None);
+        assert_eq!(c.pod("p").unwrap().task.status, TaskStatus::Running);
+        assert_eq!(idle(&c), 1000);
+    }
+
+    #[test]
+    fn an_eviction_in_flight_keeps_a_victim_releasing_not_running() {
+        let mut c = Cache::new();
+        c.apply_node(node("n1", "4"));
+        c.apply_job(job("ns/j"));
+        let running = pod("v", Some("ns/j"), "1", Some("n1"), TaskStatus::Running);
+        c.apply_pod(running.clone());
+        c.assume("v", Assumption::Evict);
+        c.apply_pod(running);
+        assert_eq!(c.pod("v").unwrap().task.status, TaskStatus::Releasing);
+        c.drop_assumption("v");
+        assert_eq!(c.pod("v").unwrap().task.status, TaskStatus::Running, "refused");
+        c.assume("v", Assumption::Evict);
+        c.delete_pod("v");
+        assert_eq!(c.assumption("v"), None, "gone with the pod");
     }
 
     #[test]

@@ -66,6 +66,14 @@ enum Command {
         /// Address for /metrics, /healthz and /readyz, or "off".
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_address: String,
+        /// How long a gang that a refused bind left with fewer members bound than its
+        /// minimum may wait for the rest (they are placed before any other gang's).
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        short_gang_timeout: std::time::Duration,
+        /// What then happens to its bound members: released through the eviction API, or
+        /// kept.
+        #[arg(long, value_enum, default_value = "release")]
+        short_gang_policy: rust_batch::kube::recovery::ShortGangPolicy,
     },
     /// Explain a gang from the live scheduler: its members, their states, and exactly why
     /// each pending member does not fit (resource and shortfall, selector, taint).
@@ -119,6 +127,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             schedule_period,
             bind_concurrency,
             http_address,
+            short_gang_timeout,
+            short_gang_policy,
         } => {
             let http_address = match http_address.as_str() {
                 "off" | "" => None,
@@ -143,6 +153,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     conf_path: scheduler_conf,
                     bind_concurrency,
                     http_address,
+                    short_gang_timeout,
+                    short_gang_policy,
                 };
                 tokio::select! {
                     r = rust_batch::kube::driver::run(client, opts) => r.map_err(anyhow::Error::from),

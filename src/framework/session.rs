@@ -816,12 +816,14 @@ impl Session {
 
     // ----- asking the plugins --------------------------------------------------------
 
-    /// Job order: plugins first, then creation time, then uid.
+    /// Job order: a gang a refused bind left short first (its bound members hold room
+    /// while it waits), then plugins, then creation time, then uid.
     pub fn job_order(&self, a: JobId, b: JobId) -> Ordering {
         let (l, r) = (self.job(a), self.job(b));
-        self.votes
-            .job_order
-            .compare(|f| f(l, r))
+        r.runtime
+            .recovering
+            .cmp(&l.runtime.recovering)
+            .then_with(|| self.votes.job_order.compare(|f| f(l, r)))
             .then_with(|| l.created.cmp(&r.created))
             .then_with(|| l.uid.cmp(&r.uid))
     }

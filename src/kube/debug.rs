@@ -16,12 +16,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::driver::{lock, State as DriverState};
 use super::groups::phase_str;
+use super::index::{lock, GangView, Index};
 use crate::framework::ConditionKind;
 use crate::model::{GangMode, TaskStatus};
 
-pub(super) fn routes(state: Arc<Mutex<DriverState>>) -> Router {
+pub(super) fn routes(state: Arc<Mutex<Index>>) -> Router {
     Router::new()
         .route("/apis/v1/plugins/Coscheduling/gangs", get(all))
         .route(
@@ -37,9 +37,14 @@ fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-fn gang(st: &DriverState, key: &str) -> Option<Value> {
-    let snapshot = st.cache.state();
-    let job = snapshot.job(snapshot.job_by_uid(key)?);
+fn gang(view: GangView) -> Value {
+    let GangView {
+        job,
+        dialect,
+        implicit,
+        verdict,
+    } = view;
+    let key = job.uid.to_string();
     let name_of = |t: &crate::model::TaskInfo| format!("{}/{}", t.namespace, t.name);
     let with = |pred: fn(TaskStatus) -> bool| -> Vec<String> {
         job.tasks()
@@ -49,17 +54,17 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
             .collect()
     };
     // Koordinator's two sources; `dialect` says which object or keys exactly.
-    let (from, dialect) = match st.group_dialect(key) {
+    let (from, dialect) = match dialect {
         Some(d) => ("GangFromPodGroupCrd", d.api_group()),
-        None if job.name.starts_with("podgroup-") => ("GangFromPodAnnotation", "pod"),
+        None if implicit && job.name.starts_with("podgroup-") => ("GangFromPodAnnotation", "pod"),
         None => ("GangFromPodAnnotation", "annotations"),
     };
     let group: Vec<String> = if job.policy.group.is_empty() {
-        vec![key.to_string()]
+        vec![key.clone()]
     } else {
         job.policy.group.clone()
     };
-    let (condition, reasons) = st.verdicts.get(key).cloned().unwrap_or_default();
+    let (condition, reasons) = verdict.unwrap_or_default();
     let pending: Vec<Value> = job
         .tasks()
         .iter()
@@ -73,7 +78,7 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
             json!({"pod": name_of(t), "reason": why})
         })
         .collect();
-    Some(json!({
+    json!({
         "name": key,
         "mode": match job.policy.mode { GangMode::Strict => "Strict", GangMode::NonStrict => "NonStrict" },
         "matchPolicy": job.policy.match_policy,
@@ -99,16 +104,17 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
             "message": c.message,
         })),
         "pending": pending,
-    }))
+    })
 }
 
 async fn one(
-    State(state): State<Arc<Mutex<DriverState>>>,
+    State(state): State<Arc<Mutex<Index>>>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let key = format!("{namespace}/{name}");
-    match gang(&lock(&state), &key) {
-        Some(v) => Json(v).into_response(),
+    let view = lock(&state).gang_view(&key);
+    match view {
+        Some(v) => Json(gang(v)).into_response(),
         None => (
             StatusCode::NOT_FOUND,
             Json(json!({"error": format!("gang {key} not found: no PodGroup, labelled pods or pod of ours has that name")})),
@@ -117,15 +123,13 @@ async fn one(
     }
 }
 
-async fn all(State(state): State<Arc<Mutex<DriverState>>>) -> Json<Value> {
-    let st = lock(&state);
-    let keys: Vec<String> = st
-        .cache
-        .state()
-        .jobs()
-        .map(|(_, j)| j.uid.to_string())
-        .collect();
-    Json(Value::Array(
-        keys.iter().filter_map(|k| gang(&st, k)).collect(),
-    ))
+async fn all(State(state): State<Arc<Mutex<Index>>>) -> Json<Value> {
+    let views: Vec<GangView> = {
+        let ix = lock(&state);
+        ix.gang_keys()
+            .iter()
+            .filter_map(|k| ix.gang_view(k))
+            .collect()
+    };
+    Json(Value::Array(views.into_iter().map(gang).collect()))
 }

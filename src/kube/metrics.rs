@@ -8,7 +8,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntGauge, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 /// Every metric rust-batch exports.
@@ -24,7 +25,12 @@ pub struct Metrics {
     pub bind_failures: IntCounter,
     /// Gangs reported unschedulable by the last cycle.
     pub unschedulable_gangs: IntGauge,
-    /// Set once the first lists of pods and nodes are in the cache.
+    /// API writes by kind (binding, eviction, podgroup status, queue status, event) and
+    /// result (ok, or the failure's code).
+    pub api_writes: IntCounterVec,
+    /// Objects whose status waits to be written.
+    pub status_backlog: IntGauge,
+    /// Set while every watched kind's list is complete (cycles run only then).
     pub ready: AtomicBool,
 }
 
@@ -58,6 +64,14 @@ impl Metrics {
                 "unschedulable_gangs",
                 "Gangs the last cycle could not schedule",
             )?,
+            api_writes: IntCounterVec::new(
+                Opts::new("api_writes_total", "API writes by kind and result"),
+                &["kind", "result"],
+            )?,
+            status_backlog: IntGauge::new(
+                "status_backlog",
+                "PodGroups and Queues whose status waits to be written",
+            )?,
             ready: AtomicBool::new(false),
             registry,
         };
@@ -68,7 +82,19 @@ impl Metrics {
         m.registry.register(Box::new(m.bind_failures.clone()))?;
         m.registry
             .register(Box::new(m.unschedulable_gangs.clone()))?;
+        m.registry.register(Box::new(m.api_writes.clone()))?;
+        m.registry.register(Box::new(m.status_backlog.clone()))?;
         Ok(Arc::new(m))
+    }
+
+    /// Counts one API write and how it ended.
+    pub fn api_write(&self, kind: &str, error: Option<&::kube::Error>) {
+        let result = match error {
+            None => "ok".to_string(),
+            Some(::kube::Error::Api(s)) => s.code.to_string(),
+            Some(_) => "unreachable".to_string(),
+        };
+        self.api_writes.with_label_values(&[kind, &result]).inc();
     }
 
     pub fn render(&self) -> String {
@@ -97,7 +123,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> st
                 } else {
                     (
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "waiting for the first lists of pods and nodes",
+                        "waiting for the lists of every watched kind",
                     )
                 }
             }),

@@ -74,6 +74,9 @@ pub struct GangRuntime {
     pub expiries: u32,
     /// The gang was ready once (for MatchPolicy::OnceSatisfied).
     pub once_satisfied: bool,
+    /// A refused bind left the gang with members bound but fewer than its minimum: its
+    /// missing members are placed before any other gang's (set by the live driver).
+    pub recovering: bool,
 }
 
 /// What a driver knows about a gang (a PodGroup in any dialect).

@@ -1,0 +1,250 @@
+//! The binder: binds (`pods/{name}/binding`) and evictions (`pods/{name}/eviction`) in
+//! flight, bounded, through the shared `Gate` (an API server that does not answer is probed,
+//! not hammered).
+//!
+//! A pod being bound or evicted carries an assumption in the cache (see
+//! `cache::Assumption`) from the cycle that decided it until the watch shows the result or
+//! the call fails, so the room it takes is not handed out again meanwhile. A bind the API
+//! server refuses puts the pod back to pending and tells the gang's recovery (a gang left
+//! short of its minimum is completed first, or released); a 409 saying the pod is already
+//! on the same node is a bind that went through before (a retry after a lost answer).
+
+use std::sync::{Arc, Mutex};
+
+use ::kube::api::{Api, EvictParams, PostParams};
+use ::kube::Client;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::{Notify, Semaphore};
+use tracing::debug;
+
+use super::events::{pod_ref, Event, EventType};
+use super::index::{lock, Index};
+use super::metrics::Metrics;
+use super::retry::{cause_of, warn_limited, Failure, Gate};
+use crate::cache::Assumption;
+use crate::framework::{Bind, Eviction};
+
+/// What binds and evicts need; cheap to clone into each call's task.
+#[derive(Clone)]
+pub struct Binder {
+    pub client: Client,
+    pub index: Arc<Mutex<Index>>,
+    pub wake: Arc<Notify>,
+    pub metrics: Arc<Metrics>,
+    pub gate: Arc<Gate>,
+    /// Calls in flight.
+    pub permits: Arc<Semaphore>,
+}
+
+/// How a bind ended.
+#[derive(Debug, PartialEq, Eq)]
+enum BindOutcome {
+    Bound,
+    /// The pod is gone: nothing to do, its deletion is on its way.
+    Gone,
+    Refused(String),
+}
+
+/// Whether a 409 on a bind says the pod already is on `node` (our own earlier try).
+pub fn already_on(message: &str, node: &str) -> bool {
+    message.contains("already assigned to node")
+        && message.trim_end().ends_with(&format!("\"{node}\""))
+}
+
+impl Binder {
+    /// Marks a cycle's binds and evictions in the cache, before anything is sent, so that
+    /// the next cycle (and the status written for this one) sees them.
+    pub fn assume(&self, ix: &mut Index, binds: &[Bind], evictions: &[Eviction]) {
+        for b in binds {
+            ix.cache.assume(&b.task, Assumption::Bind(b.node.clone()));
+        }
+        for e in evictions {
+            ix.cache.assume(&e.task, Assumption::Evict);
+        }
+    }
+
+    /// Sends binds and evictions marked with `assume`, at most `permits` at a time.
+    pub async fn send(&self, binds: Vec<Bind>, evictions: Vec<Eviction>) {
+        for e in evictions {
+            let permit = self.permits.clone().acquire_owned().await;
+            let this = self.clone();
+            tokio::spawn(async move {
+                this.evict(e).await;
+                drop(permit);
+            });
+        }
+        for b in binds {
+            let permit = self.permits.clone().acquire_owned().await;
+            let this = self.clone();
+            tokio::spawn(async move {
+                let outcome = this.bind_until_answered(&b).await;
+                drop(permit);
+                this.settle(b, outcome);
+            });
+        }
+    }
+
+    async fn bind_until_answered(&self, b: &Bind) -> BindOutcome {
+        let api = Api::<Pod>::namespaced(self.client.clone(), &b.namespace);
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": &*b.name, "namespace": &*b.namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
+        });
+        loop {
+            self.gate.pass().await;
+            // A node deleted since the decision would take the bind and never run the pod.
+            if lock(&self.index)
+                .cache
+                .state()
+                .node_by_name(&b.node)
+                .is_none()
+            {
+                return BindOutcome::Refused(format!("node {} no longer exists", b.node));
+            }
+            let sent = api
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &b.name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await;
+            self.gate.record(&sent);
+            self.metrics.api_write("binding", sent.as_ref().err());
+            let err = match sent {
+                Ok(_) => return BindOutcome::Bound,
+                Err(e) => e,
+            };
+            match Failure::of(&err) {
+                Failure::Transient => {
+                    warn_limited(
+                        &format!("bind not answered ({})", cause_of(&err)),
+                        "retrying when the API server answers",
+                    );
+                }
+                Failure::NotFound => return BindOutcome::Gone,
+                Failure::Conflict(message) if already_on(&message, &b.node) => {
+                    return BindOutcome::Bound
+                }
+                Failure::Conflict(message) | Failure::Refused(message) => {
+                    return BindOutcome::Refused(message)
+                }
+            }
+        }
+    }
+
+    fn settle(&self, b: Bind, outcome: BindOutcome) {
+        let r = pod_ref(&b.namespace, &b.name, &b.task);
+        let mut ix = lock(&self.index);
+        match outcome {
+            BindOutcome::Bound => {
+                debug!(pod = %b.name, node = %b.node, "bound");
+                self.metrics.pods_bound.inc();
+                if let Some(created) = ix.cache.pod(&b.task).map(|p| p.task.created) {
+                    if created > 0 {
+                        self.metrics
+                            .e2e_latency
+                            .observe((super::driver::now_ms() - created).max(0) as f64 / 1000.0);
+                    }
+                }
+                ix.events.send(Event {
+                    regarding: r,
+                    type_: EventType::Normal,
+                    reason: "Scheduled".into(),
+                    note: format!(
+                        "Successfully assigned {}/{} to {}",
+                        b.namespace, b.name, b.node
+                    ),
+                });
+            }
+            BindOutcome::Gone => ix.cache.drop_assumption(&b.task),
+            BindOutcome::Refused(why) => {
+                warn_limited(
+                    "bind refused",
+                    &format!("{}/{} to {}: {why}", b.namespace, b.name, b.node),
+                );
+                self.metrics.bind_failures.inc();
+                ix.cache.drop_assumption(&b.task);
+                let member = format!("{}/{}", b.namespace, b.name);
+                ix.recovery
+                    .bind_refused(&b.job, &member, &why, super::driver::now_ms());
+                ix.events.send(Event {
+                    regarding: r,
+                    type_: EventType::Warning,
+                    reason: "FailedScheduling".into(),
+                    note: format!("binding to {} failed: {why}", b.node),
+                });
+                drop(ix);
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// Evicts one pod. The eviction API honours PodDisruptionBudgets; a refusal leaves the
+    /// pod running and the preemptor waiting for the next cycle.
+    async fn evict(&self, e: Eviction) {
+        let api = Api::<Pod>::namespaced(self.client.clone(), &e.namespace);
+        let r = pod_ref(&e.namespace, &e.name, &e.task);
+        let refused = loop {
+            self.gate.pass().await;
+            let sent = api.evict(&e.name, &EvictParams::default()).await;
+            self.gate.record(&sent);
+            self.metrics.api_write("eviction", sent.as_ref().err());
+            let err = match sent {
+                Ok(_) => break None,
+                Err(err) => err,
+            };
+            match Failure::of(&err) {
+                // 429 here is a disruption budget saying no, not an overloaded server.
+                Failure::Transient if !matches!(&err, ::kube::Error::Api(s) if s.code == 429) => {
+                    warn_limited(
+                        &format!("eviction not answered ({})", cause_of(&err)),
+                        "retrying when the API server answers",
+                    );
+                }
+                Failure::NotFound => break None,
+                _ => break Some(err.to_string()),
+            }
+        };
+        let mut ix = lock(&self.index);
+        match refused {
+            None => ix.events.send(Event {
+                regarding: r,
+                type_: EventType::Normal,
+                reason: "Preempted".into(),
+                note: e.reason.clone(),
+            }),
+            Some(err) => {
+                warn_limited(
+                    "eviction refused",
+                    &format!("{}/{}: {err}", e.namespace, e.name),
+                );
+                ix.cache.drop_assumption(&e.task);
+                ix.events.send(Event {
+                    regarding: r,
+                    type_: EventType::Warning,
+                    reason: "EvictionFailed".into(),
+                    note: format!("{}: {err}", e.reason),
+                });
+                drop(ix);
+                self.wake.notify_one();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflict_naming_the_same_node_is_a_bind_that_went_through() {
+        let m = "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"n1\"";
+        assert!(already_on(m, "n1"));
+        assert!(!already_on(m, "n"));
+        assert!(!already_on(m, "n2"));
+        assert!(!already_on("the object has been modified", "n1"));
+    }
+}

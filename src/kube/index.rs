@@ -1,0 +1,837 @@
+//! The index: what the watches know, behind one short-held lock. One watch task per kind
+//! (see `watch`) applies, deletes and, on a relist, forgets objects here; the index turns
+//! them into the engine cache (nodes, pods, gangs, queues, budgets), keeps the API objects
+//! the status writer patches, and says per kind whether its list is complete — no cycle
+//! runs before every kind is (`Readiness`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ::kube::{Resource, ResourceExt};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use super::budgets;
+use super::convert::{
+    node_to_spec, pod_gang, pod_group_name, pod_to_update_with_warnings, GangDecl,
+    QUEUE_NAME_ANNOTATION,
+};
+use super::coscheduling::{cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup};
+use super::crd::{PodGroup, Queue};
+use super::events::{pod_ref, EventType, Events};
+use super::groups::{pod_group_to_job, queue_problems, queue_to_info};
+use super::recovery::Recovery;
+use crate::cache::Cache;
+use crate::framework::JobCondition;
+use crate::model::{JobInfo, JobSpec, TaskStatus};
+
+/// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
+pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
+
+/// Whether each watched kind's list is complete.
+#[derive(Default, Debug)]
+pub struct Readiness {
+    kinds: BTreeMap<&'static str, KindState>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KindState {
+    /// Not listed yet, or being listed again after the watch lost its place.
+    Listing,
+    Listed,
+    /// An optional kind whose CRD is not installed (its dialect is off).
+    Absent,
+}
+
+impl Readiness {
+    /// A kind is watched: nothing is decided until its list is in.
+    pub fn expect(&mut self, kind: &'static str) {
+        self.kinds.insert(kind, KindState::Listing);
+    }
+    pub fn listed(&mut self, kind: &'static str) {
+        self.kinds.insert(kind, KindState::Listed);
+    }
+    pub fn absent(&mut self, kind: &'static str) {
+        self.kinds.insert(kind, KindState::Absent);
+    }
+    /// Every watched kind is listed (or not installed).
+    pub fn complete(&self) -> bool {
+        !self.kinds.is_empty() && self.kinds.values().all(|s| *s != KindState::Listing)
+    }
+    /// The kinds whose list is not in yet.
+    pub fn waiting_for(&self) -> Vec<&'static str> {
+        self.kinds
+            .iter()
+            .filter(|(_, s)| **s == KindState::Listing)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+    pub fn is_listed(&self, kind: &str) -> bool {
+        self.kinds.get(kind) == Some(&KindState::Listed)
+    }
+}
+
+/// Everything the watches know.
+#[derive(Default)]
+pub struct Index {
+    pub cache: Cache,
+    names: Vec<String>,
+    priority_classes: HashMap<String, i32>,
+    /// Real PodGroups by `namespace/name`, the newest seen (from the watch or from the
+    /// status writer's own write), per kind (see `Dialect` for which defines a gang named by
+    /// several).
+    pub(super) pod_groups: HashMap<String, PodGroup>,
+    pub(super) x_k8s_groups: HashMap<String, XK8sPodGroup>,
+    pub(super) sigs_groups: HashMap<String, SigsPodGroup>,
+    /// The last cycle's verdict per gang: its condition and why each pending pod waits.
+    pub(super) verdicts: HashMap<String, Verdict>,
+    /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
+    implicit: HashMap<String, HashSet<String>>,
+    /// Queues by name, the newest seen.
+    pub(super) queues: HashMap<String, Queue>,
+    /// Pods of other schedulers that name a group, by group key: a PodGroup whose pods all
+    /// belong to another scheduler is not ours to write.
+    foreign_members: HashMap<String, HashSet<String>>,
+    /// Group keys deleted while pods of theirs remained (their pods were told so).
+    deleted_groups: HashSet<String>,
+    /// PodDisruptionBudgets by `namespace/name`, as last seen.
+    budgets: HashMap<String, PodDisruptionBudget>,
+    /// uid -> (namespace, labels) of our pods: what budgets select them by.
+    labels: HashMap<String, (String, BTreeMap<String, String>)>,
+    /// Gated pods of ours (uid -> their gates): not candidates until the gates are lifted.
+    gated: HashMap<String, Vec<String>>,
+    pub readiness: Readiness,
+    pub events: Events,
+    /// Gangs a refused bind left short of their minimum.
+    pub recovery: Recovery,
+}
+
+/// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
+/// still a valid cache (every update is a sequence of complete steps), so carry on.
+pub fn lock(index: &Mutex<Index>) -> MutexGuard<'_, Index> {
+    index.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether resourceVersion `a` is older than `b`. Kubernetes asks clients not to order
+/// them, but the API server's are etcd revisions; where either does not parse as one, `a`
+/// is not taken to be older.
+pub fn older(a: Option<&str>, b: Option<&str>) -> bool {
+    match (
+        a.and_then(|a| a.parse::<u64>().ok()),
+        b.and_then(|b| b.parse::<u64>().ok()),
+    ) {
+        (Some(a), Some(b)) => a < b,
+        _ => false,
+    }
+}
+
+/// Stores `obj` at `key` unless what is stored there is newer (the status writer's own
+/// write came back before the watch delivered an older version). Returns whether it stored.
+fn store_newest<K: Resource + Clone>(map: &mut HashMap<String, K>, key: String, obj: &K) -> bool {
+    let stale = map.get(&key).is_some_and(|have| {
+        older(
+            obj.meta().resource_version.as_deref(),
+            have.meta().resource_version.as_deref(),
+        )
+    });
+    if !stale {
+        map.insert(key, obj.clone());
+    }
+    !stale
+}
+
+impl Index {
+    pub fn new(names: Vec<String>) -> Self {
+        Index {
+            names,
+            ..Default::default()
+        }
+    }
+
+    fn ours(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        self.names.iter().any(|n| n == name)
+    }
+
+    fn report(&mut self, r: ObjectReference, kind: EventType, reason: &str, message: String) {
+        self.events.report(r, kind, reason, message);
+    }
+
+    // ----- pods ----------------------------------------------------------------------
+
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let uid = pod.uid().unwrap_or_default();
+        let ns = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let ours = self.ours(pod);
+        if ours && self.gated_pod(pod, &uid, &ns, &name) {
+            return;
+        }
+        let job = if ours {
+            match pod_gang(pod) {
+                Ok(decl) => Some(self.gang_for(pod, decl)),
+                Err(e) => {
+                    self.forget_pod_of_gang(&uid);
+                    self.report(
+                        pod_ref(&ns, &name, &uid),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        format!("cannot schedule: {e}"),
+                    );
+                    return;
+                }
+            }
+        } else {
+            if let Some(group) = pod_group_name(pod) {
+                self.foreign_members
+                    .entry(format!("{ns}/{group}"))
+                    .or_default()
+                    .insert(uid.clone());
+            }
+            None
+        };
+        match pod_to_update_with_warnings(pod, job) {
+            Ok((mut update, warnings)) => {
+                if ours {
+                    for w in warnings {
+                        self.report(
+                            pod_ref(&ns, &name, &uid),
+                            EventType::Warning,
+                            "BadRuntimeEstimate",
+                            w.to_string(),
+                        );
+                    }
+                    let labels = pod.labels().clone();
+                    update.task.budgets = self.budgets_covering(&ns, &labels);
+                    self.labels.insert(uid.clone(), (ns.clone(), labels));
+                }
+                self.cache.apply_pod(update);
+            }
+            Err(e) => {
+                self.forget_pod_of_gang(&uid);
+                if ours {
+                    self.report(
+                        pod_ref(&ns, &name, &uid),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        format!("cannot schedule: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A pod of ours with scheduling gates is no candidate: the API server would refuse its
+    /// bind and leave its gang short. It is kept out of the engine (its gang waits for it)
+    /// until the gates are lifted, and told so once per change of its gates.
+    fn gated_pod(&mut self, pod: &Pod, uid: &str, ns: &str, name: &str) -> bool {
+        let gates: Vec<String> = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|g| g.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default();
+        let unbound = pod
+            .spec
+            .as_ref()
+            .is_none_or(|s| s.node_name.as_deref().unwrap_or("").is_empty());
+        if gates.is_empty() || !unbound {
+            self.gated.remove(uid);
+            return false;
+        }
+        self.forget_pod_of_gang(uid);
+        self.report(
+            pod_ref(ns, name, uid),
+            EventType::Normal,
+            "SchedulingGated",
+            format!(
+                "the pod is gated by {}; it is not scheduled (nor counted for its gang) until the gates are removed",
+                gates.join(", ")
+            ),
+        );
+        self.gated.insert(uid.to_string(), gates);
+        true
+    }
+
+    /// The gang key of a pod of ours. Gangs declared on the pods alone (kube-batch's
+    /// group-min-member, ACK labels) and pods with no gang (a gang of one, as Volcano's shadow
+    /// PodGroups) are made up here; a PodGroup object of the same name takes precedence.
+    fn gang_for(&mut self, pod: &Pod, decl: Option<GangDecl>) -> String {
+        let uid = pod.uid().unwrap_or_default();
+        let ns = pod.namespace().unwrap_or_default();
+        let (name, min, policy) = match decl {
+            Some(d) => match d.implicit_min {
+                Some(min) => (d.name, min, d.policy),
+                None => return format!("{ns}/{}", d.name),
+            },
+            None => (format!("podgroup-{uid}"), 1, Default::default()),
+        };
+        let key = format!("{ns}/{name}");
+        if !self.has_group_object(&key) {
+            let queue = pod
+                .annotations()
+                .get(QUEUE_NAME_ANNOTATION)
+                .cloned()
+                .unwrap_or_else(|| "default".into());
+            let created = pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond())
+                .unwrap_or(0);
+            // The gang keeps its phase and its earliest creation time as members come and go.
+            let existing = self
+                .cache
+                .state()
+                .job_by_uid(&key)
+                .map(|id| self.cache.state().job(id));
+            let spec = JobSpec {
+                uid: key.clone(),
+                namespace: ns.clone(),
+                name,
+                queue,
+                min_member: min,
+                priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+                created: existing.map_or(created, |j| j.created.min(created)),
+                phase: existing.map(|j| j.phase).unwrap_or_default(),
+                policy,
+                ..Default::default()
+            };
+            self.cache.apply_job(spec);
+        }
+        self.implicit.entry(key.clone()).or_default().insert(uid);
+        key
+    }
+
+    pub fn delete_pod(&mut self, uid: &str) {
+        for members in self.foreign_members.values_mut() {
+            members.remove(uid);
+        }
+        self.foreign_members.retain(|_, m| !m.is_empty());
+        self.gated.remove(uid);
+        self.events.forget(uid);
+        self.forget_pod_of_gang(uid);
+    }
+
+    /// Takes a pod out of the engine, and its made-up gang with its last member.
+    fn forget_pod_of_gang(&mut self, uid: &str) {
+        let job = self.cache.pod(uid).and_then(|p| p.job.clone());
+        self.cache.delete_pod(uid);
+        self.labels.remove(uid);
+        let Some(job) = job else {
+            return;
+        };
+        if let Some(members) = self.implicit.get_mut(&job) {
+            members.remove(uid);
+            if members.is_empty() {
+                self.implicit.remove(&job);
+                if !self.has_group_object(&job) {
+                    self.cache.delete_job(&job);
+                    self.verdicts.remove(&job);
+                }
+            }
+        }
+    }
+
+    /// Every pod the index knows (by uid), for a relist to find the ones that went.
+    pub fn pod_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.cache.pod_uids().map(|u| u.to_string()).collect();
+        keys.extend(self.gated.keys().cloned());
+        keys
+    }
+
+    /// Pods of ours waiting for a PodGroup that does not exist, told so once the PodGroups
+    /// of every installed dialect are listed (a restarted scheduler must not tell pods
+    /// that their group is missing before it has read the groups).
+    pub fn report_missing_groups(&mut self) {
+        let mut missing = Vec::new();
+        for (key, uids) in self.cache.orphans() {
+            if self.deleted_groups.contains(&**key) {
+                continue;
+            }
+            for uid in uids {
+                if let Some(p) = self.cache.pod(uid) {
+                    if p.task.status == TaskStatus::Pending {
+                        missing.push((key.to_string(), p.task.clone()));
+                    }
+                }
+            }
+        }
+        for (key, task) in missing {
+            let group = key.split_once('/').map_or(key.as_str(), |x| x.1);
+            self.report(
+                pod_ref(&task.namespace, &task.name, &task.uid),
+                EventType::Warning,
+                "FailedScheduling",
+                format!(
+                    "PodGroup {group} does not exist in namespace {}; the pod waits for it",
+                    task.namespace
+                ),
+            );
+        }
+    }
+
+    // ----- nodes ---------------------------------------------------------------------
+
+    pub fn apply_node(&mut self, node: &Node) {
+        match node_to_spec(node) {
+            Ok(spec) => self.cache.apply_node(spec),
+            Err(e) => super::retry::warn_limited("node ignored", &e.to_string()),
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        self.cache.delete_node(name);
+    }
+
+    pub fn node_keys(&self) -> Vec<String> {
+        self.cache
+            .state()
+            .nodes()
+            .map(|(_, n)| n.name.to_string())
+            .collect()
+    }
+
+    // ----- disruption budgets --------------------------------------------------------
+
+    /// The budgets (`namespace/name`, sorted) that cover a pod of `ns` with `labels`.
+    fn budgets_covering(&self, ns: &str, labels: &BTreeMap<String, String>) -> Vec<Arc<str>> {
+        let mut covering: Vec<Arc<str>> = self
+            .budgets
+            .iter()
+            .filter(|(_, b)| b.namespace().as_deref() == Some(ns) && budgets::covers(b, labels))
+            .map(|(key, _)| Arc::from(key.as_str()))
+            .collect();
+        covering.sort_unstable();
+        covering
+    }
+
+    /// A budget appeared, changed or went: the engine learns what it allows, and our pods
+    /// of its namespace which budgets cover them now.
+    fn refresh_budgets(&mut self, ns: &str) {
+        let pods: Vec<(String, Vec<Arc<str>>)> = self
+            .labels
+            .iter()
+            .filter(|(_, (pod_ns, _))| pod_ns == ns)
+            .map(|(uid, (_, labels))| (uid.clone(), self.budgets_covering(ns, labels)))
+            .collect();
+        for (uid, covering) in pods {
+            self.cache.set_pod_budgets(&uid, covering);
+        }
+    }
+
+    pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) {
+        let ns = pdb.namespace().unwrap_or_default();
+        let key = format!("{ns}/{}", pdb.name_any());
+        self.cache
+            .apply_budget(&key, budgets::disruptions_allowed(pdb));
+        self.budgets.insert(key, pdb.clone());
+        self.refresh_budgets(&ns);
+    }
+
+    pub fn delete_budget(&mut self, key: &str) {
+        self.cache.delete_budget(key);
+        if self.budgets.remove(key).is_some() {
+            let ns = key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+            self.refresh_budgets(ns);
+        }
+    }
+
+    pub fn budget_keys(&self) -> Vec<String> {
+        self.budgets.keys().cloned().collect()
+    }
+
+    // ----- queues and priority classes -----------------------------------------------
+
+    pub fn apply_queue(&mut self, q: &Queue) {
+        let name = q.name_any();
+        if !store_newest(&mut self.queues, name.clone(), q) {
+            return;
+        }
+        match queue_to_info(q) {
+            Ok(info) => {
+                self.cache.apply_queue(info);
+                self.report_queue_problems();
+            }
+            Err(e) => {
+                let r = q.object_ref(&());
+                self.report(r, EventType::Warning, "InvalidQueue", e.to_string());
+            }
+        }
+    }
+
+    pub fn delete_queue(&mut self, name: &str) {
+        if let Some(q) = self.queues.remove(name) {
+            if let Some(uid) = q.uid() {
+                self.events.forget(&uid);
+            }
+        }
+        self.cache.delete_queue(name);
+    }
+
+    pub fn queue_keys(&self) -> Vec<String> {
+        self.queues.keys().cloned().collect()
+    }
+
+    /// Events on queues whose parent is missing or loops, or whose guarantee exceeds
+    /// their capability (reported once per distinct problem).
+    fn report_queue_problems(&mut self) {
+        for (name, problem) in queue_problems(self.queues.values()) {
+            if let Some(q) = self.queues.get(&name) {
+                let r = q.object_ref(&());
+                self.report(r, EventType::Warning, "InvalidQueue", problem);
+            }
+        }
+    }
+
+    pub fn apply_priority_class(&mut self, pc: &PriorityClass) {
+        let name = pc.name_any();
+        self.priority_classes.insert(name.clone(), pc.value);
+        // PodGroups that named this class before it was seen get its value now.
+        let waiting: Vec<String> = self
+            .pod_groups
+            .iter()
+            .filter(|(_, g)| g.spec.priority_class_name.as_deref() == Some(name.as_str()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &waiting {
+            self.refresh_group(key);
+        }
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.priority_classes.remove(name);
+    }
+
+    pub fn priority_class_keys(&self) -> Vec<String> {
+        self.priority_classes.keys().cloned().collect()
+    }
+
+    // ----- PodGroups of every dialect --------------------------------------------------
+
+    /// Which kind of object defines the gang `key`, if any: Volcano's PodGroup, then
+    /// scheduler-plugins', then the legacy one.
+    pub fn group_dialect(&self, key: &str) -> Option<Dialect> {
+        if self.pod_groups.contains_key(key) {
+            Some(Dialect::Volcano)
+        } else if self.x_k8s_groups.contains_key(key) {
+            Some(Dialect::XK8sPodGroup)
+        } else if self.sigs_groups.contains_key(key) {
+            Some(Dialect::SigsPodGroup)
+        } else {
+            None
+        }
+    }
+
+    fn has_group_object(&self, key: &str) -> bool {
+        self.group_dialect(key).is_some()
+    }
+
+    /// The object that defines the gang `key`, for events.
+    pub fn group_ref(&self, key: &str) -> Option<ObjectReference> {
+        match self.group_dialect(key)? {
+            Dialect::Volcano => self.pod_groups.get(key).map(|g| g.object_ref(&())),
+            Dialect::XK8sPodGroup => self.x_k8s_groups.get(key).map(|g| g.object_ref(&())),
+            Dialect::SigsPodGroup => self.sigs_groups.get(key).map(|g| g.object_ref(&())),
+        }
+    }
+
+    /// Makes the engine's gang `key` what its defining object says (or an event on that
+    /// object says why it cannot).
+    fn refresh_group(&mut self, key: &str) {
+        let converted = match self.group_dialect(key) {
+            None => return,
+            Some(Dialect::Volcano) => {
+                pod_group_to_job(&self.pod_groups[key], &self.priority_classes)
+            }
+            Some(Dialect::XK8sPodGroup) => cosched_to_job(&self.x_k8s_groups[key]),
+            Some(Dialect::SigsPodGroup) => cosched_to_job(&self.sigs_groups[key]),
+        };
+        match converted {
+            Ok(spec) => {
+                self.deleted_groups.remove(key);
+                self.cache.apply_job(spec)
+            }
+            Err(e) => {
+                self.cache.delete_job(key);
+                if let Some(r) = self.group_ref(key) {
+                    self.report(r, EventType::Warning, "Invalid", e.to_string());
+                }
+            }
+        }
+    }
+
+    pub fn apply_group<G: StoredGroup>(&mut self, pg: &G) {
+        let key = key_of_group(pg);
+        if store_newest(G::stored_mut(self), key.clone(), pg) {
+            self.refresh_group(&key);
+        }
+    }
+
+    pub fn group_keys<G: StoredGroup>(&self) -> Vec<String> {
+        G::stored(self).keys().cloned().collect()
+    }
+
+    /// A PodGroup object of one kind is gone: another kind of the same name takes over, or
+    /// the gang goes and its pods say so. The status writer forgets it at once (it writes
+    /// only objects the index has).
+    pub fn delete_group(&mut self, dialect: Dialect, key: &str) {
+        let uid = match dialect {
+            Dialect::Volcano => self.pod_groups.remove(key).and_then(|g| g.uid()),
+            Dialect::XK8sPodGroup => self.x_k8s_groups.remove(key).and_then(|g| g.uid()),
+            Dialect::SigsPodGroup => self.sigs_groups.remove(key).and_then(|g| g.uid()),
+        };
+        if let Some(uid) = uid {
+            self.events.forget(&uid);
+        }
+        if self.has_group_object(key) {
+            self.refresh_group(key);
+        } else {
+            self.forget_group(key);
+        }
+    }
+
+    fn forget_group(&mut self, key: &str) {
+        self.cache.delete_job(key);
+        self.verdicts.remove(key);
+        self.recovery.forget(key);
+        let members: Vec<(String, String, String)> = self
+            .cache
+            .orphans()
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.cache.pod(uid))
+            .map(|p| {
+                (
+                    p.task.uid.to_string(),
+                    p.task.namespace.to_string(),
+                    p.task.name.to_string(),
+                )
+            })
+            .collect();
+        if !members.is_empty() {
+            self.deleted_groups.insert(key.to_string());
+        }
+        for (uid, ns, name) in members {
+            self.report(
+                pod_ref(&ns, &name, &uid),
+                EventType::Warning,
+                "FailedScheduling",
+                format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again"),
+            );
+        }
+    }
+
+    /// Whether the gang `key` is another scheduler's (its object exists, none of its pods
+    /// are ours, some are theirs): its status is not ours to write.
+    pub fn foreign(&self, key: &str, job: &JobInfo) -> bool {
+        job.tasks().is_empty() && self.foreign_members.contains_key(key)
+    }
+
+    // ----- the debug API's view ------------------------------------------------------
+
+    /// Every gang's key.
+    pub fn gang_keys(&self) -> Vec<String> {
+        self.cache
+            .state()
+            .jobs()
+            .map(|(_, j)| j.uid.to_string())
+            .collect()
+    }
+
+    /// What the debug API shows of one gang.
+    pub fn gang_view(&self, key: &str) -> Option<GangView> {
+        let state = self.cache.state();
+        let job = state.job(state.job_by_uid(key)?).clone();
+        Some(GangView {
+            implicit: self.implicit.contains_key(key) && !self.has_group_object(key),
+            dialect: self.group_dialect(key),
+            verdict: self.verdicts.get(key).cloned(),
+            job,
+        })
+    }
+}
+
+/// One gang as the debug API reads it.
+pub struct GangView {
+    pub job: JobInfo,
+    /// Which object defines it, if one does.
+    pub dialect: Option<Dialect>,
+    /// Made up for pods that name no group object.
+    pub implicit: bool,
+    pub verdict: Option<Verdict>,
+}
+
+/// A coscheduling PodGroup kind and where the index keeps its objects.
+pub trait StoredGroup: Resource + ResourceExt + Clone {
+    fn stored(st: &Index) -> &HashMap<String, Self>;
+    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self>;
+}
+
+impl StoredGroup for PodGroup {
+    fn stored(st: &Index) -> &HashMap<String, Self> {
+        &st.pod_groups
+    }
+    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
+        &mut st.pod_groups
+    }
+}
+
+impl StoredGroup for XK8sPodGroup {
+    fn stored(st: &Index) -> &HashMap<String, Self> {
+        &st.x_k8s_groups
+    }
+    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
+        &mut st.x_k8s_groups
+    }
+}
+
+impl StoredGroup for SigsPodGroup {
+    fn stored(st: &Index) -> &HashMap<String, Self> {
+        &st.sigs_groups
+    }
+    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
+        &mut st.sigs_groups
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::DeserializeOwned;
+
+    fn object<K: DeserializeOwned>(api_version: &str, min: i32) -> K {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": api_version, "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"minMember": min}
+        }))
+        .unwrap()
+    }
+
+    fn min_member(st: &Index) -> Option<u32> {
+        let s = st.cache.state();
+        s.job_by_uid("ns/g").map(|id| s.job(id).min_member)
+    }
+
+    #[test]
+    fn podgroup_kinds_sharing_a_name_take_precedence_volcano_x_k8s_legacy() {
+        let mut st = Index::default();
+        st.apply_group::<SigsPodGroup>(&object("scheduling.sigs.k8s.io/v1alpha1", 3));
+        assert_eq!(min_member(&st), Some(3));
+        st.apply_group::<XK8sPodGroup>(&object("scheduling.x-k8s.io/v1alpha1", 2));
+        assert_eq!(min_member(&st), Some(2), "scheduler-plugins over legacy");
+        st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 1));
+        assert_eq!(min_member(&st), Some(1), "Volcano over both");
+        // A later update of a lower kind does not take over.
+        st.apply_group::<SigsPodGroup>(&object("scheduling.sigs.k8s.io/v1alpha1", 5));
+        assert_eq!(min_member(&st), Some(1));
+        assert_eq!(st.group_dialect("ns/g"), Some(Dialect::Volcano));
+        st.delete_group(Dialect::Volcano, "ns/g");
+        assert_eq!(min_member(&st), Some(2), "the next kind takes over");
+        st.delete_group(Dialect::XK8sPodGroup, "ns/g");
+        assert_eq!(min_member(&st), Some(5));
+        st.delete_group(Dialect::SigsPodGroup, "ns/g");
+        assert_eq!(min_member(&st), None, "no object left: the gang is gone");
+    }
+
+    fn pod_group(rv: &str, phase: &str) -> PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "resourceVersion": rv},
+            "spec": {"minMember": 1},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_watch_event_older_than_the_stored_object_does_not_replace_it() {
+        let mut st = Index::default();
+        st.apply_group(&pod_group("20", "Running"));
+        st.apply_group(&pod_group("12", "Pending"));
+        let phase = |st: &Index| {
+            st.pod_groups["ns/g"]
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_ref())
+                .map(|p| p.as_str().to_string())
+        };
+        assert_eq!(
+            phase(&st).as_deref(),
+            Some("Running"),
+            "older event ignored"
+        );
+        st.apply_group(&pod_group("21", "Inqueue"));
+        assert_eq!(phase(&st).as_deref(), Some("Inqueue"), "newer event taken");
+        assert!(older(Some("9"), Some("10")) && !older(Some("x"), Some("10")));
+    }
+
+    #[test]
+    fn readiness_waits_for_every_expected_kind_and_again_after_a_relist() {
+        let mut r = Readiness::default();
+        assert!(!r.complete(), "nothing watched yet: not ready");
+        r.expect("Pod");
+        r.expect("Node");
+        r.expect("scheduling.x-k8s.io PodGroup");
+        r.listed("Pod");
+        r.absent("scheduling.x-k8s.io PodGroup");
+        assert_eq!(r.waiting_for(), vec!["Node"]);
+        r.listed("Node");
+        assert!(r.complete());
+        r.expect("Pod"); // a relist
+        assert!(!r.complete());
+    }
+
+    fn pod(name: &str, gated: bool, scheduler: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name,
+                         "annotations": {"scheduling.k8s.io/group-name": "g"}},
+            "spec": {"schedulerName": scheduler,
+                     "schedulingGates": if gated { serde_json::json!([{"name": "example.com/wait"}]) } else { serde_json::json!([]) },
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_gated_pod_is_no_candidate_until_its_gates_are_lifted() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_group(&pod_group("1", "Inqueue"));
+        st.apply_pod(&pod("a", false, "rust-batch"));
+        st.apply_pod(&pod("b", true, "rust-batch"));
+        let members = |st: &Index| {
+            let s = st.cache.state();
+            s.job(s.job_by_uid("ns/g").unwrap()).tasks().len()
+        };
+        assert_eq!(members(&st), 1, "the gated pod is not a member yet");
+        assert!(st.pod_keys().contains(&"b".to_string()), "but it is known");
+        assert!(st
+            .events
+            .last("b", "SchedulingGated")
+            .is_some_and(|m| m.contains("example.com/wait")));
+        st.apply_pod(&pod("b", false, "rust-batch"));
+        assert_eq!(members(&st), 2, "gate lifted: a candidate");
+    }
+
+    #[test]
+    fn missing_groups_are_reported_only_when_asked_after_the_lists() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_pod(&pod("a", false, "rust-batch"));
+        assert!(st.events.kept.is_empty(), "nothing said while listing");
+        st.report_missing_groups();
+        assert!(st
+            .events
+            .last("a", "FailedScheduling")
+            .is_some_and(|m| m.contains("PodGroup g does not exist")));
+        let before = st.events.kept.len();
+        st.report_missing_groups();
+        assert_eq!(st.events.kept.len(), before, "said once");
+    }
+}

@@ -1,0 +1,392 @@
+//! The status writer: PodGroup status (Volcano's, scheduler-plugins' and the legacy kind)
+//! and Queue status, written by one task from a coalescing queue.
+//!
+//! A cycle only marks objects whose status should change; the writer computes the patch
+//! when it sends it, from the newest object the index has (the watch's, or the answer to
+//! its own last write — see `index::store_newest`) and the engine's current gang, so a
+//! burst of cycles costs one write per object, a status never goes backwards to an older
+//! conditions list, and an object deleted meanwhile (no longer in the index) is dropped
+//! at once. Every write carries the object's resourceVersion: a conflict rereads the object
+//! and computes again.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::kube::api::{Api, Patch, PatchParams};
+use ::kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
+use super::crd::{PodGroup, Queue};
+use super::groups::{queue_status_patch, status_patch, GroupStatus};
+use super::index::{lock, Index, StoredGroup};
+use super::metrics::Metrics;
+use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
+
+/// An object whose status the scheduler writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A PodGroup of a dialect, `namespace/name`.
+    Group(Dialect, String),
+    /// A Queue, by name.
+    Queue(String),
+}
+
+/// Targets waiting to be written: each at most once (a later mark coalesces with it).
+#[derive(Default)]
+struct WriteQueue {
+    ready: VecDeque<Target>,
+    queued: HashSet<Target>,
+    /// Targets whose last write failed for a reason of their own: when to try again, and
+    /// how many tries failed in a row.
+    later: HashMap<Target, (Instant, u32)>,
+}
+
+impl WriteQueue {
+    fn mark(&mut self, t: Target) -> bool {
+        if self.queued.contains(&t) || self.later.contains_key(&t) {
+            return false;
+        }
+        self.queued.insert(t.clone());
+        self.ready.push_back(t);
+        true
+    }
+
+    /// The next target due, or how long until one is.
+    fn next(&mut self, now: Instant) -> Result<(Target, u32), Option<Duration>> {
+        while let Some(t) = self.ready.pop_front() {
+            if self.queued.remove(&t) {
+                return Ok((t, 0));
+            }
+        }
+        let due = self
+            .later
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(t, _)| t.clone())
+            .next();
+        if let Some(t) = due {
+            let (_, tries) = self.later.remove(&t).unwrap_or((now, 0));
+            return Ok((t, tries));
+        }
+        Err(self.later.values().map(|(at, _)| *at - now).min())
+    }
+
+    fn forget(&mut self, t: &Target) {
+        self.queued.remove(t);
+        self.later.remove(t);
+    }
+
+    fn len(&self) -> usize {
+        self.queued.len() + self.later.len()
+    }
+}
+
+/// The handle cycles and watches use.
+#[derive(Clone)]
+pub struct StatusWriter {
+    queue: Arc<Mutex<WriteQueue>>,
+    wake: Arc<Notify>,
+}
+
+impl Default for StatusWriter {
+    fn default() -> Self {
+        StatusWriter {
+            queue: Arc::new(Mutex::new(WriteQueue::default())),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+}
+
+/// How an attempt to write one target ended.
+enum Written {
+    /// Written, or nothing (left) to write.
+    Done,
+    /// The object changed under us: read it again and compute again.
+    Conflict,
+    /// Failed for this object (refused, or the API server did not answer).
+    Failed,
+}
+
+impl StatusWriter {
+    fn queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks for `t`'s status to be written (again).
+    pub fn mark(&self, t: Target) {
+        if self.queue().mark(t) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Drops `t` (its object is gone).
+    pub fn forget(&self, t: &Target) {
+        self.queue().forget(t);
+    }
+
+    /// How many objects wait to be written.
+    pub fn backlog(&self) -> usize {
+        self.queue().len()
+    }
+
+    /// Marks every object whose status differs from what the scheduler wants.
+    pub fn mark_changed(&self, ix: &Index, now_ms: i64) {
+        for key in ix.pod_groups.keys() {
+            if patch_for(ix, &Target::Group(Dialect::Volcano, key.clone()), now_ms).is_some() {
+                self.mark(Target::Group(Dialect::Volcano, key.clone()));
+            }
+        }
+        for (dialect, keys) in [
+            (Dialect::XK8sPodGroup, ix.group_keys::<XK8sPodGroup>()),
+            (Dialect::SigsPodGroup, ix.group_keys::<SigsPodGroup>()),
+        ] {
+            for key in keys {
+                let t = Target::Group(dialect, key);
+                if patch_for(ix, &t, now_ms).is_some() {
+                    self.mark(t);
+                }
+            }
+        }
+        for name in ix.queues.keys() {
+            let t = Target::Queue(name.clone());
+            if patch_for(ix, &t, now_ms).is_some() {
+                self.mark(t);
+            }
+        }
+    }
+
+    /// Writes marked targets until the process ends.
+    pub async fn run(
+        self,
+        client: Client,
+        index: Arc<Mutex<Index>>,
+        gate: Arc<Gate>,
+        metrics: Arc<Metrics>,
+    ) {
+        loop {
+            let next = self.queue().next(Instant::now());
+            let (target, tries) = match next {
+                Ok(t) => t,
+                Err(wait) => {
+                    let wait = wait.unwrap_or(Duration::from_secs(3600));
+                    tokio::select! {
+                        _ = self.wake.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+            };
+            let mut conflicts = 0;
+            loop {
+                gate.pass().await;
+                match write(&client, &index, &gate, &metrics, &target).await {
+                    Written::Done => break,
+                    Written::Conflict if conflicts < 3 => {
+                        conflicts += 1;
+                        reread(&client, &index, &gate, &target).await;
+                    }
+                    Written::Conflict | Written::Failed => {
+                        let at = Instant::now()
+                            + delay(tries, Duration::from_secs(1), Duration::from_secs(300));
+                        self.queue().later.insert(target.clone(), (at, tries + 1));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The patch `t` needs now, with the resourceVersion it is computed from, or None when the
+/// object is gone, not ours, or already says it all.
+fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<String>)> {
+    let snapshot = ix.cache.state();
+    match t {
+        Target::Group(dialect, key) => {
+            if ix.group_dialect(key) != Some(*dialect) {
+                return None; // gone, or another kind defines the gang
+            }
+            let job = snapshot.job(snapshot.job_by_uid(key)?);
+            if ix.foreign(key, job) {
+                return None; // another scheduler's gang
+            }
+            match dialect {
+                Dialect::Volcano => {
+                    let pg = ix.pod_groups.get(key)?;
+                    let condition = ix.verdicts.get(key).and_then(|(c, _)| c.as_ref());
+                    let desired = GroupStatus::of(job, condition);
+                    Some((status_patch(pg, &desired, now_ms)?, pg.resource_version()))
+                }
+                Dialect::XK8sPodGroup => {
+                    let pg = ix.x_k8s_groups.get(key)?;
+                    Some((
+                        cosched_status_patch(pg, job, now_ms)?,
+                        pg.resource_version(),
+                    ))
+                }
+                Dialect::SigsPodGroup => {
+                    let pg = ix.sigs_groups.get(key)?;
+                    Some((
+                        cosched_status_patch(pg, job, now_ms)?,
+                        pg.resource_version(),
+                    ))
+                }
+            }
+        }
+        Target::Queue(name) => {
+            let q = ix.queues.get(name)?;
+            let jobs = snapshot
+                .jobs()
+                .map(|(_, j)| j)
+                .filter(|j| &*j.queue == name);
+            Some((queue_status_patch(q, jobs)?, q.resource_version()))
+        }
+    }
+}
+
+async fn write(
+    client: &Client,
+    index: &Mutex<Index>,
+    gate: &Gate,
+    metrics: &Metrics,
+    t: &Target,
+) -> Written {
+    let Some((mut patch, rv)) = patch_for(&lock(index), t, super::driver::now_ms()) else {
+        return Written::Done;
+    };
+    // Written only over the version it was computed from.
+    if let Some(rv) = rv {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+    }
+    let pp = PatchParams::default();
+    let patch = Patch::Merge(&patch);
+    let (what, outcome) = match t {
+        Target::Group(Dialect::Volcano, key) => {
+            let (ns, name) = split(key);
+            // Volcano's PodGroup has no status subresource: the patch goes to the object.
+            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Group(Dialect::XK8sPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+                .patch_status(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Group(Dialect::SigsPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+                .patch_status(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Queue(name) => {
+            let r = Api::<Queue>::all(client.clone())
+                .patch_status(name, &pp, &patch)
+                .await;
+            let r = r.map(|q| lock(index).apply_queue(&q));
+            ("queue status", r)
+        }
+    };
+    gate.record(&outcome);
+    metrics.api_write(what, outcome.as_ref().err());
+    match outcome {
+        Ok(()) => Written::Done,
+        Err(e) => match Failure::of(&e) {
+            Failure::NotFound => Written::Done, // deleted: its watch event is on its way
+            Failure::Conflict(_) => Written::Conflict,
+            Failure::Transient => Written::Failed,
+            Failure::Refused(why) => {
+                warn_limited(
+                    &format!("{what} refused ({})", cause_of(&e)),
+                    &format!("{t:?}: {why}"),
+                );
+                Written::Failed
+            }
+        },
+    }
+}
+
+/// Keeps the API server's answer to a write as the newest object.
+fn stored<G: StoredGroup>(
+    index: &Mutex<Index>,
+    written: Result<G, ::kube::Error>,
+) -> Result<(), ::kube::Error> {
+    written.map(|g| lock(index).apply_group(&g))
+}
+
+/// Reads `t`'s object again after a conflict.
+async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, t: &Target) {
+    gate.pass().await;
+    let outcome = match t {
+        Target::Group(Dialect::Volcano, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            stored(index, r)
+        }
+        Target::Group(Dialect::XK8sPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            stored(index, r)
+        }
+        Target::Group(Dialect::SigsPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            stored(index, r)
+        }
+        Target::Queue(name) => Api::<Queue>::all(client.clone())
+            .get(name)
+            .await
+            .map(|q| lock(index).apply_queue(&q)),
+    };
+    gate.record(&outcome);
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_coalesce_per_object_and_a_forgotten_object_is_never_written() {
+        let mut q = WriteQueue::default();
+        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let b = Target::Queue("q".into());
+        assert!(q.mark(a.clone()));
+        assert!(!q.mark(a.clone()), "one entry per object");
+        assert!(q.mark(b.clone()));
+        q.forget(&a);
+        let now = Instant::now();
+        assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(b));
+        assert!(q.next(now).is_err(), "a was forgotten");
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_failed_object_waits_for_its_own_back_off() {
+        let mut q = WriteQueue::default();
+        let a = Target::Queue("q".into());
+        let now = Instant::now();
+        q.later.insert(a.clone(), (now + Duration::from_secs(2), 1));
+        assert!(!q.mark(a.clone()), "already waiting");
+        assert_eq!(q.next(now).err(), Some(Some(Duration::from_secs(2))));
+        let (t, tries) = q.next(now + Duration::from_secs(2)).unwrap();
+        assert_eq!((t, tries), (a, 1));
+    }
+}

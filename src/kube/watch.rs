@@ -1,0 +1,188 @@
+//! One watch task per kind: it lists, then watches, and feeds the index — apply, delete,
+//! and on every (re)list forget what the list no longer has. While a kind is being listed
+//! (at start, and again whenever the watch lost its place: an expired resourceVersion, a
+//! restarted API server) the index's readiness says so and no cycle runs. Failures back off
+//! exponentially with jitter, capped low so that a returning API server is relisted within
+//! seconds; the log says so once per cause and interval.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::kube::api::{Api, ListParams};
+use ::kube::runtime::watcher::{self, Event};
+use ::kube::runtime::WatchStreamExt;
+use ::kube::Resource;
+use backon::ExponentialBuilder;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tracing::info;
+
+use super::index::{lock, Index};
+use super::retry::{cause_of, delay, warn_limited};
+
+/// How a watch feeds the index.
+pub struct Feed<K> {
+    /// The kind's name in the index's readiness (and the log).
+    pub kind: &'static str,
+    /// A CRD that may be missing: its dialect is off (and does not hold up cycles) until it
+    /// is installed.
+    pub optional: bool,
+    pub apply: fn(&mut Index, &K),
+    pub delete: fn(&mut Index, &str),
+    /// Every key the index holds for this kind (what a relist may have to forget).
+    pub known: fn(&Index) -> Vec<String>,
+}
+
+/// Delays between watch retries: short, so a returning API server costs seconds.
+const WATCH_MIN_DELAY: Duration = Duration::from_millis(200);
+const WATCH_MAX_DELAY: Duration = Duration::from_secs(3);
+
+/// Runs one watch until the process ends.
+pub async fn watch<K>(api: Api<K>, index: Arc<Mutex<Index>>, wake: Arc<Notify>, feed: Feed<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    lock(&index).readiness.expect(feed.kind);
+    until_installed(&api, &index, &feed).await;
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(WATCH_MIN_DELAY)
+        .with_max_delay(WATCH_MAX_DELAY)
+        .with_jitter()
+        .without_max_times();
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .backoff(watcher::ExponentialBackoff::from(backoff))
+        .boxed();
+    let mut listed: HashSet<String> = HashSet::new();
+    let mut failing = false;
+    while let Some(event) = stream.next().await {
+        if event.is_ok() && failing {
+            failing = false;
+            info!(kind = feed.kind, "watch recovered");
+        }
+        match event {
+            Ok(Event::Init) => {
+                listed.clear();
+                lock(&index).readiness.expect(feed.kind);
+            }
+            Ok(Event::InitApply(obj)) => {
+                (feed.apply)(&mut lock(&index), &obj);
+                listed.insert(key_of(&obj));
+            }
+            Ok(Event::InitDone) => {
+                let mut ix = lock(&index);
+                for key in (feed.known)(&ix) {
+                    if !listed.contains(&key) {
+                        (feed.delete)(&mut ix, &key);
+                    }
+                }
+                ix.readiness.listed(feed.kind);
+                drop(ix);
+                listed = HashSet::new();
+                wake.notify_one();
+            }
+            Ok(Event::Apply(obj)) => {
+                (feed.apply)(&mut lock(&index), &obj);
+                wake.notify_one();
+            }
+            Ok(Event::Delete(obj)) => {
+                (feed.delete)(&mut lock(&index), &key_of(&obj));
+                wake.notify_one();
+            }
+            Err(e) => {
+                failing = true;
+                warn_limited(
+                    &format!("watch of {} failed ({})", feed.kind, short(&e)),
+                    "retrying with back-off",
+                );
+            }
+        }
+    }
+}
+
+fn short(e: &watcher::Error) -> String {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => cause_of(e),
+        watcher::Error::WatchError(status) => format!("{} {}", status.code, status.reason),
+        other => other.to_string(),
+    }
+}
+
+/// How often a dialect whose CRD is missing looks for it again.
+const CRD_POLL: Duration = Duration::from_secs(10);
+
+/// Returns once the kind can be listed. A CRD that is missing (404), or that the scheduler
+/// may not read (403), turns an optional dialect off — it does not hold up cycles — with
+/// one log line, and on by itself when it can be listed. Other failures (an unreachable API
+/// server) are the watch's to retry; the kind stays expected meanwhile.
+async fn until_installed<K>(api: &Api<K>, index: &Mutex<Index>, feed: &Feed<K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let mut said: Option<u16> = None;
+    let mut attempt = 0;
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => break,
+            Err(::kube::Error::Api(e)) if e.code == 404 || e.code == 403 => {
+                if said != Some(e.code) {
+                    let what = if e.code == 404 {
+                        "CRD not installed"
+                    } else {
+                        "forbidden (check the ClusterRole)"
+                    };
+                    if feed.optional {
+                        info!(
+                            kind = feed.kind,
+                            "{what}: this gang dialect is off until it can be listed"
+                        );
+                    } else {
+                        warn_limited(
+                            &format!("cannot list {}", feed.kind),
+                            &format!("{what}; scheduling waits for it"),
+                        );
+                    }
+                    said = Some(e.code);
+                }
+                if feed.optional {
+                    lock(index).readiness.absent(feed.kind);
+                }
+            }
+            Err(_) => break,
+        }
+        let wait = if said == Some(404) {
+            CRD_POLL
+        } else {
+            delay(attempt, Duration::from_secs(1), Duration::from_secs(60))
+        };
+        attempt += 1;
+        tokio::time::sleep(wait).await;
+    }
+    if said.is_some() {
+        lock(index).readiness.expect(feed.kind);
+        info!(kind = feed.kind, "can be listed now: this kind is watched");
+    }
+}
+
+/// Objects are keyed by uid for pods, `namespace/name` for other namespaced kinds, and
+/// name for cluster-scoped ones.
+pub fn key_of<K: Resource>(obj: &K) -> String
+where
+    K::DynamicType: Default,
+{
+    let meta = obj.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    if K::kind(&K::DynamicType::default()) == "Pod" {
+        return meta.uid.clone().unwrap_or(name);
+    }
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    }
+}
