@@ -575,7 +575,11 @@ mod tests {
         c.apply_pod(running);
         assert_eq!(c.pod("v").unwrap().task.status, TaskStatus::Releasing);
         c.drop_assumption("v");
-        assert_eq!(c.pod("v").unwrap().task.status, TaskStatus::Running, "refused");
+        assert_eq!(
+            c.pod("v").unwrap().task.status,
+            TaskStatus::Running,
+            "refused"
+        );
         c.assume("v", Assumption::Evict);
         c.delete_pod("v");
         assert_eq!(c.assumption("v"), None, "gone with the pod");

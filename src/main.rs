@@ -92,11 +92,16 @@ enum Command {
     },
 }
 
+/// The default log filter. kube's client logs every failed request at error level; the
+/// driver says the same once per cause and interval (`kube::retry::warn_limited`), so an
+/// API server outage costs tens of lines, not one per request.
+const LOG_FILTER: &str = "info,kube=warn,kube_client::client::builder=off";
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -334,7 +334,7 @@ async fn api_server_unreachable_at_start_is_retried_not_fatal() {
         "rust-batch exited while the API server was down:\n{stderr}"
     );
     assert!(
-        stderr.contains("retrying with backoff"),
+        stderr.contains("retrying with back-off"),
         "a clear log line says it retries:\n{stderr}"
     );
 }

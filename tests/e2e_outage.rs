@@ -21,8 +21,7 @@ impl Drop for Resume {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_pause_mid_run_is_survived() {
-    let pid = std::env::var("APISERVER_PID")
-        .expect("APISERVER_PID is exported by tests/cluster/with-cluster.sh; run tests/run.sh");
+    let pid = cluster_pid("APISERVER_PID");
     let (ns, pool, name) = ("e2e-outage", "e2e-outage", "rb-outage");
     let client = client().await;
     install_crds(&client).await;

@@ -9,18 +9,21 @@
 //! short of its minimum is completed first, or released); a 409 saying the pod is already
 //! on the same node is a bind that went through before (a retry after a lost answer).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ::kube::api::{Api, EvictParams, PostParams};
 use ::kube::Client;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
 use tracing::debug;
 
 use super::events::{pod_ref, Event, EventType};
 use super::index::{lock, Index};
 use super::metrics::Metrics;
-use super::retry::{cause_of, warn_limited, Failure, Gate};
+use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
 use crate::cache::Assumption;
 use crate::framework::{Bind, Eviction};
 
@@ -34,12 +37,25 @@ pub struct Binder {
     pub gate: Arc<Gate>,
     /// Calls in flight.
     pub permits: Arc<Semaphore>,
+    /// Pods whose last bind was refused: how many times in a row, and not before when to
+    /// try again (the engine places such a pod again at once; the binder holds the call
+    /// back, the room stays assumed meanwhile).
+    pub refused: Arc<Mutex<Refusals>>,
 }
+
+/// Per pod uid: binds refused in a row, and when the next may be sent.
+pub type Refusals = HashMap<Arc<str>, (u32, Instant)>;
+
+/// Back-off between binds of a pod the API server refused.
+const REFUSED_MIN_DELAY: Duration = Duration::from_secs(1);
+const REFUSED_MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// How a bind ended.
 #[derive(Debug, PartialEq, Eq)]
 enum BindOutcome {
     Bound,
+    /// An earlier try went through (its answer was lost): bound, already told.
+    AlreadyBound,
     /// The pod is gone: nothing to do, its deletion is on its way.
     Gone,
     Refused(String),
@@ -74,9 +90,13 @@ impl Binder {
             });
         }
         for b in binds {
-            let permit = self.permits.clone().acquire_owned().await;
             let this = self.clone();
             tokio::spawn(async move {
+                let not_before = this.refused_lock().get(&b.task).map(|(_, at)| *at);
+                if let Some(at) = not_before {
+                    tokio::time::sleep_until(at).await;
+                }
+                let permit = this.permits.clone().acquire_owned().await;
                 let outcome = this.bind_until_answered(&b).await;
                 drop(permit);
                 this.settle(b, outcome);
@@ -126,7 +146,7 @@ impl Binder {
                 }
                 Failure::NotFound => return BindOutcome::Gone,
                 Failure::Conflict(message) if already_on(&message, &b.node) => {
-                    return BindOutcome::Bound
+                    return BindOutcome::AlreadyBound
                 }
                 Failure::Conflict(message) | Failure::Refused(message) => {
                     return BindOutcome::Refused(message)
@@ -135,8 +155,26 @@ impl Binder {
         }
     }
 
+    fn refused_lock(&self) -> std::sync::MutexGuard<'_, Refusals> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn settle(&self, b: Bind, outcome: BindOutcome) {
         let r = pod_ref(&b.namespace, &b.name, &b.task);
+        {
+            let mut refused = self.refused_lock();
+            if matches!(outcome, BindOutcome::Refused(_)) {
+                let now = Instant::now();
+                if refused.len() > 10_000 {
+                    refused.retain(|_, (_, at)| *at + REFUSED_MAX_DELAY > now);
+                }
+                let entry = refused.entry(b.task.clone()).or_insert((0, now));
+                entry.1 = now + delay(entry.0, REFUSED_MIN_DELAY, REFUSED_MAX_DELAY);
+                entry.0 += 1;
+            } else {
+                refused.remove(&b.task);
+            }
+        }
         let mut ix = lock(&self.index);
         match outcome {
             BindOutcome::Bound => {
@@ -159,6 +197,7 @@ impl Binder {
                     ),
                 });
             }
+            BindOutcome::AlreadyBound => {}
             BindOutcome::Gone => ix.cache.drop_assumption(&b.task),
             BindOutcome::Refused(why) => {
                 warn_limited(
@@ -170,12 +209,12 @@ impl Binder {
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery
                     .bind_refused(&b.job, &member, &why, super::driver::now_ms());
-                ix.events.send(Event {
-                    regarding: r,
-                    type_: EventType::Warning,
-                    reason: "FailedScheduling".into(),
-                    note: format!("binding to {} failed: {why}", b.node),
-                });
+                ix.events.report(
+                    r,
+                    EventType::Warning,
+                    "FailedScheduling",
+                    format!("binding to {} failed: {why}", b.node),
+                );
                 drop(ix);
                 self.wake.notify_one();
             }

@@ -60,13 +60,13 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
     let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
     let instance = std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into());
+    let gate = Arc::new(Gate::default());
     let mut index = Index::new(opts.scheduler_names.clone());
-    index.events = Events::start(client.clone(), instance, metrics.clone());
+    index.events = Events::start(client.clone(), instance, metrics.clone(), gate.clone());
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
     let index = Arc::new(Mutex::new(index));
     let wake = Arc::new(Notify::new());
-    let gate = Arc::new(Gate::default());
     if let Some(addr) = opts.http_address {
         let m = metrics.clone();
         let routes = super::debug::routes(index.clone());
@@ -92,6 +92,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         metrics: metrics.clone(),
         gate: gate.clone(),
         permits: Arc::new(Semaphore::new(opts.bind_concurrency.max(1))),
+        refused: Default::default(),
     };
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     // Gangs marked as recovering in the cache, to unmark once they are whole again.
@@ -131,11 +132,12 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             }
             recovering = now_short;
             let evictions = release_evictions(&mut ix, &releases);
-            (ix.cache.snapshot(), (releases, evictions))
+            // The released members are on their way out before this cycle decides.
+            binder.assume(&mut ix, &[], &evictions);
+            (ix.cache.snapshot(), evictions)
         };
-        if !releases.1.is_empty() {
-            binder.assume(&mut lock(&index), &[], &releases.1);
-            binder.send(Vec::new(), releases.1).await;
+        if !releases.is_empty() {
+            binder.send(Vec::new(), releases).await;
         }
         let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
         let cycle_start = Instant::now();
@@ -203,6 +205,9 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
         if let Some(obj) = ix.group_ref(&r.gang) {
             ix.events
                 .report(obj, EventType::Warning, "GangBindFailed", r.message.clone());
+        }
+        for uid in &r.binding {
+            ix.cache.drop_assumption(uid);
         }
         for uid in &r.members {
             let Some(p) = ix.cache.pod(uid) else {

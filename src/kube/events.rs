@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use tokio::sync::mpsc;
 
 use super::metrics::Metrics;
-use super::retry::{backoff, cause_of, warn_limited, Failure};
+use super::retry::{cause_of, warn_limited, Failure, Gate};
 
 /// Whether an event reports something normal or a problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,9 +53,9 @@ pub struct Events {
 
 impl Events {
     /// Starts the publisher task.
-    pub fn start(client: Client, instance: String, metrics: Arc<Metrics>) -> Self {
+    pub fn start(client: Client, instance: String, metrics: Arc<Metrics>, gate: Arc<Gate>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_BOUND);
-        tokio::spawn(publish_all(client, instance, metrics, rx));
+        tokio::spawn(publish_all(client, instance, metrics, gate, rx));
         Events {
             queue: Some(tx),
             ..Default::default()
@@ -125,6 +125,7 @@ async fn publish_all(
     client: Client,
     instance: String,
     metrics: Arc<Metrics>,
+    gate: Arc<Gate>,
     mut rx: mpsc::Receiver<Event>,
 ) {
     while let Some(event) = rx.recv().await {
@@ -132,20 +133,16 @@ async fn publish_all(
         let ns = body.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<ApiEvent>::namespaced(client.clone(), &ns);
         let started = tokio::time::Instant::now();
-        let mut delays = backoff(Duration::from_millis(200), Duration::from_secs(10));
         loop {
+            gate.pass().await;
             let sent = api.create(&PostParams::default(), &body).await;
+            gate.record(&sent);
             metrics.api_write("event", sent.as_ref().err());
             match sent {
                 Ok(_) => break,
                 Err(e) => match Failure::of(&e) {
-                    Failure::Transient if started.elapsed() < GIVE_UP_AFTER => {
-                        warn_limited(
-                            &format!("event not recorded yet ({})", cause_of(&e)),
-                            "retrying with back-off",
-                        );
-                        tokio::time::sleep(delays.next().unwrap_or(GIVE_UP_AFTER)).await;
-                    }
+                    // The gate holds the retry back until the API server answers.
+                    Failure::Transient if started.elapsed() < GIVE_UP_AFTER => {}
                     _ => {
                         warn_limited(
                             &format!("event not recorded ({})", cause_of(&e)),

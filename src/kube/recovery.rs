@@ -57,6 +57,9 @@ pub struct Release {
     pub gang: String,
     /// Pod uids of its bound members (empty under `ShortGangPolicy::Keep`).
     pub members: Vec<Arc<str>>,
+    /// Pod uids of its members whose binds are still out (held back after a refusal):
+    /// called off, so that none binds alone after the others went.
+    pub binding: Vec<Arc<str>>,
     pub message: String,
 }
 
@@ -107,17 +110,17 @@ impl Recovery {
                 return false;
             };
             let job = state.job(id);
+            // What the API server has bound (a bind held back after a refusal is not).
             let placed = |s: TaskStatus| {
                 matches!(
                     s,
-                    TaskStatus::Binding
-                        | TaskStatus::Bound
-                        | TaskStatus::Running
-                        | TaskStatus::Succeeded
+                    TaskStatus::Bound | TaskStatus::Running | TaskStatus::Succeeded
                 )
             };
             let count = job.tasks().iter().filter(|t| placed(t.status)).count() as u32;
-            if count == 0 || count >= job.min_member {
+            let binding = job.count(TaskStatus::Binding);
+            // Whole again, or nothing bound nor on its way: nothing to recover.
+            if count >= job.min_member || count + binding == 0 {
                 return false;
             }
             if now - short.since < timeout {
@@ -128,21 +131,23 @@ impl Recovery {
                 ShortGangPolicy::Release => (
                     job.tasks()
                         .iter()
-                        .filter(|t| {
-                            matches!(
-                                t.status,
-                                TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
-                            )
-                        })
+                        .filter(|t| matches!(t.status, TaskStatus::Bound | TaskStatus::Running))
                         .map(|t| t.uid.clone())
                         .collect(),
                     "its bound members are released",
                 ),
                 ShortGangPolicy::Keep => (Vec::new(), "its bound members are kept"),
             };
+            let binding = job
+                .tasks()
+                .iter()
+                .filter(|t| t.status == TaskStatus::Binding)
+                .map(|t| t.uid.clone())
+                .collect();
             releases.push(Release {
                 gang: gang.clone(),
                 members,
+                binding,
                 message: format!(
                     "gang has {count}/{} members bound after {waited}: the bind of {} was refused ({}); {what}",
                     job.min_member, short.member, short.reason

@@ -157,9 +157,12 @@ port_in_use_error() { grep -qiE 'address already in use|bind: address' "$1" 2>/d
 # start NAME LOG CMD...: run CMD in its own session, detached from the
 # terminal, output to LOG; sets START_PID. setsid execs in place (this shell
 # is not a process-group leader in a background job), so $! is the binary.
+# The command is also kept in $state/cmd/NAME, for restart.sh.
 start() {
   local name=$1 log=$2; shift 2
-  rb_log "starting $name: $*" 
+  rb_log "starting $name: $*"
+  mkdir -p "$state/cmd"
+  printf '%q ' "$@" > "$state/cmd/$name"
   setsid "$@" >"$log" 2>&1 </dev/null &
   START_PID=$!
 }

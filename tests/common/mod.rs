@@ -87,7 +87,10 @@ fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
             "500ms",
         ])
         .args(extra)
-        .env("RUST_LOG", "info,kube=warn,kube_client=error")
+        .env(
+            "RUST_LOG",
+            "info,kube=warn,kube_client=error,kube_client::client::builder=off",
+        )
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -250,37 +253,7 @@ pub async fn check_invariants(client: &Client, ns: &str) -> BTreeMap<String, Pod
         .await
         .unwrap()
         .items;
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let mut used: HashMap<String, Resource> = HashMap::new();
-    for p in &pods {
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            if phase != "Succeeded" && phase != "Failed" {
-                used.entry(node)
-                    .or_default()
-                    .add(&pod_to_update(p, None).unwrap().task.resreq);
-            }
-        }
-    }
-    for n in &nodes {
-        let spec = node_to_spec(n).unwrap();
-        if let Some(u) = used.get(&spec.name) {
-            assert!(
-                u.fits(&spec.allocatable),
-                "node {} over-committed: {u} on {}",
-                spec.name,
-                spec.allocatable
-            );
-        }
-    }
+    assert_not_over_committed(client, &pods).await;
     let mine: BTreeMap<String, Pod> = pods
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
@@ -300,6 +273,51 @@ pub async fn check_invariants(client: &Client, ns: &str) -> BTreeMap<String, Pod
         }
     }
     mine
+}
+
+/// Fails if any node holds more than its allocatable, counting every pod bound to it
+/// whoever scheduled it (finished pods hold nothing).
+pub async fn assert_not_over_committed(client: &Client, pods: &[Pod]) {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut used: HashMap<String, Resource> = HashMap::new();
+    for p in pods {
+        let phase = phase(p);
+        if let Some(node) = node_of(p) {
+            if phase != "Succeeded" && phase != "Failed" {
+                used.entry(node)
+                    .or_default()
+                    .add(&pod_to_update(p, None).unwrap().task.resreq);
+            }
+        }
+    }
+    for n in &nodes {
+        let spec = node_to_spec(n).unwrap();
+        if let Some(u) = used.get(&spec.name) {
+            assert!(
+                u.fits(&spec.allocatable),
+                "node {} over-committed: {u} on {}",
+                spec.name,
+                spec.allocatable
+            );
+        }
+    }
+}
+
+/// The current pid of a control-plane process (`APISERVER_PID`, `ETCD_PID`): the last line
+/// for it in the cluster's env file (tests/cluster/restart.sh appends a new one).
+pub fn cluster_pid(var: &str) -> String {
+    let dir = std::env::var("RB_CLUSTER_DIR")
+        .expect("RB_CLUSTER_DIR is exported by tests/cluster/with-cluster.sh; run tests/run.sh");
+    let env = std::fs::read_to_string(format!("{dir}/env")).expect("the cluster's env file");
+    env.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{var}=")))
+        .unwrap_or_else(|| panic!("{var} not in {dir}/env"))
+        .to_string()
 }
 
 pub fn node_of(p: &Pod) -> Option<String> {
