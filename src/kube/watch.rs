@@ -164,9 +164,13 @@ where
         attempt += 1;
         tokio::time::sleep(wait).await;
     }
-    if said.is_some() {
+    if let Some(code) = said {
         lock(index).readiness.expect(feed.kind);
-        info!(kind = feed.kind, "can be listed now: this kind is watched");
+        if code == 404 && feed.optional {
+            info!(kind = feed.kind, "CRD installed: this gang dialect is on");
+        } else {
+            info!(kind = feed.kind, "can be listed now: this kind is watched");
+        }
     }
 }
 
