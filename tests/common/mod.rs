@@ -78,7 +78,11 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
 }
 
 fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
-    let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+    // RB_SCHEDULER_BIN runs the suite against another build (an older one, to show a test
+    // catches what a change fixed).
+    let bin = std::env::var("RB_SCHEDULER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rust-batch").to_string());
+    let child = Command::new(bin)
         .args([
             "run",
             "--scheduler-name",
