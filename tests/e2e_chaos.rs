@@ -284,8 +284,54 @@ async fn scheduler_killed_at_random_moments_never_over_commits_or_half_binds() {
             |pods| pods.values().filter(|p| phase(p) == "Succeeded").count() >= total,
         )
         .await;
+    // Every PodGroup was created before its pods: no restarted scheduler may tell a pod its
+    // group does not exist (it must read the groups before judging).
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let missing: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.note.clone())
+        .filter(|n| n.contains("does not exist"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pods told their existing PodGroup is missing: {missing:?}"
+    );
+    // Status only moves forward: every gang ran, so none may still say Unschedulable.
+    let stale = wait_for(
+        Duration::from_secs(30),
+        "PodGroup status caught up",
+        || async {
+            let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items;
+            let stale: Vec<String> = groups
+                .iter()
+                .filter(|g| {
+                    let s = g.status.as_ref();
+                    let unschedulable = s.and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+                                && c.status.as_deref() == Some("True")
+                        })
+                    });
+                    let done = s.and_then(|s| s.succeeded).unwrap_or(0) >= 4;
+                    unschedulable || !done
+                })
+                .filter_map(|g| g.metadata.name.clone())
+                .collect();
+            stale.is_empty().then_some(stale)
+        },
+    )
+    .await;
+    assert!(stale.is_empty());
     println!(
-        "chaos table: scheduler kill -9 | {rounds} rounds | {total} pods | over-commit 0, bound twice 0, partial 0 | all done {took:.1?} after the last restart | {} polls",
+        "chaos table: scheduler kill -9 | {rounds} rounds | {total} pods | over-commit 0, bound twice 0, partial 0, stale status 0, false 'does not exist' 0 | all done {took:.1?} after the last restart | {} polls",
         dog.polls
     );
 }
