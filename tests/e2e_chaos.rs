@@ -942,3 +942,57 @@ async fn a_gated_member_holds_its_gang_back_until_the_gate_is_lifted() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_deleted_between_decision_and_bind_leaves_no_gang_half_bound() {
+    let _one = SERIAL.lock().await;
+    let (ns, pool, name) = ("chaos-node", "chaos-node", "rb-chaos-node");
+    let rounds = if full() { 20 } else { 6 };
+    let client = setup(ns, pool, 0, json!({})).await;
+    let _scheduler = start_scheduler_with(
+        name,
+        &["--http-address", "off", "--short-gang-timeout", "3s"],
+    );
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    let mut dice = Dice::new("node deleted mid-bind");
+    let mut dog = Watchdog::new(&client, ns);
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone());
+    for round in 0..rounds {
+        // One node that holds exactly this round's gang of 2; it goes as the gang is placed.
+        let node = format!("{pool}-r{round}");
+        fake_node(&client, &node, pool, json!({"cpu": "2", "memory": "4Gi"})).await;
+        let group = format!("g{round}");
+        pod_group(&client, ns, &group, 2).await;
+        for i in 0..2 {
+            place
+                .pod(
+                    &group,
+                    &format!("{group}-{i}"),
+                    "main",
+                    json!({"cpu": "1"}),
+                    None,
+                )
+                .await;
+        }
+        // The scheduler decides within tens of milliseconds of the last pod.
+        tokio::time::sleep(Duration::from_millis(dice.below(60))).await;
+        nodes.delete(&node, &DeleteParams::default()).await.unwrap();
+        dog.poll().await;
+    }
+    // Pods bound to a node that is gone still count as bound: each gang must be whole or
+    // have nothing bound once the recovery timeout has passed.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    dog.settle(Duration::from_secs(30), "the rounds to settle", |_| true)
+        .await;
+    let pods = dog.poll().await;
+    let bound = pods.values().filter(|p| node_of(p).is_some()).count();
+    println!(
+        "chaos table: node deleted between decision and bind | {rounds} rounds | {bound} of {} pods bound (to a node since deleted), partial 0",
+        rounds * 2
+    );
+}

@@ -430,7 +430,9 @@ pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usi
             .or(decl.implicit_min.map(|m| m as usize))
             .unwrap_or(1);
         let entry = gangs.entry(decl.name).or_insert((0, min));
-        if node_of(p).is_some() {
+        // A pod being deleted is on its way out (one on a node that is gone may stay
+        // terminating: no kubelet, and no pod garbage collector here).
+        if node_of(p).is_some() && p.metadata.deletion_timestamp.is_none() {
             entry.0 += 1;
         }
     }
