@@ -10,6 +10,7 @@ pub mod framework;
 pub mod kube;
 pub mod model;
 pub mod sim;
+pub mod snapshot;
 pub mod testkit;
 
 #[path = "../actions/mod.rs"]

@@ -1,28 +1,29 @@
 //! Sessions, statements, plugin votes and the scheduling cycle that ties them together.
 
 pub mod fit;
+mod node_search;
+mod outcome;
 mod plugin;
 mod reservation;
 mod session;
 mod statement;
+mod verdicts;
 mod votes;
 
 use std::sync::Arc;
 
+pub use crate::model::Hold;
+pub use crate::snapshot::{ClusterState, Slots, Snapshot};
+pub use node_search::{RunningIndex, StaticNodes};
+pub use outcome::{Bind, ConditionKind, Eviction, JobCondition, JobUpdate, SessionResult};
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder};
 pub use reservation::Reservation;
-pub use session::{
-    Bind, ClusterState, ConditionKind, Eviction, Hold, JobCondition, JobUpdate, RunningIndex,
-    Session, SessionResult, Slots, StaticNodes,
-};
+pub use session::Session;
 pub use statement::Statement;
 pub use votes::*;
 
 use crate::conf::{ConfError, SchedulerConf};
 use crate::model::Timestamp;
-
-/// A snapshot of the cache: the state a session starts from.
-pub type Snapshot = ClusterState;
 
 /// The configured actions and plugins, ready to run cycles.
 pub struct Scheduler {

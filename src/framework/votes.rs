@@ -1,11 +1,15 @@
-//! Vote kinds, the function types plugins register, and how a tier combines them (Volcano's
-//! semantics, ARCHITECTURE §4).
+//! Votes: their kinds, the function types plugins register, how a tier combines them
+//! (Volcano's semantics, ARCHITECTURE §4), registering them with a session and asking them.
 
 use std::cmp::Ordering;
 
-use super::fit::Unfit;
-use super::session::ClusterState;
-use crate::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskRef};
+use std::collections::HashMap;
+
+use super::fit::{resource_fit, Unfit};
+use super::session::Session;
+use crate::conf::PluginOption;
+use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, TaskInfo, TaskRef};
+use crate::snapshot::ClusterState;
 
 /// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -358,6 +362,265 @@ impl Votes {
     }
 }
 
+impl Session {
+    // ----- registering votes (plugins call these from on_session_open) ---------------
+
+    fn tier_of(&self, plugin: &str, kind: VoteKind) -> Option<usize> {
+        self.conf.tiers.iter().enumerate().find_map(|(i, t)| {
+            t.plugins
+                .iter()
+                .find(|p| p.name == plugin)
+                .and_then(|p: &PluginOption| p.enabled(kind).then_some(i))
+        })
+    }
+
+    pub fn add_job_order_fn(&mut self, plugin: &'static str, f: JobOrderFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobOrder) {
+            self.votes.job_order.push(t, plugin, f);
+        }
+    }
+    pub fn add_queue_order_fn(&mut self, plugin: &'static str, f: QueueOrderFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::QueueOrder) {
+            self.votes.queue_order.push(t, plugin, f);
+        }
+    }
+    pub fn add_task_order_fn(&mut self, plugin: &'static str, f: TaskOrderFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::TaskOrder) {
+            self.votes.task_order.push(t, plugin, f);
+        }
+    }
+    pub fn add_static_predicate_fn(&mut self, plugin: &'static str, f: StaticPredicateFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Predicate) {
+            self.votes.static_predicate.push(t, plugin, f);
+        }
+    }
+    pub fn add_predicate_fn(&mut self, plugin: &'static str, f: PredicateFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Predicate) {
+            self.votes.predicate.push(t, plugin, f);
+        }
+    }
+    pub fn add_node_order_fn(&mut self, plugin: &'static str, f: NodeOrderFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::NodeOrder) {
+            self.votes.node_order.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_valid_fn(&mut self, plugin: &'static str, f: JobValidFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobValid) {
+            self.votes.job_valid.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_ready_fn(&mut self, plugin: &'static str, f: JobCheckFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobReady) {
+            self.votes.job_ready.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_pipelined_fn(&mut self, plugin: &'static str, f: JobVoteFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobPipelined) {
+            self.votes.job_pipelined.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_starving_fn(&mut self, plugin: &'static str, f: JobCheckFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobStarving) {
+            self.votes.job_starving.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_enqueueable_fn(&mut self, plugin: &'static str, f: JobVoteFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::JobEnqueueable) {
+            self.votes.job_enqueueable.push(t, plugin, f);
+        }
+    }
+    pub fn add_job_enqueued_fn(&mut self, f: JobEnqueuedFn) {
+        self.votes.job_enqueued.push(f);
+    }
+    pub fn add_preemptable_fn(&mut self, plugin: &'static str, f: VictimsFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
+            self.votes.preemptable.push(t, plugin, f);
+        }
+    }
+    pub fn add_reclaimable_fn(&mut self, plugin: &'static str, f: VictimsFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
+            self.votes.reclaimable.push(t, plugin, f);
+        }
+    }
+    pub fn add_preemptable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
+            self.votes.preemptable_set.push(t, plugin, f);
+        }
+    }
+    pub fn add_reclaimable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
+            self.votes.reclaimable_set.push(t, plugin, f);
+        }
+    }
+    pub fn add_overused_fn(&mut self, plugin: &'static str, f: QueueCheckFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Overused) {
+            self.votes.overused.push(t, plugin, f);
+        }
+    }
+    pub fn add_allocatable_fn(&mut self, plugin: &'static str, f: AllocatableFn) {
+        if let Some(t) = self.tier_of(plugin, VoteKind::Allocatable) {
+            self.votes.allocatable.push(t, plugin, f);
+        }
+    }
+    /// Event handlers run for every plugin that registers them (no switch, as in Volcano).
+    pub fn add_event_handler(
+        &mut self,
+        on_allocate: Option<EventFn>,
+        on_deallocate: Option<EventFn>,
+    ) {
+        self.votes.on_allocate.extend(on_allocate);
+        self.votes.on_deallocate.extend(on_deallocate);
+    }
+
+    // ----- asking the plugins --------------------------------------------------------
+
+    /// Job order: plugins first, then creation time, then uid.
+    pub fn job_order(&self, a: JobId, b: JobId) -> Ordering {
+        let (l, r) = (self.job(a), self.job(b));
+        self.votes
+            .job_order
+            .compare(|f| f(l, r))
+            .then_with(|| l.created.cmp(&r.created))
+            .then_with(|| l.uid.cmp(&r.uid))
+    }
+
+    pub fn queue_order(&self, a: &QueueInfo, b: &QueueInfo) -> Ordering {
+        self.votes
+            .queue_order
+            .compare(|f| f(a, b))
+            .then_with(|| a.created.cmp(&b.created))
+            .then_with(|| a.name.cmp(&b.name))
+    }
+
+    pub fn task_order(&self, a: TaskRef, b: TaskRef) -> Ordering {
+        let (l, r) = (self.task(a), self.task(b));
+        self.votes
+            .task_order
+            .compare(|f| f(l, r))
+            .then_with(|| l.created.cmp(&r.created))
+            .then_with(|| l.uid.cmp(&r.uid))
+    }
+
+    pub fn job_valid(&self, id: JobId) -> Option<Invalid> {
+        let job = self.job(id);
+        self.votes.job_valid.all().find_map(|f| f(job))
+    }
+
+    pub fn job_ready(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_ready.all_true(|f| f(job))
+    }
+
+    pub fn job_pipelined(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_pipelined.permit(|f| f(job))
+    }
+
+    pub fn job_starving(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_starving.first_tier_all(|f| f(job))
+    }
+
+    pub fn job_enqueueable(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_enqueueable.permit(|f| f(job))
+    }
+
+    pub fn overused(&self, queue: &QueueInfo) -> bool {
+        self.votes.overused.any_true(|f| f(queue))
+    }
+
+    /// Whether a task of `queue` may be placed: the queue takes work (`queue_blocked`) and
+    /// every allocatable vote agrees.
+    pub fn allocatable(&self, queue: &QueueInfo, task: TaskRef) -> bool {
+        if self.queue_blocked(queue).is_some() {
+            return false;
+        }
+        let t = self.task(task);
+        self.votes.allocatable.all_true(|f| f(queue, t))
+    }
+
+    /// The candidates the plugins let go one by one for `preemptor`.
+    pub fn victims(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, _) = self.votes.victim_votes(kind);
+        let mut victims = per_task.victims(|f| f(&self.state, preemptor, candidates));
+        victims.retain(self.within_budgets());
+        victims
+    }
+
+    /// Drops, in order, the victims the eviction API would refuse: a pod covered by a
+    /// PodDisruptionBudget goes only while the budget has disruptions left (this session's
+    /// earlier evictions spend them too), and one covered by several budgets never (the API
+    /// refuses those). Whatever plugins are configured: a victim the API server keeps would
+    /// leave its gang, or the preemptor's plan, half done.
+    /// Asked of victims in order; each one it lets go spends its budget for the next.
+    fn within_budgets(&self) -> impl FnMut(&TaskRef) -> bool + '_ {
+        let mut taken: HashMap<&str, u32> = HashMap::new();
+        move |&v| match self.state.task(v).budgets.as_slice() {
+            [] => true,
+            [b] => {
+                let allowed = self.state.disruptions_allowed(b).unwrap_or(0);
+                let spent = self.budget_spent.get(b).copied().unwrap_or(0);
+                let taken = taken.entry(b).or_insert(0);
+                let within = spent + *taken < allowed;
+                *taken += u32::from(within);
+                within
+            }
+            _ => false,
+        }
+    }
+
+    /// The candidates each plugin without a set vote would let go for `preemptor`: only
+    /// these can be members of a victim set.
+    pub fn victim_members(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        let mut members = victim_members(per_task, per_set, &self.state, preemptor, candidates);
+        members.retain(self.within_budgets());
+        members
+    }
+
+    /// Whether the plugins allow evicting `set` together for `preemptor`.
+    pub fn victims_together(&self, kind: VictimKind, preemptor: TaskRef, set: &[TaskRef]) -> bool {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        set.iter().all(self.within_budgets())
+            && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
+    }
+
+    /// Sum of every node-order plugin's score.
+    pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
+        node_score(&self.votes, self.task(task), self.node(node))
+    }
+
+    /// All predicates, static and dynamic, for one task on one node.
+    pub fn predicate(&self, task: TaskRef, node: NodeId) -> Result<(), Unfit> {
+        let (t, n) = (self.task(task), self.node(node));
+        for f in self.votes.static_predicate.all() {
+            f(t, n)?;
+        }
+        dynamic_fit(&self.votes, t, n)
+    }
+}
+
+/// Sum of every node-order plugin's score.
+pub(super) fn node_score(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> f64 {
+    votes.node_order.all().map(|f| f(t, n)).sum()
+}
+
+/// Resource fit (always, whatever the configuration) and the plugins' dynamic predicates.
+pub(super) fn dynamic_fit(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> Result<(), Unfit> {
+    resource_fit(t, n)?;
+    votes.predicate.all().try_for_each(|f| f(t, n))
+}
 #[cfg(test)]
 mod tests {
     use super::*;

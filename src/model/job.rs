@@ -62,6 +62,15 @@ pub struct GangPolicy {
     pub wait_timeout: Option<i64>,
 }
 
+/// A tentative placement a NonStrict gang keeps across sessions: the pod holds the node's
+/// resources (as Allocated or Pipelined) without being bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub task: Arc<str>,
+    pub node: Arc<str>,
+    pub status: TaskStatus,
+}
+
 /// What the engine remembers about a gang from one session to the next. Sessions report
 /// changes in `JobUpdate::runtime`; drivers store them in the cache.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
