@@ -304,7 +304,10 @@ mod tests {
         let update = result.job_updates.iter().find(|u| *u.job == *job).unwrap();
         let cond = update.condition.as_ref().unwrap();
         assert_eq!(cond.kind, crate::framework::ConditionKind::Unschedulable);
-        assert_eq!(cond.reason, "NotEnoughResources");
+        assert_eq!(
+            cond.reason,
+            crate::framework::GangReason::NotEnoughResources
+        );
         assert_eq!(
             cond.message,
             "2/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node \
@@ -492,7 +495,7 @@ mod tests {
         let mut ssn = open_session(&cache, Some(conf));
         for name in ["enqueue", "allocate"] {
             let args = ssn.conf().action_arguments(name);
-            crate::actions::builder(name).unwrap()(&args)
+            crate::REGISTRY.action(name).unwrap()(&args)
                 .unwrap()
                 .execute(&mut ssn);
         }

@@ -7,7 +7,7 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::Unfit;
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 use crate::model::{NodeInfo, TaskInfo};
 
 pub struct Predicates;
@@ -33,8 +33,8 @@ impl Plugin for Predicates {
         "predicates"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
-        ssn.add_static_predicate_fn(self.name(), Box::new(static_fit));
+    fn on_session_open(&self, ssn: &mut Session) {
+        ssn.add(vote::StaticPredicate, Box::new(static_fit));
     }
 
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {

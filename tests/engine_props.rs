@@ -953,8 +953,8 @@ fn cycle_checking_reclaim(
     let mut before: Option<(BTreeMap<String, Resource>, BTreeMap<String, String>)> = None;
     let mut failures: Vec<String> = Vec::new();
     let (mut victims_seen, mut queues_checked) = (0, 0);
-    let result = scheduler
-        .run_cycle_observed(cache.snapshot(), now, &mut |action, starting, ssn| {
+    let result =
+        scheduler.run_cycle_observed(cache.snapshot(), now, &mut |action, starting, ssn| {
             let at_open = at_open.get_or_insert_with(|| placed(ssn));
             if action != "reclaim" {
                 return;
@@ -992,8 +992,7 @@ fn cycle_checking_reclaim(
                     )),
                 }
             }
-        })
-        .unwrap();
+        });
     prop_assert!(failures.is_empty(), "{}", failures.join("; "));
     let reclaimed = result
         .evictions
@@ -1057,9 +1056,7 @@ fn run_world(w: &World) -> Result<Exercised, TestCaseError> {
             conf: GREEDY,
             ..w.clone()
         };
-        let result = testkit::scheduler(CONFS[GREEDY])
-            .run_cycle(cache.snapshot(), 0)
-            .unwrap();
+        let result = testkit::scheduler(CONFS[GREEDY]).run_cycle(cache.snapshot(), 0);
         check_cycle(&greedy, &mut cache, &mut model, &result)?;
     }
     let mut exercised = Exercised::default();
@@ -1104,7 +1101,7 @@ proptest! {
         let (mut cache, mut model) = build(&w);
         // Get some pods running (and some releasing) so evictions have targets.
         let scheduler = testkit::scheduler(CONFS[w.conf]);
-        let first = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+        let first = scheduler.run_cycle(cache.snapshot(), 0);
         testkit::apply_result(&mut cache, &first);
         for b in &first.binds {
             model.pods.get_mut(&*b.task).unwrap().status = TaskStatus::Running;
@@ -1112,7 +1109,7 @@ proptest! {
         churn(&mut cache, &mut model, &mut Rng(w.seed | 1), 0);
 
         let conf = Arc::new(testkit::conf(CONFS[w.conf]));
-        let mut ssn = Session::open(cache.snapshot(), conf.clone(), 1).unwrap();
+        let mut ssn = scheduler.open_session(cache.snapshot(), 1);
         let before = ssn.fingerprint();
         {
             let mut stmt = Statement::new(&mut ssn);
@@ -1177,13 +1174,13 @@ proptest! {
         let actions: Vec<_> = conf
             .actions
             .iter()
-            .map(|a| rust_batch::actions::builder(a).unwrap()(&conf.action_arguments(a)).unwrap())
+            .map(|a| rust_batch::REGISTRY.action(a).unwrap()(&conf.action_arguments(a)).unwrap())
             .collect();
         for a in &actions {
             a.execute(&mut ssn);
         }
         let after_discard = ssn.close();
-        let fresh = scheduler.run_cycle(cache.snapshot(), 1).unwrap();
+        let fresh = scheduler.run_cycle(cache.snapshot(), 1);
         prop_assert_eq!(after_discard, fresh);
     }
 }

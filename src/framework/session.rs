@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use super::node_search::NodeSearch;
 use super::outcome::{Bind, Eviction, SessionResult};
-use super::plugin::Plugin;
+use super::plugin::ConfiguredPlugin;
 use super::verdicts::GangVerdicts;
 use super::votes::{Change, Event, Votes};
-use crate::conf::{ConfError, SchedulerConf};
+use crate::conf::SchedulerConf;
 use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo, QueueState, QueueTree,
     Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
@@ -28,7 +28,10 @@ pub struct Session {
     pub(super) state: ClusterState,
     pub(super) conf: Arc<SchedulerConf>,
     pub(crate) votes: Votes,
-    plugins: Vec<Box<dyn Plugin>>,
+    /// The configured plugins, built once by the scheduler.
+    pub(super) plugins: Arc<[ConfiguredPlugin]>,
+    /// The plugin whose `on_session_open` is running (its votes go to its tier).
+    pub(super) registering: Option<usize>,
     binds: Vec<Bind>,
     evictions: Vec<Eviction>,
     /// What the session has found out about each gang (see `verdicts.rs`).
@@ -46,28 +49,13 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session: builds the configured plugins and lets each register its votes.
-    pub fn open(
+    /// Opens a session: each configured plugin registers its votes.
+    pub(super) fn open(
         snapshot: ClusterState,
         conf: Arc<SchedulerConf>,
+        plugins: Arc<[ConfiguredPlugin]>,
         now: Timestamp,
-    ) -> Result<Session, ConfError> {
-        let mut plugins = Vec::new();
-        for tier in &conf.tiers {
-            for option in &tier.plugins {
-                let build =
-                    crate::plugins::builder(&option.name).ok_or_else(|| ConfError::Invalid {
-                        file: conf.source.clone(),
-                        key: option.name.clone(),
-                        message: "unknown plugin".into(),
-                    })?;
-                plugins.push(build(&option.arguments).map_err(|e| ConfError::Invalid {
-                    file: conf.source.clone(),
-                    key: e.key,
-                    message: e.message,
-                })?);
-            }
-        }
+    ) -> Session {
         let total_allocatable = snapshot.total_allocatable();
         let queue_tree = QueueTree::new(snapshot.queues());
         let verdicts = GangVerdicts::new(snapshot.jobs());
@@ -78,7 +66,8 @@ impl Session {
             state: snapshot,
             conf,
             votes: Votes::default(),
-            plugins: Vec::new(),
+            plugins: plugins.clone(),
+            registering: None,
             binds: Vec::new(),
             evictions: Vec::new(),
             verdicts,
@@ -86,18 +75,18 @@ impl Session {
             reservations: Default::default(),
             budget_spent: HashMap::new(),
         };
-        for plugin in &mut plugins {
-            plugin.on_session_open(&mut ssn);
+        for (at, configured) in plugins.iter().enumerate() {
+            ssn.registering = Some(at);
+            configured.plugin.on_session_open(&mut ssn);
         }
-        ssn.plugins = plugins;
-        Ok(ssn)
+        ssn.registering = None;
+        ssn
     }
 
     /// Closes the session and reports what changed.
     pub fn close(mut self) -> SessionResult {
-        let mut plugins = std::mem::take(&mut self.plugins);
-        for plugin in &mut plugins {
-            plugin.on_session_close(&mut self);
+        for configured in self.plugins.clone().iter() {
+            configured.plugin.on_session_close(&mut self);
         }
         let ids: Vec<JobId> = self.state.jobs().map(|(id, _)| id).collect();
         let job_updates = ids.iter().filter_map(|id| self.job_update(*id)).collect();

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::fit::{gang_message, TaskUnfit};
-use super::outcome::{ConditionKind, JobCondition, JobUpdate};
+use super::outcome::{ConditionKind, GangReason, JobCondition, JobUpdate};
 use super::session::Session;
 use super::votes::Invalid;
 use crate::model::resource::format_amount;
@@ -62,7 +62,7 @@ impl Session {
         let condition = if self.verdicts.scheduled.contains(&id) {
             Some(JobCondition {
                 kind: ConditionKind::Scheduled,
-                reason: "Scheduled".into(),
+                reason: GangReason::Scheduled,
                 message: format!(
                     "{}/{} tasks in gang scheduled",
                     job.ready_count(),
@@ -85,6 +85,11 @@ impl Session {
         let runtime = self.next_runtime(id);
         let runtime = (runtime != job.runtime).then_some(runtime);
         let holds = self.holds(id);
+        // The reservation a gang that still waits holds (its message says so in words).
+        let reservation = self
+            .reservation()
+            .filter(|r| r.job == id && self.verdicts.unschedulable.contains_key(&id))
+            .map(|r| self.reserved_nodes(r));
         let changed =
             phase_change.is_some() || condition.is_some() || runtime.is_some() || holds.is_some();
         changed.then(|| JobUpdate {
@@ -94,6 +99,7 @@ impl Session {
             task_reasons,
             runtime,
             holds,
+            reservation,
         })
     }
 
@@ -184,14 +190,14 @@ impl Session {
         if let Some(invalid) = &u.invalid {
             return JobCondition {
                 kind: ConditionKind::Unschedulable,
-                reason: invalid.reason.clone(),
+                reason: invalid.reason,
                 message: invalid.message.clone(),
             };
         }
         if u.tasks.is_empty() {
             return JobCondition {
                 kind: ConditionKind::Unschedulable,
-                reason: "NotEnoughResources".into(),
+                reason: GangReason::NotEnoughResources,
                 message: u.note.clone().unwrap_or_else(|| "gang not ready".into()),
             };
         }
@@ -202,7 +208,7 @@ impl Session {
         }
         JobCondition {
             kind: ConditionKind::Unschedulable,
-            reason: "NotEnoughResources".into(),
+            reason: GangReason::NotEnoughResources,
             message,
         }
     }
@@ -328,7 +334,7 @@ fn waiting_time_expired(job: &JobInfo, expiries: u32, released: Option<usize>) -
         .map(|n| format!("{n} held placement(s) released; "))
         .unwrap_or_default();
     Invalid {
-        reason: "WaitingTimeExpired".into(),
+        reason: GangReason::WaitingTimeExpired,
         message: format!(
             "gang waited {} without every member fitting ({expiries} time(s) in a row); \
              {released}retrying after a backoff of {}",

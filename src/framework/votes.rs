@@ -6,106 +6,11 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::fit::{resource_fit, Unfit};
+use super::outcome::GangReason;
 use super::session::Session;
-use crate::conf::PluginOption;
+use crate::conf::VoteKind;
 use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, TaskInfo, TaskRef};
 use crate::snapshot::ClusterState;
-
-/// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum VoteKind {
-    JobOrder,
-    QueueOrder,
-    TaskOrder,
-    Predicate,
-    NodeOrder,
-    JobValid,
-    JobReady,
-    JobPipelined,
-    JobStarving,
-    JobEnqueueable,
-    Preemptable,
-    Reclaimable,
-    Overused,
-    Allocatable,
-}
-
-/// Volcano switches we accept but that name votes this scheduler does not have; they load
-/// (so existing files work) and change nothing.
-const INERT_SWITCHES: &[&str] = &[
-    "enableNamespaceOrder",
-    "enableHierarchy",
-    "enablePreemptive",
-    "EnabledClusterOrder",
-    "enableBestNode",
-    "enableTargetJob",
-    "enableReservedNodes",
-    "enabledVictim",
-    "enableHyperNodeOrder",
-    "enableSubJobReady",
-    "enableSubJobOrder",
-];
-
-impl VoteKind {
-    pub const ALL: [VoteKind; 14] = [
-        Self::JobOrder,
-        Self::QueueOrder,
-        Self::TaskOrder,
-        Self::Predicate,
-        Self::NodeOrder,
-        Self::JobValid,
-        Self::JobReady,
-        Self::JobPipelined,
-        Self::JobStarving,
-        Self::JobEnqueueable,
-        Self::Preemptable,
-        Self::Reclaimable,
-        Self::Overused,
-        Self::Allocatable,
-    ];
-
-    /// The key in the config file.
-    pub fn switch_name(self) -> &'static str {
-        match self {
-            Self::JobOrder => "enableJobOrder",
-            Self::QueueOrder => "enableQueueOrder",
-            Self::TaskOrder => "enableTaskOrder",
-            Self::Predicate => "enablePredicate",
-            Self::NodeOrder => "enableNodeOrder",
-            Self::JobValid => "enableJobValid",
-            Self::JobReady => "enableJobReady",
-            Self::JobPipelined => "enableJobPipelined",
-            Self::JobStarving => "enableJobStarving",
-            Self::JobEnqueueable => "enableJobEnqueued",
-            Self::Preemptable => "enablePreemptable",
-            Self::Reclaimable => "enableReclaimable",
-            Self::Overused => "enabledOverused",
-            Self::Allocatable => "enabledAllocatable",
-        }
-    }
-
-    /// `Some(Some(kind))` for a switch that controls a vote, `Some(None)` for a Volcano switch
-    /// that has no effect here, `None` for an unknown key.
-    pub fn from_switch(key: &str) -> Option<Option<VoteKind>> {
-        if INERT_SWITCHES.contains(&key) {
-            return Some(None);
-        }
-        // Volcano spells some switches "enabled…" and others "enable…"; accept both.
-        let normalized = key.replacen("enabled", "enable", 1);
-        Self::ALL
-            .iter()
-            .find(|k| k.switch_name().replacen("enabled", "enable", 1) == normalized)
-            .map(|k| Some(*k))
-    }
-
-    pub fn switch_names() -> Vec<&'static str> {
-        Self::ALL
-            .iter()
-            .map(|k| k.switch_name())
-            .chain(INERT_SWITCHES.iter().copied())
-            .collect()
-    }
-}
 
 /// A plugin's answer where it may also abstain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +23,7 @@ pub enum Vote {
 /// Why a job is not valid (e.g. fewer pods exist than minMember).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
-    pub reason: String,
+    pub reason: GangReason,
     pub message: String,
 }
 
@@ -327,6 +232,56 @@ pub enum VictimKind {
     Reclaim,
 }
 
+/// One kind of vote a plugin can register: the function it takes, the configuration switch
+/// that turns it off, and where a session keeps it. The types are in `vote`.
+pub trait VoteSlot {
+    type Fn;
+    const KIND: VoteKind;
+    fn slot(votes: &mut Votes) -> &mut Tiered<Self::Fn>;
+}
+
+/// The votes a plugin can register with `Session::add`, one type each.
+pub mod vote {
+    use super::*;
+
+    macro_rules! vote_slots {
+        ($($(#[$doc:meta])* $name:ident($f:ty) = $kind:ident in $field:ident;)*) => {$(
+            $(#[$doc])*
+            pub struct $name;
+            impl VoteSlot for $name {
+                type Fn = $f;
+                const KIND: VoteKind = VoteKind::$kind;
+                fn slot(votes: &mut Votes) -> &mut Tiered<$f> {
+                    &mut votes.$field
+                }
+            }
+        )*};
+    }
+
+    vote_slots! {
+        JobOrder(JobOrderFn) = JobOrder in job_order;
+        QueueOrder(QueueOrderFn) = QueueOrder in queue_order;
+        TaskOrder(TaskOrderFn) = TaskOrder in task_order;
+        /// Switched by `enablePredicate`, like `Predicate`.
+        StaticPredicate(StaticPredicateFn) = Predicate in static_predicate;
+        Predicate(PredicateFn) = Predicate in predicate;
+        NodeOrder(NodeOrderFn) = NodeOrder in node_order;
+        JobValid(JobValidFn) = JobValid in job_valid;
+        JobReady(JobCheckFn) = JobReady in job_ready;
+        JobPipelined(JobVoteFn) = JobPipelined in job_pipelined;
+        JobStarving(JobCheckFn) = JobStarving in job_starving;
+        JobEnqueueable(JobVoteFn) = JobEnqueueable in job_enqueueable;
+        Preemptable(VictimsFn) = Preemptable in preemptable;
+        Reclaimable(VictimsFn) = Reclaimable in reclaimable;
+        /// Switched by `enablePreemptable`, like `Preemptable`.
+        PreemptableSet(VictimSetFn) = Preemptable in preemptable_set;
+        /// Switched by `enableReclaimable`, like `Reclaimable`.
+        ReclaimableSet(VictimSetFn) = Reclaimable in reclaimable_set;
+        Overused(QueueCheckFn) = Overused in overused;
+        Allocatable(AllocatableFn) = Allocatable in allocatable;
+    }
+}
+
 /// All votes registered for a session.
 #[derive(Default)]
 pub struct Votes {
@@ -365,102 +320,22 @@ impl Votes {
 impl Session {
     // ----- registering votes (plugins call these from on_session_open) ---------------
 
-    fn tier_of(&self, plugin: &str, kind: VoteKind) -> Option<usize> {
-        self.conf.tiers.iter().enumerate().find_map(|(i, t)| {
-            t.plugins
-                .iter()
-                .find(|p| p.name == plugin)
-                .and_then(|p: &PluginOption| p.enabled(kind).then_some(i))
-        })
+    /// Registers a plugin's vote of one kind, e.g. `ssn.add(vote::JobReady, Box::new(…))`,
+    /// in the plugin's tier unless its configuration switches that vote off.
+    pub fn add<V: VoteSlot>(&mut self, _vote: V, f: V::Fn) {
+        let Some(at) = self.registering else {
+            panic!("votes are registered from Plugin::on_session_open");
+        };
+        let plugin = &self.plugins[at];
+        if plugin.disabled.contains(&V::KIND) {
+            return;
+        }
+        let (tier, name) = (plugin.tier, plugin.name);
+        V::slot(&mut self.votes).push(tier, name, f);
     }
 
-    pub fn add_job_order_fn(&mut self, plugin: &'static str, f: JobOrderFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobOrder) {
-            self.votes.job_order.push(t, plugin, f);
-        }
-    }
-    pub fn add_queue_order_fn(&mut self, plugin: &'static str, f: QueueOrderFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::QueueOrder) {
-            self.votes.queue_order.push(t, plugin, f);
-        }
-    }
-    pub fn add_task_order_fn(&mut self, plugin: &'static str, f: TaskOrderFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::TaskOrder) {
-            self.votes.task_order.push(t, plugin, f);
-        }
-    }
-    pub fn add_static_predicate_fn(&mut self, plugin: &'static str, f: StaticPredicateFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Predicate) {
-            self.votes.static_predicate.push(t, plugin, f);
-        }
-    }
-    pub fn add_predicate_fn(&mut self, plugin: &'static str, f: PredicateFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Predicate) {
-            self.votes.predicate.push(t, plugin, f);
-        }
-    }
-    pub fn add_node_order_fn(&mut self, plugin: &'static str, f: NodeOrderFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::NodeOrder) {
-            self.votes.node_order.push(t, plugin, f);
-        }
-    }
-    pub fn add_job_valid_fn(&mut self, plugin: &'static str, f: JobValidFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobValid) {
-            self.votes.job_valid.push(t, plugin, f);
-        }
-    }
-    pub fn add_job_ready_fn(&mut self, plugin: &'static str, f: JobCheckFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobReady) {
-            self.votes.job_ready.push(t, plugin, f);
-        }
-    }
-    pub fn add_job_pipelined_fn(&mut self, plugin: &'static str, f: JobVoteFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobPipelined) {
-            self.votes.job_pipelined.push(t, plugin, f);
-        }
-    }
-    pub fn add_job_starving_fn(&mut self, plugin: &'static str, f: JobCheckFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobStarving) {
-            self.votes.job_starving.push(t, plugin, f);
-        }
-    }
-    pub fn add_job_enqueueable_fn(&mut self, plugin: &'static str, f: JobVoteFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::JobEnqueueable) {
-            self.votes.job_enqueueable.push(t, plugin, f);
-        }
-    }
     pub fn add_job_enqueued_fn(&mut self, f: JobEnqueuedFn) {
         self.votes.job_enqueued.push(f);
-    }
-    pub fn add_preemptable_fn(&mut self, plugin: &'static str, f: VictimsFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
-            self.votes.preemptable.push(t, plugin, f);
-        }
-    }
-    pub fn add_reclaimable_fn(&mut self, plugin: &'static str, f: VictimsFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
-            self.votes.reclaimable.push(t, plugin, f);
-        }
-    }
-    pub fn add_preemptable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Preemptable) {
-            self.votes.preemptable_set.push(t, plugin, f);
-        }
-    }
-    pub fn add_reclaimable_set_fn(&mut self, plugin: &'static str, f: VictimSetFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Reclaimable) {
-            self.votes.reclaimable_set.push(t, plugin, f);
-        }
-    }
-    pub fn add_overused_fn(&mut self, plugin: &'static str, f: QueueCheckFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Overused) {
-            self.votes.overused.push(t, plugin, f);
-        }
-    }
-    pub fn add_allocatable_fn(&mut self, plugin: &'static str, f: AllocatableFn) {
-        if let Some(t) = self.tier_of(plugin, VoteKind::Allocatable) {
-            self.votes.allocatable.push(t, plugin, f);
-        }
     }
     /// Event handlers run for every plugin that registers them (no switch, as in Volcano).
     pub fn add_event_handler(
@@ -673,18 +548,5 @@ mod tests {
             none.victims(|x| x.clone()).is_empty(),
             "no vote, no victims"
         );
-    }
-
-    #[test]
-    fn switches_round_trip() {
-        for k in VoteKind::ALL {
-            assert_eq!(VoteKind::from_switch(k.switch_name()), Some(Some(k)));
-        }
-        assert_eq!(
-            VoteKind::from_switch("enableOverused"),
-            Some(Some(VoteKind::Overused))
-        );
-        assert_eq!(VoteKind::from_switch("enableBestNode"), Some(None));
-        assert_eq!(VoteKind::from_switch("enableMagic"), None);
     }
 }

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::driver::{lock, State as DriverState};
 use super::groups::phase_str;
 use crate::framework::ConditionKind;
-use crate::model::{GangMode, TaskStatus};
+use crate::model::{GangMode, GangOrigin, TaskStatus};
 
 pub(super) fn routes(state: Arc<Mutex<DriverState>>) -> Router {
     Router::new()
@@ -51,7 +51,7 @@ fn gang(st: &DriverState, key: &str) -> Option<Value> {
     // Koordinator's two sources; `dialect` says which object or keys exactly.
     let (from, dialect) = match st.group_dialect(key) {
         Some(d) => ("GangFromPodGroupCrd", d.api_group()),
-        None if job.name.starts_with("podgroup-") => ("GangFromPodAnnotation", "pod"),
+        None if job.origin == GangOrigin::SinglePod => ("GangFromPodAnnotation", "pod"),
         None => ("GangFromPodAnnotation", "annotations"),
     };
     let group: Vec<String> = if job.policy.group.is_empty() {

@@ -35,8 +35,8 @@ use super::groups::{
 use super::metrics::Metrics;
 use crate::cache::Cache;
 use crate::conf::SchedulerConf;
-use crate::framework::{ConditionKind, Scheduler, SessionResult};
-use crate::model::{JobSpec, QueueInfo, TaskStatus};
+use crate::framework::{ConditionKind, GangReason, Scheduler, SessionResult};
+use crate::model::{GangOrigin, JobSpec, QueueInfo, TaskStatus};
 
 pub struct DriverOptions {
     pub scheduler_names: Vec<String>,
@@ -230,12 +230,17 @@ impl State {
     fn gang_for(&mut self, pod: &Pod, decl: Option<GangDecl>) -> String {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
-        let (name, min, policy) = match decl {
+        let (name, min, policy, origin) = match decl {
             Some(d) => match d.implicit_min {
-                Some(min) => (d.name, min, d.policy),
+                Some(min) => (d.name, min, d.policy, GangOrigin::Declared),
                 None => return format!("{ns}/{}", d.name),
             },
-            None => (format!("podgroup-{uid}"), 1, Default::default()),
+            None => (
+                format!("podgroup-{uid}"),
+                1,
+                Default::default(),
+                GangOrigin::SinglePod,
+            ),
         };
         let key = format!("{ns}/{name}");
         if !self.has_group_object(&key) {
@@ -266,6 +271,7 @@ impl State {
                 created: existing.map_or(created, |j| j.created.min(created)),
                 phase: existing.map(|j| j.phase).unwrap_or_default(),
                 policy,
+                origin,
                 ..Default::default()
             };
             self.cache.apply_job(spec);
@@ -610,7 +616,8 @@ where
 
 /// Runs the scheduler until the process is stopped.
 pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
-    let mut scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let mut scheduler =
+        Scheduler::new(opts.conf, &crate::REGISTRY).map_err(super::KubeError::Config)?;
     let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
     let state = Arc::new(Mutex::new(State {
@@ -773,13 +780,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
                     .observe(action_start.elapsed().as_secs_f64());
             }
         };
-        let result = match scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe) {
-            Ok(r) => r,
-            Err(e) => {
-                warn!(error = %e, "cycle failed");
-                continue;
-            }
-        };
+        let result = scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe);
         metrics
             .cycle_latency
             .observe(cycle_start.elapsed().as_secs_f64());
@@ -830,7 +831,7 @@ fn reload_if_changed(
         return;
     }
     *version = now;
-    match SchedulerConf::load(path).and_then(Scheduler::new) {
+    match SchedulerConf::load(path).and_then(|c| Scheduler::new(c, &crate::REGISTRY)) {
         Ok(s) => {
             for w in &s.conf().warnings {
                 warn!("{}: {w}", path.display());
@@ -921,7 +922,7 @@ impl Applier<'_> {
                 if let Some(c) = &u.condition {
                     // The PodGroup gets an event when its verdict changes (deduplicated); a gang
                     // still forming (NotEnoughTasks) only updates its condition.
-                    let forming = c.reason == "NotEnoughTasks";
+                    let forming = c.reason == GangReason::NotEnoughTasks;
                     if let Some(r) = s.group_ref(&u.job).filter(|_| !forming) {
                         let (kind, reason) = match c.kind {
                             ConditionKind::Scheduled => (EventType::Normal, "Scheduled"),

@@ -9,7 +9,8 @@ pub mod resource;
 mod task;
 
 pub use job::{
-    GangMode, GangPolicy, GangRuntime, Hold, JobInfo, JobSpec, MatchPolicy, PodGroupPhase,
+    GangMode, GangOrigin, GangPolicy, GangRuntime, Hold, JobInfo, JobSpec, MatchPolicy,
+    PodGroupPhase,
 };
 pub use node::{NodeInfo, NodeSpec, NodeTask};
 pub use placement::{Placement, Taint, TaintEffect, Toleration};

@@ -19,8 +19,8 @@ use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::resource::{format_amount, CPU, GPU, MEMORY};
 use crate::model::{
-    GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo,
-    TaskStatus, Timestamp,
+    GangOrigin, GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource,
+    TaskInfo, TaskStatus, Timestamp,
 };
 
 /// How backfill's reservation note starts in a gang's condition message.
@@ -124,11 +124,7 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(scenario: Scenario, file: &str) -> Result<Self, ScenarioError> {
-        let conf = scenario.scheduler_conf(file)?;
-        let scheduler = Scheduler::new(conf).map_err(|source| ScenarioError::Config {
-            file: file.to_string(),
-            source,
-        })?;
+        let scheduler = scenario.scheduler(file)?;
         let mut sim = Simulation {
             rng: Rng(scenario.seed),
             scheduler,
@@ -234,6 +230,7 @@ impl Simulation {
                 },
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
             },
+            origin: GangOrigin::Declared,
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -452,15 +449,7 @@ impl Simulation {
 
     fn cycle(&mut self) {
         self.cycles += 1;
-        let result = match self.scheduler.run_cycle(self.cache.snapshot(), self.now) {
-            Ok(r) => r,
-            Err(e) => {
-                // Plugins were validated at load; record instead of panicking.
-                self.violations
-                    .push(format!("t={}: cycle failed: {e}", self.now));
-                return;
-            }
-        };
+        let result = self.scheduler.run_cycle(self.cache.snapshot(), self.now);
         self.apply(result);
     }
 
