@@ -227,7 +227,7 @@ mod tests {
                 .tasks("", 1, &[("cpu", "1"), ("memory", "1Gi")])
                 .apply(&mut cache);
         }
-        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: binpack\n";
+        let conf = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "binpack"]);
         let result = run_cycle(&cache, Some(conf));
         let nodes: Vec<&str> = result.binds.iter().map(|b| &*b.node).collect();
         assert_eq!(nodes, ["n-00001"; 3]);

@@ -235,7 +235,7 @@ mod tests {
     use crate::model::PodGroupPhase;
     use crate::testkit::{self as kit, *};
 
-    const GANG: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+    const GANG: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates"]);
 
     fn job_of(cache: &crate::cache::Cache, uid: &str) -> JobInfo {
         let s = cache.snapshot();

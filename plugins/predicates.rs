@@ -53,7 +53,7 @@ mod tests {
     use crate::model::{NodeSpec, Placement, Taint, TaintEffect, Toleration};
     use crate::testkit::*;
 
-    const PREDICATES: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+    const PREDICATES: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates"]);
 
     fn labelled(name: &str, labels: &[(&str, &str)]) -> NodeSpec {
         NodeSpec {
@@ -229,7 +229,7 @@ mod tests {
         let job = Gang::new("fpga", 2)
             .tasks("", 2, &[("example.com/fpga", "1")])
             .apply(&mut cache);
-        let bare = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n";
+        let bare = crate::conf_yaml!("enqueue, allocate"; ["gang"]);
         let result = run_cycle(&cache, Some(bare));
         assert!(result.binds.is_empty());
         assert_eq!(

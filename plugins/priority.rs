@@ -49,7 +49,8 @@ mod tests {
     use crate::model::{PodGroupPhase, TaskRef};
     use crate::testkit::*;
 
-    const PRIORITY: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: predicates\n";
+    const PRIORITY: &str =
+        crate::conf_yaml!("enqueue, allocate"; ["priority", "gang", "predicates"]);
 
     #[test]
     fn higher_priority_gangs_go_first() {

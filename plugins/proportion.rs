@@ -490,7 +490,7 @@ mod tests {
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const CONF: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n  - name: predicates\n";
+    const CONF: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
 
     fn capped(name: &str, weight: u32, capability: &[(&str, &str)]) -> QueueInfo {
         let mut q = QueueInfo::new(name, weight);

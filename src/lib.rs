@@ -1,8 +1,10 @@
 //! rust-batch: a gang-aware batch scheduler for Kubernetes.
 //!
-//! The engine (`model`, `cache`, `framework`, `conf`, `actions`, `plugins`) is pure: it does
-//! no I/O and reads no clock. Drivers feed it and apply its decisions: `sim` (a
-//! discrete-event cluster with a virtual clock) today, the Kubernetes driver next.
+//! The engine (`model`, `snapshot`, `cache`, `conf`, `framework`, `actions`, `plugins`) is
+//! pure: it does no I/O and reads no clock. Drivers feed it and apply its decisions: `sim`
+//! (a discrete-event cluster with a virtual clock) and `kube` (the live scheduler). `REGISTRY`
+//! below is every action and plugin, handed to `framework::Scheduler::new`: the framework
+//! itself names none of them.
 
 pub mod cache;
 pub mod conf;

@@ -287,6 +287,29 @@ pub fn foreign_pod(cache: &mut Cache, uid: &str, node: &str, request: &[(&str, &
     cache.apply_pod(PodUpdate { task, job: None });
 }
 
+/// A scheduler configuration as YAML, with these actions and one tier per bracketed list of
+/// plugins (no switches, no arguments):
+/// `conf_yaml!("enqueue, allocate"; ["gang", "predicates"])`. A `&'static str`, so it can
+/// name a `const`.
+#[macro_export]
+macro_rules! conf_yaml {
+    ($actions:literal; $([$($plugin:literal),* $(,)?]),+ $(,)?) => {
+        concat!(
+            "actions: \"", $actions, "\"\ntiers:\n",
+            $("- plugins:\n", $("  - name: ", $plugin, "\n",)*)+
+        )
+    };
+}
+
+/// Evictions per gang uid.
+pub fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+    let mut by_job = BTreeMap::new();
+    for e in &result.evictions {
+        *by_job.entry(e.job.to_string()).or_insert(0) += 1;
+    }
+    by_job
+}
+
 /// A configuration from YAML, or the built-in default for `None`.
 pub fn conf(yaml: Option<&str>) -> SchedulerConf {
     match yaml {

@@ -1,4 +1,6 @@
-//! SCENARIOS.md S1 and S2 in the simulator, asserting exactly what the scenarios say.
+//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6
+//! and S7, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
 use std::path::Path;
