@@ -27,7 +27,7 @@ pub struct Session {
     pub now: Timestamp,
     pub(super) state: ClusterState,
     pub(super) conf: Arc<SchedulerConf>,
-    pub(crate) votes: Votes,
+    pub(super) votes: Votes,
     /// The configured plugins, built once by the scheduler.
     pub(super) plugins: Arc<[ConfiguredPlugin]>,
     /// The plugin whose `on_session_open` is running (its votes go to its tier).
