@@ -22,9 +22,6 @@ use crate::model::{
     TaskInfo, TaskStatus, Timestamp,
 };
 
-/// How backfill's reservation note starts in a gang's condition message.
-const RESERVED: &str = "reserved: nodes ";
-
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
 struct Rng(u64);
 
@@ -522,8 +519,8 @@ impl Simulation {
             }
             match &update.condition {
                 Some(c) if c.kind == ConditionKind::Unschedulable => {
-                    if let Some(i) = c.message.find(RESERVED) {
-                        self.jobs[j].reservation = Some(c.message[i..].to_string());
+                    if let Some(r) = &update.reservation {
+                        self.jobs[j].reservation = Some(r.to_string());
                     }
                     self.jobs[j].message = Some(c.message.clone())
                 }
