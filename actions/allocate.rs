@@ -304,7 +304,10 @@ mod tests {
         let update = result.job_updates.iter().find(|u| *u.job == *job).unwrap();
         let cond = update.condition.as_ref().unwrap();
         assert_eq!(cond.kind, crate::framework::ConditionKind::Unschedulable);
-        assert_eq!(cond.reason, "NotEnoughResources");
+        assert_eq!(
+            cond.reason,
+            crate::framework::GangReason::NotEnoughResources
+        );
         assert_eq!(
             cond.message,
             "2/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node \
@@ -488,11 +491,11 @@ mod tests {
         first.apply(&mut cache);
         let second = second.apply(&mut cache);
         // Without proportion, which would (rightly) call the queue's share used up first.
-        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+        let conf = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates"]);
         let mut ssn = open_session(&cache, Some(conf));
         for name in ["enqueue", "allocate"] {
             let args = ssn.conf().action_arguments(name);
-            crate::actions::builder(name).unwrap()(&args)
+            crate::REGISTRY.action(name).unwrap()(&args)
                 .unwrap()
                 .execute(&mut ssn);
         }
@@ -554,13 +557,13 @@ mod tests {
         let job = Gang::new("spread", 3)
             .tasks("", 3, &[("cpu", "1"), ("memory", "1Gi")])
             .apply(&mut cache);
-        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n";
+        let conf = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "nodeorder"]);
         let result = run_cycle(&cache, Some(conf));
         let mut nodes = binds_by_job(&result)[&job].clone();
         nodes.sort();
         assert_eq!(nodes, ["n-00000", "n-00001", "n-00002"]);
         // Packing: two pods fill a node, the third must go elsewhere.
-        let packing = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: binpack\n";
+        let packing = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "binpack"]);
         let result = run_cycle(&cache, Some(packing));
         let mut per_node = std::collections::BTreeMap::<String, usize>::new();
         for n in &binds_by_job(&result)[&job] {

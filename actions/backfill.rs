@@ -221,8 +221,9 @@ mod tests {
     const BACKFILL_ONLY: &str =
         "actions: backfill\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
 
-    const EASY: &str = "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
-    const NO_BACKFILL: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
+    const EASY: &str = crate::conf_yaml!("enqueue, allocate, backfill"; ["priority", "gang"], ["predicates", "nodeorder"]);
+    const NO_BACKFILL: &str =
+        crate::conf_yaml!("enqueue, allocate"; ["priority", "gang"], ["predicates", "nodeorder"]);
     const GPU8: &[(&str, &str)] = &[("cpu", "32"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")];
     const MIN: i64 = 60_000;
 

@@ -9,16 +9,11 @@ pub mod reclaim;
 
 use crate::framework::ActionBuilder;
 
-/// Every action name the configuration accepts.
-pub const NAMES: &[&str] = &["enqueue", "allocate", "preempt", "reclaim", "backfill"];
-
-pub fn builder(name: &str) -> Option<ActionBuilder> {
-    Some(match name {
-        "enqueue" => enqueue::build,
-        "allocate" => allocate::build,
-        "backfill" => backfill::build,
-        "preempt" => preempt::build,
-        "reclaim" => reclaim::build,
-        _ => return None,
-    })
-}
+/// Every action the configuration accepts, with its builder, in the order messages list them.
+pub const BUILDERS: &[(&str, ActionBuilder)] = &[
+    ("enqueue", enqueue::build),
+    ("allocate", allocate::build),
+    ("preempt", preempt::build),
+    ("reclaim", reclaim::build),
+    ("backfill", backfill::build),
+];

@@ -448,11 +448,10 @@ impl Action for Preempt {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::framework::SessionResult;
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const PREEMPT: &str = "actions: \"allocate, preempt\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n  - name: nodeorder\n";
+    const PREEMPT: &str = crate::conf_yaml!("allocate, preempt"; ["priority", "gang", "conformance"], ["predicates", "nodeorder"]);
 
     /// Two nodes of 2 CPUs, full with `running` gangs of 1-CPU pods: (name, min, pods,
     /// priority), pods spread over both nodes.
@@ -484,14 +483,6 @@ mod tests {
             .phase(PodGroupPhase::Inqueue)
             .tasks("", pods, &[("cpu", "1")])
             .apply(cache)
-    }
-
-    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
-        let mut by_job = BTreeMap::new();
-        for e in &result.evictions {
-            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
-        }
-        by_job
     }
 
     #[test]

@@ -63,11 +63,10 @@ impl Action for Reclaim {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::framework::SessionResult;
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const RECLAIM: &str = "actions: \"allocate, reclaim\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n";
+    const RECLAIM: &str = crate::conf_yaml!("allocate, reclaim"; ["priority", "gang", "conformance"], ["drf", "predicates", "proportion", "nodeorder"]);
 
     /// Queues q-a and q-b of equal weight; two nodes of 2 CPUs full with q-a's `running`
     /// gangs of 1-CPU pods (name, min, pods), spread over both nodes; q-b's gang `b` wants
@@ -99,14 +98,6 @@ mod tests {
             .tasks("", want, &[("cpu", "1")])
             .apply(&mut cache);
         cache
-    }
-
-    fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
-        let mut by_job = BTreeMap::new();
-        for e in &result.evictions {
-            *by_job.entry(e.job.to_string()).or_insert(0) += 1;
-        }
-        by_job
     }
 
     #[test]

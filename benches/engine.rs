@@ -103,7 +103,7 @@ fn benches(c: &mut Criterion) {
 
     // One untimed cycle: what the cycle decides, for the record.
     let start = Instant::now();
-    let result = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+    let result = scheduler.run_cycle(cache.snapshot(), 0);
     let gangs_bound = testkit::binds_by_job(&result).len();
     eprintln!(
         "one cycle: {} pods bound in {gangs_bound} gangs, {} gang updates, in {:?}",
@@ -136,7 +136,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("allocate_5000_nodes_50000_pods", |b| {
         b.iter_batched(
             || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 0).unwrap(),
+            |snapshot| scheduler.run_cycle(snapshot, 0),
             BatchSize::PerIteration,
         )
     });
@@ -149,7 +149,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("open_session_nothing_changed", |b| {
         b.iter_batched(
             || cache.snapshot(),
-            |snapshot| scheduler.open_close(snapshot, 1).unwrap(),
+            |snapshot| scheduler.open_close(snapshot, 1),
             BatchSize::PerIteration,
         )
     });
@@ -231,7 +231,7 @@ fn preempt_benches(c: &mut Criterion) {
     );
     let scheduler = testkit::scheduler(Some(PREEMPT_CONF));
     let start = Instant::now();
-    let result = scheduler.run_cycle(cache.snapshot(), 0).unwrap();
+    let result = scheduler.run_cycle(cache.snapshot(), 0);
     let preempted = result
         .evictions
         .iter()
@@ -257,7 +257,7 @@ fn preempt_benches(c: &mut Criterion) {
     group.bench_function("preempt_reclaim_5000_nodes_50000_running", |b| {
         b.iter_batched(
             || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 0).unwrap(),
+            |snapshot| scheduler.run_cycle(snapshot, 0),
             BatchSize::PerIteration,
         )
     });

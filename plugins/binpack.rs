@@ -4,7 +4,7 @@
 //! `binpack.resources.nvidia.com/gpu: 2`.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 use crate::model::resource::{CPU, MEMORY};
 use crate::model::{NodeInfo, Resource, TaskInfo};
 
@@ -115,13 +115,13 @@ impl Plugin for Binpack {
         "binpack"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         if self.weight == 0.0 {
             return;
         }
         let (weight, dims) = (self.weight, self.dims());
-        ssn.add_node_order_fn(
-            self.name(),
+        ssn.add(
+            vote::NodeOrder,
             Box::new(move |t, n| score_with(weight, &dims, t, n)),
         );
     }
@@ -185,7 +185,7 @@ mod tests {
         // Weight 0 turns the plugin off.
         assert_eq!(score("binpack.weight: 0"), 0.0);
         let conf = "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments: {binpack.resources: nvidia.com/gpu, binpack.resources.nvidia.com/gpu: heavy}\n";
-        let err = crate::conf::SchedulerConf::parse(conf, "s.conf").unwrap_err();
+        let err = crate::testkit::checked_conf(conf, "s.conf").unwrap_err();
         assert!(
             err.to_string().contains("binpack.resources.nvidia.com/gpu"),
             "{err}"
@@ -227,7 +227,7 @@ mod tests {
                 .tasks("", 1, &[("cpu", "1"), ("memory", "1Gi")])
                 .apply(&mut cache);
         }
-        let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: binpack\n";
+        let conf = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "binpack"]);
         let result = run_cycle(&cache, Some(conf));
         let nodes: Vec<&str> = result.binds.iter().map(|b| &*b.node).collect();
         assert_eq!(nodes, ["n-00001"; 3]);

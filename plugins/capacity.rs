@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Change, ClusterState, Plugin, Session, Vote};
+use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
 pub struct Capacity;
@@ -145,15 +145,15 @@ impl Plugin for Capacity {
         "capacity"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         let tree = ssn.queue_tree().clone();
         let attrs = session_attrs(ssn.state(), &tree);
         let state = Rc::new(RefCell::new(attrs));
         let tree = Rc::new(tree);
 
         let (s, t) = (state.clone(), tree.clone());
-        ssn.add_queue_order_fn(
-            self.name(),
+        ssn.add(
+            vote::QueueOrder,
             Box::new(move |l, r| {
                 let attrs = s.borrow();
                 // The leaf's share, then its parent's, and so on up.
@@ -166,8 +166,8 @@ impl Plugin for Capacity {
             }),
         );
         let (s, t) = (state.clone(), tree.clone());
-        ssn.add_allocatable_fn(
-            self.name(),
+        ssn.add(
+            vote::Allocatable,
             Box::new(move |q, task| {
                 let attrs = s.borrow();
                 let need = task.resreq.without_pods();
@@ -181,8 +181,8 @@ impl Plugin for Capacity {
             }),
         );
         let (s, t) = (state.clone(), tree.clone());
-        ssn.add_job_enqueueable_fn(
-            self.name(),
+        ssn.add(
+            vote::JobEnqueueable,
             Box::new(move |job| {
                 if job.min_resources.is_none() {
                     return Vote::Permit;
@@ -215,8 +215,8 @@ impl Plugin for Capacity {
             }
         }));
         let s = state.clone();
-        ssn.add_reclaimable_fn(
-            self.name(),
+        ssn.add(
+            vote::Reclaimable,
             Box::new(move |st, reclaimer, candidates| {
                 let attrs = s.borrow();
                 let own = &st.job(reclaimer.job).queue;

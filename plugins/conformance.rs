@@ -1,7 +1,7 @@
 //! conformance: never evict system-critical pods or anything in kube-system.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{ClusterState, Plugin, Session};
+use crate::framework::{vote, ClusterState, Plugin, Session};
 use crate::model::TaskRef;
 
 pub struct Conformance;
@@ -26,9 +26,9 @@ impl Plugin for Conformance {
         "conformance"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
-        ssn.add_preemptable_fn(self.name(), Box::new(|s, _, c| Some(evictable(s, c))));
-        ssn.add_reclaimable_fn(self.name(), Box::new(|s, _, c| Some(evictable(s, c))));
+    fn on_session_open(&self, ssn: &mut Session) {
+        ssn.add(vote::Preemptable, Box::new(|s, _, c| Some(evictable(s, c))));
+        ssn.add(vote::Reclaimable, Box::new(|s, _, c| Some(evictable(s, c))));
     }
 }
 

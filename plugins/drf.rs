@@ -2,7 +2,7 @@
 //! cluster resource is smallest goes first.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 use crate::model::{JobInfo, Resource};
 
 pub struct Drf;
@@ -32,11 +32,11 @@ impl Plugin for Drf {
         "drf"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         let total = ssn.total_allocatable().clone();
         // A job's allocation is kept exact by the session, so the order reads it directly.
-        ssn.add_job_order_fn(
-            self.name(),
+        ssn.add(
+            vote::JobOrder,
             Box::new(move |l: &JobInfo, r: &JobInfo| {
                 dominant_share(&l.allocated, &total)
                     .total_cmp(&dominant_share(&r.allocated, &total))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{ClusterState, Invalid, Plugin, Session, Vote};
+use crate::framework::{vote, ClusterState, GangReason, Invalid, Plugin, Session, Vote};
 use crate::model::{JobInfo, MatchPolicy, TaskRef, TaskStatus};
 
 pub struct Gang;
@@ -34,7 +34,7 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
     let valid = job.valid_count();
     if let Some(total) = job.policy.total_number.filter(|t| valid < *t) {
         return Some(Invalid {
-            reason: "NotEnoughTasks".into(),
+            reason: GangReason::NotEnoughTasks,
             message: format!(
                 "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, total-number is {total}",
                 n = job.tasks().len()
@@ -47,7 +47,7 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
     }
     if valid < job.min_member {
         return Some(Invalid {
-            reason: "NotEnoughTasks".into(),
+            reason: GangReason::NotEnoughTasks,
             message: format!(
                 "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, minMember is {}",
                 job.min_member,
@@ -62,7 +62,7 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
             .map(|(r, n, m)| format!("role {r} has {n} pods, minTaskMember is {m}"))
             .collect();
         return Some(Invalid {
-            reason: "NotEnoughTasks".into(),
+            reason: GangReason::NotEnoughTasks,
             message: format!("gang not valid: {}", parts.join(", ")),
         });
     }
@@ -189,11 +189,11 @@ impl Plugin for Gang {
         "gang"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
-        ssn.add_job_valid_fn(self.name(), Box::new(job_valid));
-        ssn.add_job_ready_fn(self.name(), Box::new(job_ready));
-        ssn.add_job_pipelined_fn(
-            self.name(),
+    fn on_session_open(&self, ssn: &mut Session) {
+        ssn.add(vote::JobValid, Box::new(job_valid));
+        ssn.add(vote::JobReady, Box::new(job_ready));
+        ssn.add(
+            vote::JobPipelined,
             Box::new(|j| {
                 if job_pipelined(j) {
                     Vote::Permit
@@ -202,21 +202,27 @@ impl Plugin for Gang {
                 }
             }),
         );
-        ssn.add_job_starving_fn(self.name(), Box::new(|j| !job_pipelined(j)));
+        ssn.add(vote::JobStarving, Box::new(|j| !job_pipelined(j)));
         // Gangs not yet ready go first, so a started gang does not starve a waiting one.
-        ssn.add_job_order_fn(
-            self.name(),
+        ssn.add(
+            vote::JobOrder,
             Box::new(|l, r| job_ready(l).cmp(&job_ready(r))),
         );
-        ssn.add_preemptable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
-        ssn.add_reclaimable_fn(self.name(), Box::new(|s, _, c| Some(gang_victims(s, c))));
+        ssn.add(
+            vote::Preemptable,
+            Box::new(|s, _, c| Some(gang_victims(s, c))),
+        );
+        ssn.add(
+            vote::Reclaimable,
+            Box::new(|s, _, c| Some(gang_victims(s, c))),
+        );
         // Proposed together, a victim gang may also go whole.
-        ssn.add_preemptable_set_fn(
-            self.name(),
+        ssn.add(
+            vote::PreemptableSet,
             Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
         );
-        ssn.add_reclaimable_set_fn(
-            self.name(),
+        ssn.add(
+            vote::ReclaimableSet,
             Box::new(|s, _, set| Some(gang_set_allowed(s, set))),
         );
     }
@@ -229,7 +235,7 @@ mod tests {
     use crate::model::PodGroupPhase;
     use crate::testkit::{self as kit, *};
 
-    const GANG: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+    const GANG: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates"]);
 
     fn job_of(cache: &crate::cache::Cache, uid: &str) -> JobInfo {
         let s = cache.snapshot();
@@ -250,7 +256,7 @@ mod tests {
             .tasks("", 2, &[("cpu", "1")])
             .apply(&mut cache);
         let invalid = job_valid(&job_of(&cache, &few)).unwrap();
-        assert_eq!(invalid.reason, "NotEnoughTasks");
+        assert_eq!(invalid.reason, GangReason::NotEnoughTasks);
         assert_eq!(
             invalid.message,
             "2/2 tasks in gang unschedulable: only 2 pods exist, minMember is 3"
@@ -282,7 +288,7 @@ mod tests {
         let update = result.job_updates.iter().find(|u| *u.job == *few).unwrap();
         let cond = update.condition.as_ref().unwrap();
         assert_eq!(cond.kind, ConditionKind::Unschedulable);
-        assert_eq!(cond.reason, "NotEnoughTasks");
+        assert_eq!(cond.reason, GangReason::NotEnoughTasks);
         assert!(!result
             .binds
             .iter()

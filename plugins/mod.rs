@@ -13,32 +13,16 @@ pub mod proportion;
 
 use crate::framework::PluginBuilder;
 
-/// Every plugin name the configuration accepts.
-pub const NAMES: &[&str] = &[
-    "binpack",
-    "capacity",
-    "conformance",
-    "drf",
-    "gang",
-    "nodeorder",
-    "overcommit",
-    "predicates",
-    "priority",
-    "proportion",
+/// Every plugin the configuration accepts, with its builder, in the order messages list them.
+pub const BUILDERS: &[(&str, PluginBuilder)] = &[
+    ("binpack", binpack::build),
+    ("capacity", capacity::build),
+    ("conformance", conformance::build),
+    ("drf", drf::build),
+    ("gang", gang::build),
+    ("nodeorder", nodeorder::build),
+    ("overcommit", overcommit::build),
+    ("predicates", predicates::build),
+    ("priority", priority::build),
+    ("proportion", proportion::build),
 ];
-
-pub fn builder(name: &str) -> Option<PluginBuilder> {
-    Some(match name {
-        "binpack" => binpack::build,
-        "capacity" => capacity::build,
-        "conformance" => conformance::build,
-        "drf" => drf::build,
-        "gang" => gang::build,
-        "nodeorder" => nodeorder::build,
-        "overcommit" => overcommit::build,
-        "predicates" => predicates::build,
-        "priority" => priority::build,
-        "proportion" => proportion::build,
-        _ => return None,
-    })
-}

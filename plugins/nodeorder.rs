@@ -3,7 +3,7 @@
 //! taint toleration (avoid PreferNoSchedule taints the pod does not tolerate).
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 use crate::model::{NodeInfo, TaintEffect, TaskInfo};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -110,10 +110,10 @@ impl Plugin for NodeOrder {
         "nodeorder"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         let w = *self;
-        ssn.add_node_order_fn(
-            self.name(),
+        ssn.add(
+            vote::NodeOrder,
             Box::new(move |t, n| {
                 let (c, m) = fractions(t, n);
                 let mut score = 0.0;
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn unknown_weights_are_warnings_known_ones_are_parsed() {
-        let conf = crate::conf::SchedulerConf::parse(
+        let conf = crate::testkit::checked_conf(
             "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n    arguments: {leastrequested.weight: 2, nodeaffinity.weight: 3, magic.weight: 1}\n",
             "s.conf",
         )

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session, Vote};
+use crate::framework::{vote, Plugin, Session, Vote};
 use crate::model::{PodGroupPhase, Resource, TaskStatus};
 
 pub struct Overcommit {
@@ -31,7 +31,7 @@ impl Plugin for Overcommit {
         "overcommit"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         let mut used = Resource::new();
         for (_, n) in ssn.state().nodes() {
             if n.schedulable() {
@@ -55,8 +55,8 @@ impl Plugin for Overcommit {
         }
         let inqueue = Rc::new(RefCell::new(inqueue));
         let q = inqueue.clone();
-        ssn.add_job_enqueueable_fn(
-            self.name(),
+        ssn.add(
+            vote::JobEnqueueable,
             Box::new(move |job| {
                 if job.min_resources.is_none() {
                     return Vote::Permit;
@@ -145,7 +145,7 @@ mod tests {
         };
         assert!(super::build(&args(0.5)).is_err());
         assert!(super::build(&args(1.0)).is_ok());
-        let err = crate::conf::SchedulerConf::parse(&conf("\"lots\""), "s.conf").unwrap_err();
+        let err = crate::testkit::checked_conf(&conf("\"lots\""), "s.conf").unwrap_err();
         assert!(err.to_string().contains("overcommit-factor"), "{err}");
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::Unfit;
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 use crate::model::{NodeInfo, TaskInfo};
 
 pub struct Predicates;
@@ -33,8 +33,8 @@ impl Plugin for Predicates {
         "predicates"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
-        ssn.add_static_predicate_fn(self.name(), Box::new(static_fit));
+    fn on_session_open(&self, ssn: &mut Session) {
+        ssn.add(vote::StaticPredicate, Box::new(static_fit));
     }
 
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
@@ -53,7 +53,7 @@ mod tests {
     use crate::model::{NodeSpec, Placement, Taint, TaintEffect, Toleration};
     use crate::testkit::*;
 
-    const PREDICATES: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n";
+    const PREDICATES: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates"]);
 
     fn labelled(name: &str, labels: &[(&str, &str)]) -> NodeSpec {
         NodeSpec {
@@ -229,7 +229,7 @@ mod tests {
         let job = Gang::new("fpga", 2)
             .tasks("", 2, &[("example.com/fpga", "1")])
             .apply(&mut cache);
-        let bare = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n";
+        let bare = crate::conf_yaml!("enqueue, allocate"; ["gang"]);
         let result = run_cycle(&cache, Some(bare));
         assert!(result.binds.is_empty());
         assert_eq!(

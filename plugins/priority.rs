@@ -2,7 +2,7 @@
 //! lower priority may be preempted.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Plugin, Session};
+use crate::framework::{vote, Plugin, Session};
 
 pub struct Priority;
 
@@ -15,9 +15,12 @@ impl Plugin for Priority {
         "priority"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
-        ssn.add_job_order_fn(self.name(), Box::new(|l, r| r.priority.cmp(&l.priority)));
-        ssn.add_task_order_fn(self.name(), Box::new(|l, r| r.priority.cmp(&l.priority)));
+    fn on_session_open(&self, ssn: &mut Session) {
+        ssn.add(vote::JobOrder, Box::new(|l, r| r.priority.cmp(&l.priority)));
+        ssn.add(
+            vote::TaskOrder,
+            Box::new(|l, r| r.priority.cmp(&l.priority)),
+        );
         let strictly_lower = |s: &crate::framework::ClusterState,
                               preemptor: crate::model::TaskRef,
                               candidates: &[crate::model::TaskRef]| {
@@ -35,7 +38,7 @@ impl Plugin for Priority {
             );
             Some(out)
         };
-        ssn.add_preemptable_fn(self.name(), Box::new(strictly_lower));
+        ssn.add(vote::Preemptable, Box::new(strictly_lower));
     }
 }
 
@@ -46,7 +49,8 @@ mod tests {
     use crate::model::{PodGroupPhase, TaskRef};
     use crate::testkit::*;
 
-    const PRIORITY: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: predicates\n";
+    const PRIORITY: &str =
+        crate::conf_yaml!("enqueue, allocate"; ["priority", "gang", "predicates"]);
 
     #[test]
     fn higher_priority_gangs_go_first() {

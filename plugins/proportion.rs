@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::{Change, ClusterState, Plugin, Session, Vote};
+use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::resource::PODS;
 use crate::model::{JobId, PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
 
@@ -238,14 +238,14 @@ impl Plugin for Proportion {
         "proportion"
     }
 
-    fn on_session_open(&mut self, ssn: &mut Session) {
+    fn on_session_open(&self, ssn: &mut Session) {
         let tree = Rc::new(ssn.queue_tree().clone());
         let queues = queue_shares(ssn.state(), &tree);
         let state = Rc::new(RefCell::new(queues));
 
         let s = state.clone();
-        ssn.add_queue_order_fn(
-            self.name(),
+        ssn.add(
+            vote::QueueOrder,
             Box::new(move |l, r| {
                 let q = s.borrow();
                 let share = |n: &str| q.get(n).map(QueueShare::share).unwrap_or(0.0);
@@ -253,8 +253,8 @@ impl Plugin for Proportion {
             }),
         );
         let s = state.clone();
-        ssn.add_reclaimable_fn(
-            self.name(),
+        ssn.add(
+            vote::Reclaimable,
             Box::new(move |st, reclaimer, candidates| {
                 // Victims only from reclaimable queues above their share, and only while
                 // taking them keeps that queue at or above what it deserves.
@@ -300,13 +300,13 @@ impl Plugin for Proportion {
             }),
         );
         let s = state.clone();
-        ssn.add_overused_fn(
-            self.name(),
+        ssn.add(
+            vote::Overused,
             Box::new(move |q| s.borrow().get(&q.name).is_some_and(QueueShare::overused)),
         );
         let (s, t) = (state.clone(), tree.clone());
-        ssn.add_allocatable_fn(
-            self.name(),
+        ssn.add(
+            vote::Allocatable,
             Box::new(move |q, task| {
                 let queues = s.borrow();
                 let Some(share) = queues.get(&q.name) else {
@@ -319,8 +319,8 @@ impl Plugin for Proportion {
             }),
         );
         let (s, t) = (state.clone(), tree.clone());
-        ssn.add_job_enqueueable_fn(
-            self.name(),
+        ssn.add(
+            vote::JobEnqueueable,
             Box::new(move |job| {
                 if job.min_resources.is_none() {
                     return Vote::Permit;
@@ -490,7 +490,7 @@ mod tests {
     use crate::model::PodGroupPhase;
     use crate::testkit::*;
 
-    const CONF: &str = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n  - name: predicates\n";
+    const CONF: &str = crate::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
 
     fn capped(name: &str, weight: u32, capability: &[(&str, &str)]) -> QueueInfo {
         let mut q = QueueInfo::new(name, weight);

@@ -13,11 +13,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::framework::{ClusterState, Hold, JobUpdate, Snapshot};
 use crate::model::{
-    JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec, NodeTask, PodGroupPhase, QueueInfo,
-    TaskInfo, TaskStatus,
+    GangRuntime, Hold, JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec, NodeTask,
+    PodGroupPhase, QueueInfo, TaskInfo, TaskStatus,
 };
+use crate::snapshot::{ClusterState, Snapshot};
 
 /// A pod as a driver reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,18 +175,10 @@ impl Cache {
 
     // ----- pods ----------------------------------------------------------------------
 
-    /// What a session decided that the engine must remember: gang runtimes and holds.
-    /// (Binds, evictions and phases are the driver's to apply: they depend on the API.)
-    pub fn apply_gang_updates(&mut self, updates: &[JobUpdate]) {
-        for u in updates {
-            if let Some(rt) = &u.runtime {
-                if let Some(id) = self.state.job_by_uid(&u.job) {
-                    self.state.job_mut(id).runtime = rt.clone();
-                }
-            }
-            if let Some(holds) = &u.holds {
-                self.set_holds(&u.job, holds);
-            }
+    /// Remembers a gang's runtime for the next session (see `GangRuntime`).
+    pub fn set_gang_runtime(&mut self, job: &str, runtime: &GangRuntime) {
+        if let Some(id) = self.state.job_by_uid(job) {
+            self.state.job_mut(id).runtime = runtime.clone();
         }
     }
 
@@ -196,7 +188,7 @@ impl Cache {
     }
 
     /// Replaces the placements a gang holds.
-    fn set_holds(&mut self, job: &Arc<str>, holds: &[Hold]) {
+    pub fn set_holds(&mut self, job: &Arc<str>, holds: &[Hold]) {
         for uid in self.holds_by_job.remove(job).unwrap_or_default() {
             if self.holds.remove(&uid).is_some() {
                 self.reapply(&uid);

@@ -6,7 +6,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use rust_batch::conf::SchedulerConf;
+use rust_batch::framework::Scheduler;
 use rust_batch::sim::{plot, Scenario, Simulation, DEFAULT_SCENARIO};
+use rust_batch::REGISTRY;
 
 /// rust-batch: a gang-aware batch scheduler for Kubernetes (Volcano-compatible).
 #[derive(Parser)]
@@ -145,6 +147,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(path) => SchedulerConf::load(path)?,
                 None => SchedulerConf::default_conf(),
             };
+            // Checked here, before connecting, so a bad file fails fast.
+            let conf = Scheduler::new(conf, &REGISTRY)?.conf().clone();
             for w in &conf.warnings {
                 tracing::warn!("{}: {w}", conf.source);
             }
@@ -169,7 +173,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckConfig { file } => {
-            let conf = SchedulerConf::load(&file)?;
+            let scheduler = Scheduler::new(SchedulerConf::load(&file)?, &REGISTRY)?;
+            let conf = scheduler.conf();
             print!("{conf}");
             for w in &conf.warnings {
                 println!("warning: {w}");
@@ -198,7 +203,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(path) = scheduler_conf {
                 let text = std::fs::read_to_string(&path)
                     .with_context(|| format!("reading {}", path.display()))?;
-                SchedulerConf::parse(&text, &path.display().to_string())?;
+                Scheduler::new(
+                    SchedulerConf::parse(&text, &path.display().to_string())?,
+                    &REGISTRY,
+                )?;
                 sc.config = Some(text);
             }
             let max_time = sc.max_time.0;

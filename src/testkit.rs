@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::cache::{Cache, PodUpdate};
-use crate::conf::SchedulerConf;
-use crate::framework::{Scheduler, Session, SessionResult, Snapshot};
+use crate::conf::{ConfError, SchedulerConf};
+use crate::framework::{GangReason, Scheduler, Session, SessionResult, Snapshot};
 use crate::model::{
     JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo, TaskRef,
     TaskStatus, Timestamp,
@@ -287,6 +287,29 @@ pub fn foreign_pod(cache: &mut Cache, uid: &str, node: &str, request: &[(&str, &
     cache.apply_pod(PodUpdate { task, job: None });
 }
 
+/// A scheduler configuration as YAML, with these actions and one tier per bracketed list of
+/// plugins (no switches, no arguments):
+/// `conf_yaml!("enqueue, allocate"; ["gang", "predicates"])`. A `&'static str`, so it can
+/// name a `const`.
+#[macro_export]
+macro_rules! conf_yaml {
+    ($actions:literal; $([$($plugin:literal),* $(,)?]),+ $(,)?) => {
+        concat!(
+            "actions: \"", $actions, "\"\ntiers:\n",
+            $("- plugins:\n", $("  - name: ", $plugin, "\n",)*)+
+        )
+    };
+}
+
+/// Evictions per gang uid.
+pub fn evicted(result: &SessionResult) -> BTreeMap<String, usize> {
+    let mut by_job = BTreeMap::new();
+    for e in &result.evictions {
+        *by_job.entry(e.job.to_string()).or_insert(0) += 1;
+    }
+    by_job
+}
+
 /// A configuration from YAML, or the built-in default for `None`.
 pub fn conf(yaml: Option<&str>) -> SchedulerConf {
     match yaml {
@@ -295,39 +318,43 @@ pub fn conf(yaml: Option<&str>) -> SchedulerConf {
     }
 }
 
+/// A configuration checked as the scheduler checks it: parsed, then every action and plugin
+/// built from the registry (unknown names and bad arguments are errors, arguments a plugin
+/// does not use are warnings).
+pub fn checked_conf(yaml: &str, file: &str) -> Result<SchedulerConf, ConfError> {
+    let scheduler = Scheduler::new(SchedulerConf::parse(yaml, file)?, &crate::REGISTRY)?;
+    Ok(scheduler.conf().clone())
+}
+
 pub fn scheduler(yaml: Option<&str>) -> Scheduler {
-    Scheduler::new(conf(yaml)).unwrap_or_else(|e| panic!("{e}"))
+    Scheduler::new(conf(yaml), &crate::REGISTRY).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One cycle (every configured action) on a snapshot of `cache`, at time 0.
 pub fn run_cycle(cache: &Cache, yaml: Option<&str>) -> SessionResult {
-    scheduler(yaml)
-        .run_cycle(cache.snapshot(), 0)
-        .unwrap_or_else(|e| panic!("{e}"))
+    scheduler(yaml).run_cycle(cache.snapshot(), 0)
 }
 
 /// One cycle at time `now`, its result applied to `cache` (see `apply_result`).
 pub fn cycle_at(cache: &mut Cache, yaml: Option<&str>, now: Timestamp) -> SessionResult {
-    let result = scheduler(yaml)
-        .run_cycle(cache.snapshot(), now)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let result = scheduler(yaml).run_cycle(cache.snapshot(), now);
     apply_result(cache, &result);
     result
 }
 
 /// The condition reason a session reported for a gang, if any.
-pub fn condition_reason(result: &SessionResult, job: &str) -> Option<String> {
+pub fn condition_reason(result: &SessionResult, job: &str) -> Option<GangReason> {
     result
         .job_updates
         .iter()
         .find(|u| &*u.job == job)
         .and_then(|u| u.condition.as_ref())
-        .map(|c| c.reason.clone())
+        .map(|c| c.reason)
 }
 
 /// Opens a session on a snapshot of `cache` without running any action.
 pub fn open_session(cache: &Cache, yaml: Option<&str>) -> Session {
-    Session::open(cache.snapshot(), Arc::new(conf(yaml)), 0).unwrap_or_else(|e| panic!("{e}"))
+    scheduler(yaml).open_session(cache.snapshot(), 0)
 }
 
 /// Applies a session's result as a driver would once the API server confirms it: bound pods

@@ -1,9 +1,9 @@
 //! End-to-end on a real control plane: every way of declaring a gang. S1 through
 //! scheduler-plugins' PodGroup, the legacy (ACK/Koordinator) PodGroup and kube-batch
-//! annotations; S3 and S4 through Koordinator annotations; Strict and NonStrict gangs competing; a waiting-time
-//! expiry; bad annotations; and the shapes operators create (training-operator in Volcano
-//! and scheduler-plugins mode, MPI-operator-like jobs with `schedulerName: volcano`). The two
-//! invariants are checked on every poll. Without a cluster this test fails; it never skips.
+//! annotations; S3 and S4 through Koordinator annotations; Strict and NonStrict gangs
+//! competing; a waiting-time expiry; bad annotations; and the shapes operators create
+//! (training-operator in Volcano and scheduler-plugins mode, MPI-operator-like jobs with
+//! `schedulerName: volcano`). The two invariants are checked on every poll. Without a cluster this test fails; it never skips.
 
 mod common;
 
@@ -84,8 +84,8 @@ where
         .expect("object created");
 }
 
-/// The dialects S1 runs through here (Volcano PodGroups in e2e_volcano, ACK labels in
-/// e2e_driver).
+/// The dialects S1 runs through here (Volcano PodGroups in e2e_volcano_all_or_nothing,
+/// ACK labels in e2e_driver_robustness).
 #[derive(Clone, Copy, Debug)]
 enum Dialect {
     XK8s,
@@ -478,19 +478,44 @@ async fn bad_input(client: &Client, scheduler: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn koordinator_annotations_s3_s4_modes_expiry_and_bad_input() {
+/// A Koordinator scenario's own scheduler (`rust-batch-koord-<scenario>`): each scenario is
+/// its own test, in its own namespace and node pool, so a failure names it.
+async fn koord_scheduler(scenario: &str) -> (Client, Scheduler, u16, String) {
     let client = client().await;
     install_crds(&client).await;
-    let name = "rust-batch-koord";
-    let (_scheduler, port) = start(name, &[]).await;
-    tokio::join!(
-        s3(&client, port, name),
-        s4(&client, name),
-        strict_and_non_strict(&client, name),
-        waiting_time_expiry(&client, port, name),
-        bad_input(&client, name),
-    );
+    let name = format!("rust-batch-koord-{scenario}");
+    let (scheduler, port) = start(&name, &[]).await;
+    (client, scheduler, port, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_s3_gang_binds_once_min_available_pods_exist() {
+    let (client, _scheduler, port, name) = koord_scheduler("s3").await;
+    s3(&client, port, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_s4_gang_group_binds_all_gangs_together() {
+    let (client, _scheduler, _port, name) = koord_scheduler("s4").await;
+    s4(&client, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_strict_and_non_strict_gangs_compete() {
+    let (client, _scheduler, _port, name) = koord_scheduler("modes").await;
+    strict_and_non_strict(&client, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_waiting_time_expiry_releases_and_retries() {
+    let (client, _scheduler, port, name) = koord_scheduler("expiry").await;
+    waiting_time_expiry(&client, port, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koordinator_bad_annotations_are_reported() {
+    let (client, _scheduler, _port, name) = koord_scheduler("bad-input").await;
+    bad_input(&client, &name).await;
 }
 
 /// A namespace of its own with two 4-cpu nodes, for one operator's job.

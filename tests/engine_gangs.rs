@@ -3,7 +3,7 @@
 //! match policies. Pure engine: a cache, the default configuration, virtual time.
 
 use rust_batch::cache::{Cache, PodUpdate};
-use rust_batch::framework::SessionResult;
+use rust_batch::framework::{GangReason, SessionResult};
 use rust_batch::model::{GangMode, MatchPolicy, PodGroupPhase};
 use rust_batch::testkit::*;
 
@@ -50,10 +50,7 @@ fn total_number_keeps_a_gang_invalid_until_every_pod_exists() {
         0,
         "min-available is met but total-number is not"
     );
-    assert_eq!(
-        condition_reason(&r, &job).as_deref(),
-        Some("NotEnoughTasks")
-    );
+    assert_eq!(condition_reason(&r, &job), Some(GangReason::NotEnoughTasks));
     assert!(condition_message(&r, &job)
         .unwrap()
         .contains("only 2 pods exist, total-number is 3"));
@@ -205,8 +202,8 @@ fn waiting_time_expiry_releases_holds_says_so_and_retries_after_a_backoff() {
     let r = cycle_at(&mut cache, None, 5_000);
     assert_eq!(holds(&r, &job), None, "still holding, nothing changed");
     assert_ne!(
-        condition_reason(&r, &job).as_deref(),
-        Some("WaitingTimeExpired")
+        condition_reason(&r, &job),
+        Some(GangReason::WaitingTimeExpired)
     );
 
     let small = Gang::new("small", 1)
@@ -214,8 +211,8 @@ fn waiting_time_expiry_releases_holds_says_so_and_retries_after_a_backoff() {
         .apply(&mut cache);
     let r = cycle_at(&mut cache, None, 10_000);
     assert_eq!(
-        condition_reason(&r, &job).as_deref(),
-        Some("WaitingTimeExpired")
+        condition_reason(&r, &job),
+        Some(GangReason::WaitingTimeExpired)
     );
     let message = condition_message(&r, &job).unwrap();
     assert!(
@@ -229,8 +226,8 @@ fn waiting_time_expiry_releases_holds_says_so_and_retries_after_a_backoff() {
     // Backing off: not tried, the condition stays, no holds come back.
     let r = cycle_at(&mut cache, None, 12_000);
     assert_eq!(
-        condition_reason(&r, &job).as_deref(),
-        Some("WaitingTimeExpired")
+        condition_reason(&r, &job),
+        Some(GangReason::WaitingTimeExpired)
     );
     assert_eq!(holds(&r, &job), None);
 

@@ -1,4 +1,6 @@
-//! SCENARIOS.md S1 and S2 in the simulator, asserting exactly what the scenarios say.
+//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6
+//! and S7, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -372,6 +374,21 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
         .reservation
         .as_deref()
         .is_some_and(|r| r.starts_with("reserved: nodes gpu-1,gpu-2,gpu-3,gpu-4")));
+    // The gangs that waited for the gang's reservation mention it in their message, but it
+    // is not theirs to report.
+    let big_reservation = easy_big.reservation.as_deref().unwrap();
+    let borrowed: Vec<&str> = easy
+        .jobs
+        .iter()
+        .filter(|j| j.name != "default/big")
+        .filter(|j| {
+            j.reservation
+                .as_deref()
+                .is_some_and(|r| r.starts_with(big_reservation))
+        })
+        .map(|j| j.name.as_str())
+        .collect();
+    assert!(borrowed.is_empty(), "{borrowed:?}");
     assert!(
         easy.to_table(1)
             .contains("reservations (backfill):\n  default/big: reserved: nodes"),

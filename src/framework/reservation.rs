@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::fit::resource_fit;
+use super::outcome::ReservedNodes;
 use super::session::Session;
 use crate::model::{JobId, NodeId, NodeInfo, NodeTask, Resource, TaskStatus, Timestamp};
 
@@ -305,15 +306,16 @@ impl Session {
         (missing <= 0 && role_missing.values().all(|m| *m <= 0)).then(|| used.into_iter().collect())
     }
 
-    /// "reserved: nodes gpu-1,gpu-2 from 2026-01-01T10:25:00Z". No "in 25m": the message
-    /// would change every cycle, and drivers send an event whenever it changes.
+    /// The reservation by node name, as a job update carries it.
+    pub fn reserved_nodes(&self, r: &Reservation) -> ReservedNodes {
+        ReservedNodes {
+            nodes: r.nodes.iter().map(|n| self.node(*n).name.clone()).collect(),
+            from: r.at,
+        }
+    }
+
+    /// "reserved: nodes gpu-1,gpu-2 from 2026-01-01T10:25:00Z" (see `ReservedNodes`).
     pub fn describe_reservation(&self, r: &Reservation) -> String {
-        let names: Vec<&str> = r.nodes.iter().map(|n| &*self.node(*n).name).collect();
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.at.max(0) as u64);
-        format!(
-            "reserved: nodes {} from {}",
-            names.join(","),
-            humantime::format_rfc3339_seconds(at)
-        )
+        self.reserved_nodes(r).to_string()
     }
 }

@@ -1,107 +1,16 @@
-//! Vote kinds, the function types plugins register, and how a tier combines them (Volcano's
-//! semantics, ARCHITECTURE §4).
+//! Votes: their kinds, the function types plugins register, how a tier combines them
+//! (Volcano's semantics, ARCHITECTURE §4), registering them with a session and asking them.
 
 use std::cmp::Ordering;
 
-use super::fit::Unfit;
-use super::session::ClusterState;
-use crate::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskRef};
+use std::collections::HashMap;
 
-/// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum VoteKind {
-    JobOrder,
-    QueueOrder,
-    TaskOrder,
-    Predicate,
-    NodeOrder,
-    JobValid,
-    JobReady,
-    JobPipelined,
-    JobStarving,
-    JobEnqueueable,
-    Preemptable,
-    Reclaimable,
-    Overused,
-    Allocatable,
-}
-
-/// Volcano switches we accept but that name votes this scheduler does not have; they load
-/// (so existing files work) and change nothing.
-const INERT_SWITCHES: &[&str] = &[
-    "enableNamespaceOrder",
-    "enableHierarchy",
-    "enablePreemptive",
-    "EnabledClusterOrder",
-    "enableBestNode",
-    "enableTargetJob",
-    "enableReservedNodes",
-    "enabledVictim",
-    "enableHyperNodeOrder",
-    "enableSubJobReady",
-    "enableSubJobOrder",
-];
-
-impl VoteKind {
-    pub const ALL: [VoteKind; 14] = [
-        Self::JobOrder,
-        Self::QueueOrder,
-        Self::TaskOrder,
-        Self::Predicate,
-        Self::NodeOrder,
-        Self::JobValid,
-        Self::JobReady,
-        Self::JobPipelined,
-        Self::JobStarving,
-        Self::JobEnqueueable,
-        Self::Preemptable,
-        Self::Reclaimable,
-        Self::Overused,
-        Self::Allocatable,
-    ];
-
-    /// The key in the config file.
-    pub fn switch_name(self) -> &'static str {
-        match self {
-            Self::JobOrder => "enableJobOrder",
-            Self::QueueOrder => "enableQueueOrder",
-            Self::TaskOrder => "enableTaskOrder",
-            Self::Predicate => "enablePredicate",
-            Self::NodeOrder => "enableNodeOrder",
-            Self::JobValid => "enableJobValid",
-            Self::JobReady => "enableJobReady",
-            Self::JobPipelined => "enableJobPipelined",
-            Self::JobStarving => "enableJobStarving",
-            Self::JobEnqueueable => "enableJobEnqueued",
-            Self::Preemptable => "enablePreemptable",
-            Self::Reclaimable => "enableReclaimable",
-            Self::Overused => "enabledOverused",
-            Self::Allocatable => "enabledAllocatable",
-        }
-    }
-
-    /// `Some(Some(kind))` for a switch that controls a vote, `Some(None)` for a Volcano switch
-    /// that has no effect here, `None` for an unknown key.
-    pub fn from_switch(key: &str) -> Option<Option<VoteKind>> {
-        if INERT_SWITCHES.contains(&key) {
-            return Some(None);
-        }
-        // Volcano spells some switches "enabled…" and others "enable…"; accept both.
-        let normalized = key.replacen("enabled", "enable", 1);
-        Self::ALL
-            .iter()
-            .find(|k| k.switch_name().replacen("enabled", "enable", 1) == normalized)
-            .map(|k| Some(*k))
-    }
-
-    pub fn switch_names() -> Vec<&'static str> {
-        Self::ALL
-            .iter()
-            .map(|k| k.switch_name())
-            .chain(INERT_SWITCHES.iter().copied())
-            .collect()
-    }
-}
+use super::fit::{resource_fit, Unfit};
+use super::outcome::GangReason;
+use super::session::Session;
+use crate::conf::VoteKind;
+use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, TaskInfo, TaskRef};
+use crate::snapshot::ClusterState;
 
 /// A plugin's answer where it may also abstain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +23,7 @@ pub enum Vote {
 /// Why a job is not valid (e.g. fewer pods exist than minMember).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
-    pub reason: String,
+    pub reason: GangReason,
     pub message: String,
 }
 
@@ -323,6 +232,56 @@ pub enum VictimKind {
     Reclaim,
 }
 
+/// One kind of vote a plugin can register: the function it takes, the configuration switch
+/// that turns it off, and where a session keeps it. The types are in `vote`.
+pub trait VoteSlot {
+    type Fn;
+    const KIND: VoteKind;
+    fn slot(votes: &mut Votes) -> &mut Tiered<Self::Fn>;
+}
+
+/// The votes a plugin can register with `Session::add`, one type each.
+pub mod vote {
+    use super::*;
+
+    macro_rules! vote_slots {
+        ($($(#[$doc:meta])* $name:ident($f:ty) = $kind:ident in $field:ident;)*) => {$(
+            $(#[$doc])*
+            pub struct $name;
+            impl VoteSlot for $name {
+                type Fn = $f;
+                const KIND: VoteKind = VoteKind::$kind;
+                fn slot(votes: &mut Votes) -> &mut Tiered<$f> {
+                    &mut votes.$field
+                }
+            }
+        )*};
+    }
+
+    vote_slots! {
+        JobOrder(JobOrderFn) = JobOrder in job_order;
+        QueueOrder(QueueOrderFn) = QueueOrder in queue_order;
+        TaskOrder(TaskOrderFn) = TaskOrder in task_order;
+        /// Switched by `enablePredicate`, like `Predicate`.
+        StaticPredicate(StaticPredicateFn) = Predicate in static_predicate;
+        Predicate(PredicateFn) = Predicate in predicate;
+        NodeOrder(NodeOrderFn) = NodeOrder in node_order;
+        JobValid(JobValidFn) = JobValid in job_valid;
+        JobReady(JobCheckFn) = JobReady in job_ready;
+        JobPipelined(JobVoteFn) = JobPipelined in job_pipelined;
+        JobStarving(JobCheckFn) = JobStarving in job_starving;
+        JobEnqueueable(JobVoteFn) = JobEnqueueable in job_enqueueable;
+        Preemptable(VictimsFn) = Preemptable in preemptable;
+        Reclaimable(VictimsFn) = Reclaimable in reclaimable;
+        /// Switched by `enablePreemptable`, like `Preemptable`.
+        PreemptableSet(VictimSetFn) = Preemptable in preemptable_set;
+        /// Switched by `enableReclaimable`, like `Reclaimable`.
+        ReclaimableSet(VictimSetFn) = Reclaimable in reclaimable_set;
+        Overused(QueueCheckFn) = Overused in overused;
+        Allocatable(AllocatableFn) = Allocatable in allocatable;
+    }
+}
+
 /// All votes registered for a session.
 #[derive(Default)]
 pub struct Votes {
@@ -358,6 +317,187 @@ impl Votes {
     }
 }
 
+impl Session {
+    // ----- registering votes (plugins call these from on_session_open) ---------------
+
+    /// Registers a plugin's vote of one kind, e.g. `ssn.add(vote::JobReady, Box::new(…))`,
+    /// in the plugin's tier unless its configuration switches that vote off.
+    pub fn add<V: VoteSlot>(&mut self, _vote: V, f: V::Fn) {
+        let Some(at) = self.registering else {
+            panic!("votes are registered from Plugin::on_session_open");
+        };
+        let plugin = &self.plugins[at];
+        if plugin.disabled.contains(&V::KIND) {
+            return;
+        }
+        let (tier, name) = (plugin.tier, plugin.name);
+        V::slot(&mut self.votes).push(tier, name, f);
+    }
+
+    pub fn add_job_enqueued_fn(&mut self, f: JobEnqueuedFn) {
+        self.votes.job_enqueued.push(f);
+    }
+    /// Event handlers run for every plugin that registers them (no switch, as in Volcano).
+    pub fn add_event_handler(
+        &mut self,
+        on_allocate: Option<EventFn>,
+        on_deallocate: Option<EventFn>,
+    ) {
+        self.votes.on_allocate.extend(on_allocate);
+        self.votes.on_deallocate.extend(on_deallocate);
+    }
+
+    // ----- asking the plugins --------------------------------------------------------
+
+    /// Job order: a gang a refused bind left short first (its bound members hold room
+    /// while it waits), then plugins, then creation time, then uid.
+    pub fn job_order(&self, a: JobId, b: JobId) -> Ordering {
+        let (l, r) = (self.job(a), self.job(b));
+        r.runtime
+            .recovering
+            .cmp(&l.runtime.recovering)
+            .then_with(|| self.votes.job_order.compare(|f| f(l, r)))
+            .then_with(|| l.created.cmp(&r.created))
+            .then_with(|| l.uid.cmp(&r.uid))
+    }
+
+    pub fn queue_order(&self, a: &QueueInfo, b: &QueueInfo) -> Ordering {
+        self.votes
+            .queue_order
+            .compare(|f| f(a, b))
+            .then_with(|| a.created.cmp(&b.created))
+            .then_with(|| a.name.cmp(&b.name))
+    }
+
+    pub fn task_order(&self, a: TaskRef, b: TaskRef) -> Ordering {
+        let (l, r) = (self.task(a), self.task(b));
+        self.votes
+            .task_order
+            .compare(|f| f(l, r))
+            .then_with(|| l.created.cmp(&r.created))
+            .then_with(|| l.uid.cmp(&r.uid))
+    }
+
+    pub fn job_valid(&self, id: JobId) -> Option<Invalid> {
+        let job = self.job(id);
+        self.votes.job_valid.all().find_map(|f| f(job))
+    }
+
+    pub fn job_ready(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_ready.all_true(|f| f(job))
+    }
+
+    pub fn job_pipelined(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_pipelined.permit(|f| f(job))
+    }
+
+    pub fn job_starving(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_starving.first_tier_all(|f| f(job))
+    }
+
+    pub fn job_enqueueable(&self, id: JobId) -> bool {
+        let job = self.job(id);
+        self.votes.job_enqueueable.permit(|f| f(job))
+    }
+
+    pub fn overused(&self, queue: &QueueInfo) -> bool {
+        self.votes.overused.any_true(|f| f(queue))
+    }
+
+    /// Whether a task of `queue` may be placed: the queue takes work (`queue_blocked`) and
+    /// every allocatable vote agrees.
+    pub fn allocatable(&self, queue: &QueueInfo, task: TaskRef) -> bool {
+        if self.queue_blocked(queue).is_some() {
+            return false;
+        }
+        let t = self.task(task);
+        self.votes.allocatable.all_true(|f| f(queue, t))
+    }
+
+    /// The candidates the plugins let go one by one for `preemptor`.
+    pub fn victims(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, _) = self.votes.victim_votes(kind);
+        let mut victims = per_task.victims(|f| f(&self.state, preemptor, candidates));
+        victims.retain(self.within_budgets());
+        victims
+    }
+
+    /// Drops, in order, the victims the eviction API would refuse: a pod covered by a
+    /// PodDisruptionBudget goes only while the budget has disruptions left (this session's
+    /// earlier evictions spend them too), and one covered by several budgets never (the API
+    /// refuses those). Whatever plugins are configured: a victim the API server keeps would
+    /// leave its gang, or the preemptor's plan, half done.
+    /// Asked of victims in order; each one it lets go spends its budget for the next.
+    fn within_budgets(&self) -> impl FnMut(&TaskRef) -> bool + '_ {
+        let mut taken: HashMap<&str, u32> = HashMap::new();
+        move |&v| match self.state.task(v).budgets.as_slice() {
+            [] => true,
+            [b] => {
+                let allowed = self.state.disruptions_allowed(b).unwrap_or(0);
+                let spent = self.budget_spent.get(b).copied().unwrap_or(0);
+                let taken = taken.entry(b).or_insert(0);
+                let within = spent + *taken < allowed;
+                *taken += u32::from(within);
+                within
+            }
+            _ => false,
+        }
+    }
+
+    /// The candidates each plugin without a set vote would let go for `preemptor`: only
+    /// these can be members of a victim set.
+    pub fn victim_members(
+        &self,
+        kind: VictimKind,
+        preemptor: TaskRef,
+        candidates: &[TaskRef],
+    ) -> Vec<TaskRef> {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        let mut members = victim_members(per_task, per_set, &self.state, preemptor, candidates);
+        members.retain(self.within_budgets());
+        members
+    }
+
+    /// Whether the plugins allow evicting `set` together for `preemptor`.
+    pub fn victims_together(&self, kind: VictimKind, preemptor: TaskRef, set: &[TaskRef]) -> bool {
+        let (per_task, per_set) = self.votes.victim_votes(kind);
+        set.iter().all(self.within_budgets())
+            && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
+    }
+
+    /// Sum of every node-order plugin's score.
+    pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
+        node_score(&self.votes, self.task(task), self.node(node))
+    }
+
+    /// All predicates, static and dynamic, for one task on one node.
+    pub fn predicate(&self, task: TaskRef, node: NodeId) -> Result<(), Unfit> {
+        let (t, n) = (self.task(task), self.node(node));
+        for f in self.votes.static_predicate.all() {
+            f(t, n)?;
+        }
+        dynamic_fit(&self.votes, t, n)
+    }
+}
+
+/// Sum of every node-order plugin's score.
+pub(super) fn node_score(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> f64 {
+    votes.node_order.all().map(|f| f(t, n)).sum()
+}
+
+/// Resource fit (always, whatever the configuration) and the plugins' dynamic predicates.
+pub(super) fn dynamic_fit(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> Result<(), Unfit> {
+    resource_fit(t, n)?;
+    votes.predicate.all().try_for_each(|f| f(t, n))
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,18 +550,5 @@ mod tests {
             none.victims(|x| x.clone()).is_empty(),
             "no vote, no victims"
         );
-    }
-
-    #[test]
-    fn switches_round_trip() {
-        for k in VoteKind::ALL {
-            assert_eq!(VoteKind::from_switch(k.switch_name()), Some(Some(k)));
-        }
-        assert_eq!(
-            VoteKind::from_switch("enableOverused"),
-            Some(Some(VoteKind::Overused))
-        );
-        assert_eq!(VoteKind::from_switch("enableBestNode"), Some(None));
-        assert_eq!(VoteKind::from_switch("enableMagic"), None);
     }
 }

@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 
 use super::convert::{resource_list, ConvertError, QUEUE_NAME_ANNOTATION};
 use super::koordinator;
-use crate::model::{GangPolicy, JobInfo, JobSpec, MatchPolicy, PodGroupPhase, TaskStatus};
+use crate::model::{
+    GangOrigin, GangPolicy, JobInfo, JobSpec, MatchPolicy, PodGroupPhase, TaskStatus,
+};
 
 /// What scheduler-plugins and the legacy API write in a PodGroup's status.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -256,6 +258,7 @@ pub fn cosched_to_job<G: GroupObject>(group: &G) -> Result<JobSpec, ConvertError
             .unwrap_or(0),
         phase: phase_from_cosched(group.cosched_status().and_then(|s| s.phase.as_deref())),
         policy,
+        origin: GangOrigin::Declared,
     })
 }
 

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::groups::phase_str;
 use super::index::{lock, GangView, Index};
 use crate::framework::ConditionKind;
-use crate::model::{GangMode, TaskStatus};
+use crate::model::{GangMode, GangOrigin, TaskStatus};
 
 pub(super) fn routes(state: Arc<Mutex<Index>>) -> Router {
     Router::new()
@@ -41,7 +41,6 @@ fn gang(view: GangView) -> Value {
     let GangView {
         job,
         dialect,
-        implicit,
         verdict,
     } = view;
     let key = job.uid.to_string();
@@ -56,7 +55,7 @@ fn gang(view: GangView) -> Value {
     // Koordinator's two sources; `dialect` says which object or keys exactly.
     let (from, dialect) = match dialect {
         Some(d) => ("GangFromPodGroupCrd", d.api_group()),
-        None if implicit && job.name.starts_with("podgroup-") => ("GangFromPodAnnotation", "pod"),
+        None if job.origin == GangOrigin::SinglePod => ("GangFromPodAnnotation", "pod"),
         None => ("GangFromPodAnnotation", "annotations"),
     };
     let group: Vec<String> = if job.policy.group.is_empty() {

@@ -28,7 +28,9 @@ use super::retry::{warn_limited, Gate};
 use super::status::StatusWriter;
 use super::watch::{watch, Feed};
 use crate::conf::SchedulerConf;
-use crate::framework::{ConditionKind, Eviction, JobCondition, Scheduler, SessionResult};
+use crate::framework::{
+    ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
+};
 use crate::model::QueueInfo;
 
 pub struct DriverOptions {
@@ -56,7 +58,8 @@ pub fn now_ms() -> i64 {
 
 /// Runs the scheduler until the process is stopped.
 pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
-    let mut scheduler = Scheduler::new(opts.conf).map_err(super::KubeError::Config)?;
+    let mut scheduler =
+        Scheduler::new(opts.conf, &crate::REGISTRY).map_err(super::KubeError::Config)?;
     let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
     let instance = std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into());
@@ -152,13 +155,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
                     .observe(action_start.elapsed().as_secs_f64());
             }
         };
-        let result = match scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe) {
-            Ok(r) => r,
-            Err(e) => {
-                warn!(error = %e, "cycle failed");
-                continue;
-            }
-        };
+        let result = scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe);
         metrics
             .cycle_latency
             .observe(cycle_start.elapsed().as_secs_f64());
@@ -249,7 +246,7 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         // The PodGroup gets an event when its verdict changes (deduplicated); a gang
         // still forming (NotEnoughTasks) only updates its condition: an event per pod per
         // arriving sibling would flood the API server.
-        let forming = c.reason == "NotEnoughTasks";
+        let forming = c.reason == GangReason::NotEnoughTasks;
         if forming {
             continue;
         }
@@ -393,7 +390,7 @@ fn reload_if_changed(
         return;
     }
     *version = now;
-    match SchedulerConf::load(path).and_then(Scheduler::new) {
+    match SchedulerConf::load(path).and_then(|c| Scheduler::new(c, &crate::REGISTRY)) {
         Ok(s) => {
             for w in &s.conf().warnings {
                 warn!("{}: {w}", path.display());

@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 use super::convert::{resource_list, ConvertError};
 use super::crd::{PodGroup, Queue, DEFAULT_QUEUE};
 use crate::framework::{ConditionKind, JobCondition};
-use crate::model::{JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus};
+use crate::model::{
+    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus,
+};
 use ::kube::ResourceExt;
 
 pub fn phase_from_str(s: &str) -> PodGroupPhase {
@@ -105,6 +107,7 @@ pub fn pod_group_to_job(
             .map(|p| phase_from_str(p.as_str()))
             .unwrap_or_default(),
         policy: Default::default(),
+        origin: GangOrigin::Declared,
     })
 }
 

@@ -24,7 +24,7 @@ use super::groups::{pod_group_to_job, queue_problems, queue_to_info};
 use super::recovery::Recovery;
 use crate::cache::Cache;
 use crate::framework::JobCondition;
-use crate::model::{JobInfo, JobSpec, TaskStatus};
+use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus};
 
 /// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
 pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
@@ -264,12 +264,17 @@ impl Index {
     fn gang_for(&mut self, pod: &Pod, decl: Option<GangDecl>) -> String {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
-        let (name, min, policy) = match decl {
+        let (name, min, policy, origin) = match decl {
             Some(d) => match d.implicit_min {
-                Some(min) => (d.name, min, d.policy),
+                Some(min) => (d.name, min, d.policy, GangOrigin::Declared),
                 None => return format!("{ns}/{}", d.name),
             },
-            None => (format!("podgroup-{uid}"), 1, Default::default()),
+            None => (
+                format!("podgroup-{uid}"),
+                1,
+                Default::default(),
+                GangOrigin::SinglePod,
+            ),
         };
         let key = format!("{ns}/{name}");
         if !self.has_group_object(&key) {
@@ -300,6 +305,7 @@ impl Index {
                 created: existing.map_or(created, |j| j.created.min(created)),
                 phase: existing.map(|j| j.phase).unwrap_or_default(),
                 policy,
+                origin,
                 ..Default::default()
             };
             self.cache.apply_job(spec);
@@ -650,7 +656,6 @@ impl Index {
         let state = self.cache.state();
         let job = state.job(state.job_by_uid(key)?).clone();
         Some(GangView {
-            implicit: self.implicit.contains_key(key) && !self.has_group_object(key),
             dialect: self.group_dialect(key),
             verdict: self.verdicts.get(key).cloned(),
             job,
@@ -663,8 +668,6 @@ pub struct GangView {
     pub job: JobInfo,
     /// Which object defines it, if one does.
     pub dialect: Option<Dialect>,
-    /// Made up for pods that name no group object.
-    pub implicit: bool,
     pub verdict: Option<Verdict>,
 }
 

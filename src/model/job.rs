@@ -62,6 +62,25 @@ pub struct GangPolicy {
     pub wait_timeout: Option<i64>,
 }
 
+/// Where a gang comes from, for drivers that report it (not for scheduling decisions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GangOrigin {
+    /// Declared: a group object, or group keys on its pods.
+    #[default]
+    Declared,
+    /// Made up for a pod that names no gang: a gang of one (Volcano's shadow PodGroup).
+    SinglePod,
+}
+
+/// A tentative placement a NonStrict gang keeps across sessions: the pod holds the node's
+/// resources (as Allocated or Pipelined) without being bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub task: Arc<str>,
+    pub node: Arc<str>,
+    pub status: TaskStatus,
+}
+
 /// What the engine remembers about a gang from one session to the next. Sessions report
 /// changes in `JobUpdate::runtime`; drivers store them in the cache.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -94,6 +113,7 @@ pub struct JobSpec {
     pub created: Timestamp,
     pub phase: PodGroupPhase,
     pub policy: GangPolicy,
+    pub origin: GangOrigin,
 }
 
 /// A gang and its tasks, with per-status counts kept up to date so the gang votes
@@ -111,6 +131,7 @@ pub struct JobInfo {
     pub created: Timestamp,
     pub phase: PodGroupPhase,
     pub policy: GangPolicy,
+    pub origin: GangOrigin,
     pub runtime: GangRuntime,
     tasks: Vec<TaskInfo>,
     counts: [u32; TaskStatus::COUNT],
@@ -134,6 +155,7 @@ impl JobInfo {
             created: 0,
             phase: PodGroupPhase::Pending,
             policy: GangPolicy::default(),
+            origin: GangOrigin::default(),
             runtime: GangRuntime::default(),
             tasks: Vec::new(),
             counts: [0; TaskStatus::COUNT],
@@ -161,6 +183,7 @@ impl JobInfo {
         self.created = spec.created;
         self.phase = spec.phase;
         self.policy = spec.policy;
+        self.origin = spec.origin;
     }
 
     pub fn tasks(&self) -> &[TaskInfo] {

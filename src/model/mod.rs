@@ -8,7 +8,10 @@ mod queue;
 pub mod resource;
 mod task;
 
-pub use job::{GangMode, GangPolicy, GangRuntime, JobInfo, JobSpec, MatchPolicy, PodGroupPhase};
+pub use job::{
+    GangMode, GangOrigin, GangPolicy, GangRuntime, Hold, JobInfo, JobSpec, MatchPolicy,
+    PodGroupPhase,
+};
 pub use node::{NodeInfo, NodeSpec, NodeTask};
 pub use placement::{Placement, Taint, TaintEffect, Toleration};
 pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};

@@ -13,18 +13,14 @@ use std::sync::Arc;
 
 use priority_queue::PriorityQueue;
 
-use super::report::{JobReport, Report, Sample};
+use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError};
 use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
-use crate::model::resource::{format_amount, CPU, GPU, MEMORY};
 use crate::model::{
-    GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource, TaskInfo,
-    TaskStatus, Timestamp,
+    GangOrigin, GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource,
+    TaskInfo, TaskStatus, Timestamp,
 };
-
-/// How backfill's reservation note starts in a gang's condition message.
-const RESERVED: &str = "reserved: nodes ";
 
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
 struct Rng(u64);
@@ -96,39 +92,35 @@ pub struct Progress {
 }
 
 pub struct Simulation {
-    scenario: Scenario,
-    scheduler: Scheduler,
-    cache: Cache,
-    now: Timestamp,
-    events: PriorityQueue<u64, Reverse<(Timestamp, u64)>>,
+    pub(super) scenario: Scenario,
+    pub(super) scheduler: Scheduler,
+    pub(super) cache: Cache,
+    pub(super) now: Timestamp,
+    pub(super) events: PriorityQueue<u64, Reverse<(Timestamp, u64)>>,
     event_data: HashMap<u64, Event>,
-    next_event: u64,
-    pods: Vec<SimPod>,
-    pod_index: HashMap<Arc<str>, usize>,
-    jobs: Vec<SimJob>,
-    job_index: HashMap<String, usize>,
+    pub(super) next_event: u64,
+    pub(super) pods: Vec<SimPod>,
+    pub(super) pod_index: HashMap<Arc<str>, usize>,
+    pub(super) jobs: Vec<SimJob>,
+    pub(super) job_index: HashMap<String, usize>,
     /// Live nodes: name -> (group, allocatable), in creation order per group.
-    nodes: BTreeMap<Arc<str>, (usize, Resource)>,
-    group_nodes: Vec<Vec<Arc<str>>>,
-    group_created: Vec<u32>,
+    pub(super) nodes: BTreeMap<Arc<str>, (usize, Resource)>,
+    pub(super) group_nodes: Vec<Vec<Arc<str>>>,
+    pub(super) group_created: Vec<u32>,
     rng: Rng,
-    dirty: bool,
-    partial_gangs: u64,
-    overcommitted_nodes: u64,
-    cycles: u64,
-    binds: u64,
-    evictions: u64,
-    samples: Vec<Sample>,
-    violations: Vec<String>,
+    pub(super) dirty: bool,
+    pub(super) partial_gangs: u64,
+    pub(super) overcommitted_nodes: u64,
+    pub(super) cycles: u64,
+    pub(super) binds: u64,
+    pub(super) evictions: u64,
+    pub(super) samples: Vec<Sample>,
+    pub(super) violations: Vec<String>,
 }
 
 impl Simulation {
     pub fn new(scenario: Scenario, file: &str) -> Result<Self, ScenarioError> {
-        let conf = scenario.scheduler_conf(file)?;
-        let scheduler = Scheduler::new(conf).map_err(|source| ScenarioError::Config {
-            file: file.to_string(),
-            source,
-        })?;
+        let scheduler = scenario.scheduler(file)?;
         let mut sim = Simulation {
             rng: Rng(scenario.seed),
             scheduler,
@@ -234,6 +226,7 @@ impl Simulation {
                 },
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
             },
+            origin: GangOrigin::Declared,
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -452,15 +445,7 @@ impl Simulation {
 
     fn cycle(&mut self) {
         self.cycles += 1;
-        let result = match self.scheduler.run_cycle(self.cache.snapshot(), self.now) {
-            Ok(r) => r,
-            Err(e) => {
-                // Plugins were validated at load; record instead of panicking.
-                self.violations
-                    .push(format!("t={}: cycle failed: {e}", self.now));
-                return;
-            }
-        };
+        let result = self.scheduler.run_cycle(self.cache.snapshot(), self.now);
         self.apply(result);
     }
 
@@ -534,8 +519,8 @@ impl Simulation {
             }
             match &update.condition {
                 Some(c) if c.kind == ConditionKind::Unschedulable => {
-                    if let Some(i) = c.message.find(RESERVED) {
-                        self.jobs[j].reservation = Some(c.message[i..].to_string());
+                    if let Some(r) = &update.reservation {
+                        self.jobs[j].reservation = Some(r.to_string());
                     }
                     self.jobs[j].message = Some(c.message.clone())
                 }
@@ -552,147 +537,6 @@ impl Simulation {
         // Only binds and evictions change what the next cycle can do; phase changes
         // happen within the cycle that decided them.
         self.dirty = changed;
-    }
-
-    fn started_count(&self, j: usize) -> u32 {
-        self.jobs[j]
-            .pods
-            .iter()
-            .filter(|&&p| {
-                matches!(
-                    self.pods[p].status,
-                    TaskStatus::Running | TaskStatus::Succeeded
-                )
-            })
-            .count() as u32
-    }
-
-    /// No partial gang: every gang with binds in this cycle has, with them, at least
-    /// minMember (and minTaskMember per role) pods started.
-    fn check_gangs(&mut self, result: &SessionResult) {
-        let mut new: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-        for b in &result.binds {
-            if let Some(&p) = self.pod_index.get(&b.task) {
-                new.entry(self.pods[p].job).or_default().push(p);
-            }
-        }
-        for (j, binds) in new {
-            let job = &self.jobs[j];
-            let mut by_role: BTreeMap<&str, u32> = BTreeMap::new();
-            for &p in &job.pods {
-                let pod = &self.pods[p];
-                if matches!(pod.status, TaskStatus::Running | TaskStatus::Succeeded)
-                    || binds.contains(&p)
-                {
-                    *by_role.entry(&pod.role).or_insert(0) += 1;
-                }
-            }
-            let total: u32 = by_role.values().sum();
-            let roles_ok = job
-                .min_task_member
-                .iter()
-                .all(|(r, m)| by_role.get(r.as_str()).copied().unwrap_or(0) >= *m);
-            if total < job.min_member || !roles_ok {
-                self.partial_gangs += 1;
-                self.violations.push(format!(
-                    "t={}: gang {} bound partially: {total} of minMember {}",
-                    self.now, job.uid, job.min_member
-                ));
-            }
-        }
-    }
-
-    /// No node over-committed: requests of the pods on each node, summed from the
-    /// simulator's own pod table, fit its allocatable.
-    fn check_nodes(&mut self) {
-        let mut used: BTreeMap<&str, Resource> = BTreeMap::new();
-        for pod in &self.pods {
-            if let (Some(node), true) = (&pod.node, pod.status.occupies_node()) {
-                used.entry(node).or_default().add(&pod.request);
-            }
-        }
-        let mut bad = Vec::new();
-        for (node, u) in &used {
-            if let Some((_, alloc)) = self.nodes.get(*node) {
-                if !u.fits(alloc) {
-                    bad.push(format!(
-                        "t={}: node {node} over-committed: {u} on {alloc}",
-                        self.now
-                    ));
-                }
-            }
-        }
-        self.overcommitted_nodes += bad.len() as u64;
-        self.violations.extend(bad);
-    }
-
-    fn sample(&mut self) {
-        let mut total = Resource::new();
-        for (_, alloc) in self.nodes.values() {
-            total.add(alloc);
-        }
-        let mut used = Resource::new();
-        let mut queues: BTreeMap<String, Resource> = BTreeMap::new();
-        for q in self.cache.state().queues() {
-            queues.insert(q.name.to_string(), Resource::new());
-        }
-        for pod in &self.pods {
-            if pod.status.occupies_node()
-                && pod
-                    .node
-                    .as_ref()
-                    .is_some_and(|n| self.nodes.contains_key(n))
-            {
-                used.add(&pod.request);
-                queues
-                    .entry(self.jobs[pod.job].queue.clone())
-                    .or_default()
-                    .add(&pod.request);
-            }
-        }
-        let fraction = |r: &Resource, name: &str| {
-            let t = total.get(name);
-            if t > 0 {
-                r.get(name) as f64 / t as f64
-            } else {
-                0.0
-            }
-        };
-        let resources: Vec<&str> = [CPU, MEMORY, GPU]
-            .into_iter()
-            .filter(|r| total.get(r) > 0)
-            .collect();
-        let sample = Sample {
-            t: self.now,
-            utilization: resources
-                .iter()
-                .map(|r| (r.to_string(), fraction(&used, r)))
-                .collect(),
-            queue_share: queues
-                .iter()
-                .map(|(q, r)| {
-                    (
-                        q.clone(),
-                        resources
-                            .iter()
-                            .map(|n| (n.to_string(), fraction(r, n)))
-                            .collect(),
-                    )
-                })
-                .collect(),
-            pending_pods: self
-                .pods
-                .iter()
-                .filter(|p| p.status == TaskStatus::Pending && self.jobs[p.job].submitted.is_some())
-                .count(),
-        };
-        if self
-            .samples
-            .last()
-            .is_none_or(|last| !last.same_values(&sample))
-        {
-            self.samples.push(sample);
-        }
     }
 
     fn work_left(&self) -> bool {
@@ -770,62 +614,5 @@ impl Simulation {
 
     pub fn node_allocatable(&self, node: &str) -> Option<&Resource> {
         self.nodes.get(node).map(|(_, a)| a)
-    }
-
-    pub fn report(&self) -> Report {
-        let jobs = self
-            .jobs
-            .iter()
-            .filter(|j| j.submitted.is_some())
-            .map(|j| {
-                let mut request = Resource::new();
-                for &p in &j.pods {
-                    request.add(&self.pods[p].request);
-                }
-                JobReport {
-                    name: j.uid.clone(),
-                    queue: j.queue.clone(),
-                    tasks: j.pods.len(),
-                    min_member: j.min_member,
-                    request: request
-                        .dimensions()
-                        .filter(|(n, _)| *n != crate::model::resource::PODS)
-                        .map(|(n, v)| format!("{n} {}", format_amount(n, v)))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    submitted: j.submitted.unwrap_or(0),
-                    started: j.started,
-                    finished: j.finished,
-                    wait: j.started.map(|s| s - j.submitted.unwrap_or(0)),
-                    status: if j.finished.is_some() {
-                        "Completed"
-                    } else if j.started.is_some() {
-                        "Running"
-                    } else {
-                        "Pending"
-                    }
-                    .to_string(),
-                    message: if j.started.is_none() {
-                        j.message.clone()
-                    } else {
-                        None
-                    },
-                    reservation: j.reservation.clone(),
-                }
-            })
-            .collect();
-        Report::new(
-            self.scenario.name.clone(),
-            self.scenario.seed,
-            self.now,
-            jobs,
-            self.samples.clone(),
-            self.cycles,
-            self.binds,
-            self.evictions,
-            self.partial_gangs,
-            self.overcommitted_nodes,
-            self.violations.clone(),
-        )
     }
 }

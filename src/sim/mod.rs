@@ -2,6 +2,7 @@
 //! engine the live scheduler runs. `rust-batch simulate` runs it; so do most tests.
 
 mod driver;
+mod measure;
 pub mod plot;
 pub mod report;
 pub mod scenario;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer};
 use thiserror::Error;
 
 use crate::conf::{ConfError, SchedulerConf};
+use crate::framework::Scheduler;
 use crate::model::placement::{NodeSelectorTerm, Taint, Toleration};
 use crate::model::{QueueState, ResourceList};
 
@@ -313,6 +314,17 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// The scheduler this scenario runs: its configuration with every action and plugin
+    /// built (so a bad name or argument is an error of the scenario file).
+    pub fn scheduler(&self, file: &str) -> Result<Scheduler, ScenarioError> {
+        Scheduler::new(self.scheduler_conf(file)?, &crate::REGISTRY).map_err(|source| {
+            ScenarioError::Config {
+                file: file.to_string(),
+                source,
+            }
+        })
+    }
+
     /// The scheduler configuration this scenario runs with.
     pub fn scheduler_conf(&self, file: &str) -> Result<SchedulerConf, ScenarioError> {
         match &self.config {
@@ -483,7 +495,7 @@ impl Scenario {
                 }
             }
         }
-        self.scheduler_conf(file)?;
+        self.scheduler(file)?;
         Ok(())
     }
 }

@@ -1,5 +1,7 @@
-//! S6 on the real control plane: priority preemption within a queue, through the
-//! pods/eviction API, with the `preempt` action configured.
+//! Preemption and queue state on the real control plane: S6 (priority preemption within a
+//! queue, through the pods/eviction API, with the `preempt` action configured), a victim its
+//! PodDisruptionBudget protects, and invalid queues (an event each; everyone else keeps
+//! scheduling).
 
 mod common;
 

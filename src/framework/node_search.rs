@@ -1,0 +1,379 @@
+//! Node search: which nodes a task can go to, found without rescanning a full cluster.
+//! Static predicates are evaluated once per placement and session; per task template the
+//! session keeps a candidate list that shrinks as nodes fill and grows back only where
+//! something is released; a template that fits nowhere is answered from a memo until the
+//! next release; consecutive pods of one role share one scored sample (`Window`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::fit::{NodeRejections, TaskUnfit};
+use super::session::Session;
+use super::votes::{dynamic_fit, node_score};
+use crate::model::{JobId, NodeId, Resource, TaskRef, TaskStatus};
+
+/// What a session remembers to answer node searches quickly. Every field is derived from
+/// the session's state and is only ever a cache of it.
+#[derive(Default)]
+pub(super) struct NodeSearch {
+    /// Per placement key: the nodes that pass every static predicate.
+    static_fit: HashMap<u64, Arc<StaticFit>>,
+    /// Per task template: the nodes that may still fit it.
+    candidates: HashMap<u64, Candidates>,
+    /// Nodes on which resources were released during the session, in order.
+    pub(super) released: Vec<NodeId>,
+    /// Bumped on every release; memoized "nothing fits" answers are valid for one epoch.
+    pub(super) epoch: u64,
+    unfit_memo: HashMap<u64, (u64, TaskUnfit)>,
+    scan_offset: usize,
+    /// Every node whose usage changed during the session, in order.
+    pub(super) touched: Vec<NodeId>,
+    window: Option<Window>,
+    /// Bound and running tasks per node (see `running_index`).
+    running_index: Option<Arc<RunningIndex>>,
+    /// What is free in the whole cluster once releases and pipelined tasks are through,
+    /// with the length of `touched` it was summed at: every gang allocate gives up on asks
+    /// for it, and summing every node each time made allocate quadratic in a full cluster.
+    cluster_free: RefCell<Option<(usize, Resource)>>,
+}
+
+/// Nodes that pass a placement's static predicates.
+struct StaticFit {
+    pass: Vec<bool>,
+    nodes: Vec<NodeId>,
+    rejections: NodeRejections,
+}
+
+/// The nodes that pass every static predicate for one placement (see
+/// `Session::static_nodes`).
+#[derive(Clone)]
+pub struct StaticNodes(Arc<StaticFit>);
+
+impl StaticNodes {
+    /// In id order.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.0.nodes
+    }
+
+    pub fn passes(&self, node: NodeId) -> bool {
+        self.0.pass[node.0 as usize]
+    }
+}
+
+/// Nodes that may still fit one task template. Nodes that fail a (monotone) dynamic
+/// predicate are dropped until something is released on them, so a full cluster is not
+/// rescanned for every pending task.
+struct Candidates {
+    nodes: Vec<NodeId>,
+    present: Vec<bool>,
+    synced: usize,
+}
+
+/// The nodes found and scored for the previous task placed through `best_feasible_node`,
+/// kept while the same gang places more tasks of the same template. Such tasks are
+/// interchangeable (same request and placement), so instead of scanning and scoring a fresh
+/// sample for every pod of a role, only the nodes whose usage changed since (usually just
+/// the one the previous pod went to) are checked and scored again. Relies on predicates
+/// and node-order functions depending only on the task's template and the node.
+struct Window {
+    job: JobId,
+    template: u64,
+    /// In scan order, so ties go to the node found first, as in a fresh scan.
+    nodes: Vec<(NodeId, f64)>,
+    /// How much of `Session::touched` the scores account for.
+    synced: usize,
+}
+
+/// Beyond this many node changes, a window is scanned afresh rather than patched.
+const WINDOW_MAX_CHANGES: usize = 32;
+
+/// Our bound and running tasks when a session first asks (see `Session::running_index`).
+pub struct RunningIndex {
+    /// Per node slot, its tasks.
+    pub by_node: Vec<Vec<TaskRef>>,
+    /// Per queue, the nodes its tasks run on, in id order.
+    pub nodes_by_queue: HashMap<Arc<str>, Vec<NodeId>>,
+}
+
+impl Session {
+    /// What the schedulable nodes will have free once releases and pipelined tasks are
+    /// through, summed again only when a node's usage changed since (every change goes
+    /// through `move_task`, which records the node in `touched`).
+    pub(super) fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
+        let version = self.search.touched.len();
+        let stale = self
+            .search
+            .cluster_free
+            .borrow()
+            .as_ref()
+            .is_none_or(|(at, _)| *at != version);
+        if stale {
+            let mut free = Resource::new();
+            for (_, n) in self.state.nodes() {
+                if n.schedulable() {
+                    free.add(&n.future_free());
+                }
+            }
+            *self.search.cluster_free.borrow_mut() = Some((version, free));
+        }
+        std::cell::Ref::map(self.search.cluster_free.borrow(), |c| {
+            &c.as_ref().expect("summed above").1
+        })
+    }
+
+    /// Nodes on which the task could run if they had room: every static predicate passes
+    /// (selector, affinity, taints, node state). Preempt, reclaim and reservations look
+    /// there for every task they try to place, so the session's list is shared, not copied.
+    pub fn static_nodes(&mut self, task: TaskRef) -> StaticNodes {
+        StaticNodes(self.static_fit(task))
+    }
+
+    /// Tasks of ours running on `node` (bound before this session, not releasing): the
+    /// only possible victims — never a task this very session just placed.
+    pub fn running_tasks_on(&mut self, node: NodeId) -> Vec<TaskRef> {
+        let index = self.running_index();
+        index.by_node[node.0 as usize]
+            .iter()
+            .copied()
+            .filter(|t| {
+                matches!(
+                    self.state.task(*t).status,
+                    TaskStatus::Bound | TaskStatus::Running
+                )
+            })
+            .collect()
+    }
+
+    /// Per node slot, the tasks of ours that were bound or running when first asked
+    /// (built once per session; no task becomes bound or running later in a session, so
+    /// callers only need to re-check the status of what they read).
+    pub fn running_index(&mut self) -> Arc<RunningIndex> {
+        if let Some(index) = &self.search.running_index {
+            return index.clone();
+        }
+        let mut index = vec![Vec::new(); self.state.node_slots()];
+        let mut by_queue: HashMap<Arc<str>, Vec<NodeId>> = HashMap::new();
+        for (job, info) in self.state.jobs() {
+            for (i, t) in info.tasks().iter().enumerate() {
+                if !matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
+                    continue;
+                }
+                if let Some(node) = t.node.as_deref().and_then(|n| self.state.node_by_name(n)) {
+                    index[node.0 as usize].push(TaskRef {
+                        job,
+                        index: i as u32,
+                    });
+                    by_queue.entry(info.queue.clone()).or_default().push(node);
+                }
+            }
+        }
+        for nodes in by_queue.values_mut() {
+            nodes.sort_unstable();
+            nodes.dedup();
+        }
+        let index = Arc::new(RunningIndex {
+            by_node: index,
+            nodes_by_queue: by_queue,
+        });
+        self.search.running_index = Some(index.clone());
+        index
+    }
+
+    fn static_fit(&mut self, task: TaskRef) -> Arc<StaticFit> {
+        let t = self.state.task(task);
+        if let Some(fit) = self.search.static_fit.get(&t.placement_key) {
+            return fit.clone();
+        }
+        let mut fit = StaticFit {
+            pass: vec![false; self.state.node_slots()],
+            nodes: Vec::new(),
+            rejections: NodeRejections::default(),
+        };
+        for (id, node) in self.state.nodes() {
+            match self
+                .votes
+                .static_predicate
+                .all()
+                .try_for_each(|f| f(t, node))
+            {
+                Ok(()) => {
+                    fit.pass[id.0 as usize] = true;
+                    fit.nodes.push(id);
+                }
+                Err(unfit) => fit.rejections.add(&unfit),
+            }
+        }
+        let fit = Arc::new(fit);
+        self.search.static_fit.insert(t.placement_key, fit.clone());
+        fit
+    }
+
+    /// Up to `want` nodes on which `task` fits now (every predicate passes), scanning from a
+    /// rotating offset so that load spreads; or why none does.
+    pub fn feasible_nodes(&mut self, task: TaskRef, want: usize) -> Result<Vec<NodeId>, TaskUnfit> {
+        let template = self.state.task(task).template;
+        if let Some((epoch, unfit)) = self.search.unfit_memo.get(&template) {
+            if *epoch == self.search.epoch {
+                return Err(unfit.clone());
+            }
+        }
+        let found = self.scan_candidates(task, want);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let fit = self.static_fit(task);
+        let t = self.state.task(task);
+        // Nothing fits: say why, from every node (once per template until a release).
+        // The headline reason comes from the nodes the task could run on but for their
+        // current load (what the user can act on); selector or taint misses on other pools
+        // only when no node passes those.
+        let mut near = NodeRejections::default();
+        for &id in &fit.nodes {
+            let node = self.state.node(id);
+            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
+                near.add(&unfit);
+            }
+        }
+        let mut all = fit.rejections.clone();
+        all.merge(&near);
+        let reason = if near.nodes > 0 {
+            near.dominant()
+        } else {
+            all.dominant()
+        };
+        let unfit = TaskUnfit {
+            reason,
+            detail: all.summary(),
+        };
+        self.search
+            .unfit_memo
+            .insert(template, (self.search.epoch, unfit.clone()));
+        Err(unfit)
+    }
+
+    /// Up to `want` nodes on which `task` fits now, without saying why none does (cheaper
+    /// than `feasible_nodes` when nothing fits: preempt asks for every starving task).
+    pub fn feasible_nodes_quiet(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
+        if let Some((epoch, _)) = self.search.unfit_memo.get(&template) {
+            if *epoch == self.search.epoch {
+                return Vec::new();
+            }
+        }
+        self.scan_candidates(task, want)
+    }
+
+    /// Scans a template's candidate nodes from the rotating offset for up to `want` on
+    /// which the task fits, dropping those it does not fit (until something is released).
+    fn scan_candidates(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
+        let template = self.state.task(task).template;
+        let fit = self.static_fit(task);
+        let slots = self.state.node_slots();
+        let cands = self
+            .search
+            .candidates
+            .entry(template)
+            .or_insert_with(|| Candidates {
+                nodes: fit.nodes.clone(),
+                present: fit.pass.clone(),
+                synced: self.search.released.len(),
+            });
+        for &n in &self.search.released[cands.synced..] {
+            let i = n.0 as usize;
+            if fit.pass[i] && !cands.present[i] {
+                cands.present[i] = true;
+                cands.nodes.push(n);
+            }
+        }
+        cands.synced = self.search.released.len();
+        debug_assert_eq!(cands.present.len(), slots);
+
+        let t = self.state.task(task);
+        let len = cands.nodes.len();
+        let mut found = Vec::with_capacity(want.min(len));
+        let mut dropped = Vec::new();
+        let start = if len == 0 {
+            0
+        } else {
+            self.search.scan_offset % len
+        };
+        let mut visited = 0;
+        while visited < len && found.len() < want {
+            let pos = (start + visited) % len;
+            let id = cands.nodes[pos];
+            let node = self.state.node(id);
+            if dynamic_fit(&self.votes, t, node).is_ok() {
+                found.push(id);
+            } else {
+                dropped.push(pos);
+            }
+            visited += 1;
+        }
+        self.search.scan_offset = self.search.scan_offset.wrapping_add(visited);
+        dropped.sort_unstable_by(|a, b| b.cmp(a));
+        for pos in dropped {
+            let id = cands.nodes.swap_remove(pos);
+            cands.present[id.0 as usize] = false;
+        }
+        found
+    }
+
+    /// The best node for `task` among up to `want` feasible nodes (the highest score; the
+    /// first found wins ties), or why none fits. Consecutive tasks of one gang with the same
+    /// template share one sample of nodes (see `Window`); other tasks scan afresh with
+    /// `feasible_nodes`.
+    pub fn best_feasible_node(&mut self, task: TaskRef, want: usize) -> Result<NodeId, TaskUnfit> {
+        let template = self.state.task(task).template;
+        if let Some(mut w) = self.search.window.take() {
+            let changed = &self.search.touched[w.synced..];
+            if w.job == task.job && w.template == template && changed.len() <= WINDOW_MAX_CHANGES {
+                let t = self.state.task(task);
+                if !changed.is_empty() {
+                    let (state, votes) = (&self.state, &self.votes);
+                    w.nodes.retain_mut(|(id, score)| {
+                        if !changed.contains(id) {
+                            return true;
+                        }
+                        let node = state.node(*id);
+                        if dynamic_fit(votes, t, node).is_err() {
+                            return false;
+                        }
+                        *score = node_score(votes, t, node);
+                        true
+                    });
+                }
+                w.synced = self.search.touched.len();
+                if let Some(best) = highest(&w.nodes) {
+                    self.search.window = Some(w);
+                    return Ok(best);
+                }
+            }
+        }
+        let nodes = self.feasible_nodes(task, want)?;
+        let t = self.state.task(task);
+        let scored: Vec<(NodeId, f64)> = nodes
+            .iter()
+            .map(|&n| (n, node_score(&self.votes, t, self.state.node(n))))
+            .collect();
+        let best = highest(&scored).expect("feasible_nodes returns at least one node");
+        self.search.window = Some(Window {
+            job: task.job,
+            template,
+            nodes: scored,
+            synced: self.search.touched.len(),
+        });
+        Ok(best)
+    }
+}
+
+/// The node with the highest score; the first one wins ties.
+fn highest(nodes: &[(NodeId, f64)]) -> Option<NodeId> {
+    let mut best: Option<(NodeId, f64)> = None;
+    for &(n, score) in nodes {
+        if best.is_none_or(|(_, b)| score > b) {
+            best = Some((n, score));
+        }
+    }
+    best.map(|(n, _)| n)
+}

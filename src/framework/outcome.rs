@@ -1,0 +1,150 @@
+//! What a session hands back: binds, evictions and what it decided about each gang, for a
+//! driver to apply.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+
+use crate::cache::Cache;
+use crate::model::{GangRuntime, Hold, PodGroupPhase, Timestamp};
+
+/// A pod to bind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    pub job: Arc<str>,
+    pub task: Arc<str>,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub node: Arc<str>,
+}
+
+/// A pod to evict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    pub job: Arc<str>,
+    pub task: Arc<str>,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+    pub node: Option<Arc<str>>,
+    /// The gang (uid) the eviction makes room for, if any.
+    pub preemptor: Option<Arc<str>>,
+    pub reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionKind {
+    Scheduled,
+    Unschedulable,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobCondition {
+    pub kind: ConditionKind,
+    pub reason: GangReason,
+    pub message: String,
+}
+
+/// The reason of a gang's condition, as the PodGroup condition, events and the debug API
+/// spell it (`as_str`, `Display` and `Serialize` all give Volcano's strings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GangReason {
+    /// Committed this session (the reason of the Scheduled condition).
+    Scheduled,
+    /// Its pods do not all fit: resources, predicates, its queue.
+    NotEnoughResources,
+    /// Fewer pods exist than its minMember (or a role's minTaskMember, or its total-number)
+    /// asks: the gang is still forming.
+    NotEnoughTasks,
+    /// Its waiting time ran out; it backs off before it is tried again.
+    WaitingTimeExpired,
+}
+
+impl GangReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "Scheduled",
+            Self::NotEnoughResources => "NotEnoughResources",
+            Self::NotEnoughTasks => "NotEnoughTasks",
+            Self::WaitingTimeExpired => "WaitingTimeExpired",
+        }
+    }
+}
+
+impl fmt::Display for GangReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for GangReason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// What a session decided about one gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobUpdate {
+    pub job: Arc<str>,
+    /// Set when the phase changed.
+    pub phase: Option<PodGroupPhase>,
+    pub condition: Option<JobCondition>,
+    /// Why each pending task of an unschedulable gang did not fit (task uid, reason).
+    pub task_reasons: Vec<(Arc<str>, String)>,
+    /// What the engine must remember about the gang next session, when it changed.
+    pub runtime: Option<GangRuntime>,
+    /// The gang's tentative placements to keep until the next session (NonStrict gangs),
+    /// replacing any it held; `Some(empty)` releases them.
+    pub holds: Option<Vec<Hold>>,
+    /// The reservation EASY backfill made for the gang this session, if any (its condition
+    /// message says the same in words).
+    pub reservation: Option<ReservedNodes>,
+}
+
+/// Where and when a gang's reservation holds, by node name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservedNodes {
+    pub nodes: Vec<Arc<str>>,
+    /// When its pods fit there, by the running pods' runtime estimates.
+    pub from: Timestamp,
+}
+
+impl fmt::Display for ReservedNodes {
+    /// "reserved: nodes gpu-1,gpu-2 from 2026-01-01T10:25:00Z". No "in 25m": the message
+    /// would change every cycle, and drivers send an event whenever it changes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.from.max(0) as u64);
+        write!(
+            f,
+            "reserved: nodes {} from {}",
+            self.nodes.join(","),
+            humantime::format_rfc3339_seconds(at)
+        )
+    }
+}
+
+/// Everything a driver applies after a session.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionResult {
+    pub binds: Vec<Bind>,
+    pub evictions: Vec<Eviction>,
+    pub job_updates: Vec<JobUpdate>,
+}
+
+// The cache knows nothing of sessions (it depends on the snapshot type only); applying a
+// session's gang updates to it is the framework's business, so the method lives here.
+impl Cache {
+    /// What a session decided that the engine must remember: gang runtimes and holds.
+    /// (Binds, evictions and phases are the driver's to apply: they depend on the API.)
+    pub fn apply_gang_updates(&mut self, updates: &[JobUpdate]) {
+        for u in updates {
+            if let Some(rt) = &u.runtime {
+                self.set_gang_runtime(&u.job, rt);
+            }
+            if let Some(holds) = &u.holds {
+                self.set_holds(&u.job, holds);
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The scheduler: a configuration's actions and plugins, built once, running cycles.
+
+use std::sync::Arc;
+
+use super::outcome::SessionResult;
+use super::plugin::{Action, ConfiguredPlugin, Registry};
+use super::session::Session;
+use crate::conf::{ConfError, SchedulerConf};
+use crate::model::Timestamp;
+use crate::snapshot::Snapshot;
+
+/// The configured actions and plugins, ready to run cycles.
+pub struct Scheduler {
+    conf: Arc<SchedulerConf>,
+    plugins: Arc<[ConfiguredPlugin]>,
+    actions: Vec<Box<dyn Action>>,
+}
+
+impl Scheduler {
+    /// Builds every configured action and plugin once, from `registry`: an unknown name or
+    /// a bad argument is an error naming the key; arguments a plugin does not use are
+    /// added to the configuration's warnings.
+    pub fn new(mut conf: SchedulerConf, registry: &Registry) -> Result<Self, ConfError> {
+        let invalid = |key: String, message: String| ConfError::Invalid {
+            file: conf.source.clone(),
+            key,
+            message,
+        };
+        let known_actions = || registry.action_names().join(", ");
+        for (i, name) in conf.actions.iter().enumerate() {
+            if registry.action(name).is_none() {
+                return Err(invalid(
+                    format!("actions[{i}]"),
+                    format!(
+                        "unknown action {name:?}; known actions: {}",
+                        known_actions()
+                    ),
+                ));
+            }
+        }
+
+        let mut plugins = Vec::new();
+        let mut warnings = Vec::new();
+        for (t, tier) in conf.tiers.iter().enumerate() {
+            for (p, option) in tier.plugins.iter().enumerate() {
+                let Some(build) = registry.plugin(&option.name) else {
+                    return Err(invalid(
+                        format!("tiers[{t}].plugins[{p}].name"),
+                        format!(
+                            "unknown plugin {:?}; known plugins: {}",
+                            option.name,
+                            registry.plugin_names().join(", ")
+                        ),
+                    ));
+                };
+                let plugin = build(&option.arguments).map_err(|e| invalid(e.key, e.message))?;
+                warnings.extend(plugin.argument_warnings(&option.arguments));
+                plugins.push(ConfiguredPlugin {
+                    name: plugin.name(),
+                    plugin,
+                    tier: t,
+                    disabled: option.disabled.clone(),
+                });
+            }
+        }
+
+        // Arguments of every configured action are checked, listed in `actions` or not.
+        for (name, args) in &conf.configurations {
+            let Some(build) = registry.action(name) else {
+                let at = args.path.strip_suffix(".arguments").unwrap_or(&args.path);
+                return Err(invalid(
+                    format!("{at}.name"),
+                    format!(
+                        "unknown action {name:?}; known actions: {}",
+                        known_actions()
+                    ),
+                ));
+            };
+            if !conf.actions.contains(name) {
+                build(args).map_err(|e| invalid(e.key, e.message))?;
+            }
+        }
+        let mut actions = Vec::new();
+        for name in &conf.actions {
+            let build = registry.action(name).expect("checked above");
+            let args = conf.action_arguments(name);
+            actions.push(build(&args).map_err(|e| invalid(e.key, e.message))?);
+        }
+
+        // A configuration checked twice (by a command, then by the driver) warns once.
+        for w in warnings {
+            if !conf.warnings.contains(&w) {
+                conf.warnings.push(w);
+            }
+        }
+        Ok(Scheduler {
+            conf: Arc::new(conf),
+            plugins: plugins.into(),
+            actions,
+        })
+    }
+
+    pub fn conf(&self) -> &SchedulerConf {
+        &self.conf
+    }
+
+    /// Opens a session on `snapshot`: every plugin registers its votes.
+    pub fn open_session(&self, snapshot: Snapshot, now: Timestamp) -> Session {
+        Session::open(snapshot, self.conf.clone(), self.plugins.clone(), now)
+    }
+
+    /// Opens a session on `snapshot`, runs every action in order and closes it.
+    pub fn run_cycle(&self, snapshot: Snapshot, now: Timestamp) -> SessionResult {
+        self.run_cycle_observed(snapshot, now, &mut |_, _, _| {})
+    }
+
+    /// Like `run_cycle`, telling `observe` when each action starts (`true`) and ends
+    /// (`false`), so a driver can time actions without the engine reading a clock, and a
+    /// test can look at the session between actions (what one action did is visible there
+    /// before the session's result folds it together with the others).
+    pub fn run_cycle_observed(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+        observe: &mut dyn FnMut(&'static str, bool, &Session),
+    ) -> SessionResult {
+        let mut ssn = self.open_session(snapshot, now);
+        for action in &self.actions {
+            observe(action.name(), true, &ssn);
+            action.execute(&mut ssn);
+            observe(action.name(), false, &ssn);
+        }
+        ssn.close()
+    }
+
+    /// Opens and closes a session without running actions (what "nothing to do" costs).
+    pub fn open_close(&self, snapshot: Snapshot, now: Timestamp) -> SessionResult {
+        self.open_session(snapshot, now).close()
+    }
+}

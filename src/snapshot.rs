@@ -1,0 +1,107 @@
+//! The cluster as a session starts from it: the cache hands out one of these per cycle and
+//! a session works on its own copy-on-write view of it. Below the framework so the cache
+//! depends on this type only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef};
+
+/// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
+/// object clones only that object (`Arc::make_mut`).
+pub type Slots<T> = Arc<Vec<Option<Arc<T>>>>;
+
+/// The cluster as a session sees it. A snapshot from the cache is one of these; cloning it
+/// is O(1) (six `Arc` clones).
+#[derive(Clone, Default)]
+pub struct ClusterState {
+    pub(crate) nodes: Slots<NodeInfo>,
+    pub(crate) node_ids: Arc<HashMap<Arc<str>, NodeId>>,
+    pub(crate) jobs: Slots<JobInfo>,
+    pub(crate) job_ids: Arc<HashMap<Arc<str>, JobId>>,
+    pub(crate) queues: Arc<BTreeMap<Arc<str>, Arc<QueueInfo>>>,
+    /// PodDisruptionBudgets (`namespace/name`) and how many more pods each lets go.
+    pub(crate) budgets: Arc<BTreeMap<Arc<str>, u32>>,
+}
+
+impl ClusterState {
+    pub fn node(&self, id: NodeId) -> &NodeInfo {
+        self.nodes[id.0 as usize]
+            .as_deref()
+            .expect("NodeId of a live slot")
+    }
+
+    pub fn node_slots(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_deref().map(|n| (NodeId(i as u32), n)))
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+
+    pub fn job(&self, id: JobId) -> &JobInfo {
+        self.jobs[id.0 as usize]
+            .as_deref()
+            .expect("JobId of a live slot")
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = (JobId, &JobInfo)> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, j)| j.as_deref().map(|j| (JobId(i as u32), j)))
+    }
+
+    pub fn job_by_uid(&self, uid: &str) -> Option<JobId> {
+        self.job_ids.get(uid).copied()
+    }
+
+    pub fn task(&self, r: TaskRef) -> &TaskInfo {
+        self.job(r.job).task(r.index)
+    }
+
+    pub fn queue(&self, name: &str) -> Option<&QueueInfo> {
+        self.queues.get(name).map(|q| &**q)
+    }
+
+    pub fn queues(&self) -> impl Iterator<Item = &QueueInfo> {
+        self.queues.values().map(|q| &**q)
+    }
+
+    /// How many more pods a PodDisruptionBudget lets go, as the cluster last said (None:
+    /// no such budget).
+    pub fn disruptions_allowed(&self, budget: &str) -> Option<u32> {
+        self.budgets.get(budget).copied()
+    }
+
+    pub(crate) fn node_mut(&mut self, id: NodeId) -> &mut NodeInfo {
+        let slot = &mut Arc::make_mut(&mut self.nodes)[id.0 as usize];
+        Arc::make_mut(slot.as_mut().expect("NodeId of a live slot"))
+    }
+
+    pub(crate) fn job_mut(&mut self, id: JobId) -> &mut JobInfo {
+        let slot = &mut Arc::make_mut(&mut self.jobs)[id.0 as usize];
+        Arc::make_mut(slot.as_mut().expect("JobId of a live slot"))
+    }
+
+    /// Total allocatable of schedulable nodes.
+    pub fn total_allocatable(&self) -> Resource {
+        let mut r = Resource::new();
+        for (_, n) in self.nodes() {
+            if n.schedulable() {
+                r.add(&n.allocatable);
+            }
+        }
+        r
+    }
+}
+
+/// A snapshot of the cache: the state a session starts from.
+pub type Snapshot = ClusterState;
