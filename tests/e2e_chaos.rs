@@ -168,14 +168,23 @@ fn lines(path: &PathBuf) -> usize {
 }
 
 /// Sum of a counter over all its label sets, from the scheduler's /metrics.
+/// Fails if the scheduler does not export it (an older build): a missing counter must not
+/// read as zero writes.
 async fn counter(port: u16, name: &str) -> f64 {
-    let Some((_, body)) = http_get(port, "/metrics").await else {
-        return 0.0;
-    };
-    body.lines()
+    let (_, body) = http_get(port, "/metrics")
+        .await
+        .expect("the scheduler serves /metrics");
+    let values: Vec<f64> = body
+        .lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .collect();
+    let family = name.split('{').next().unwrap_or(name);
+    assert!(
+        !values.is_empty() || body.contains(&format!("# TYPE {family} ")),
+        "the scheduler exports no {family}"
+    );
+    values.iter().sum()
 }
 
 fn restart(process: &str, down: Duration) -> String {
@@ -284,22 +293,6 @@ async fn scheduler_killed_at_random_moments_never_over_commits_or_half_binds() {
             |pods| pods.values().filter(|p| phase(p) == "Succeeded").count() >= total,
         )
         .await;
-    // Every PodGroup was created before its pods: no restarted scheduler may tell a pod its
-    // group does not exist (it must read the groups before judging).
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let missing: Vec<String> = events
-        .iter()
-        .filter_map(|e| e.note.clone())
-        .filter(|n| n.contains("does not exist"))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "pods told their existing PodGroup is missing: {missing:?}"
-    );
     // Status only moves forward: every gang ran, so none may still say Unschedulable.
     let stale = wait_for(
         Duration::from_secs(30),
@@ -330,6 +323,22 @@ async fn scheduler_killed_at_random_moments_never_over_commits_or_half_binds() {
     )
     .await;
     assert!(stale.is_empty());
+    // Every PodGroup was created before its pods: no restarted scheduler may tell a pod its
+    // group does not exist (it must read the groups before judging).
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let missing: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.note.clone())
+        .filter(|n| n.contains("does not exist"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pods told their existing PodGroup is missing: {missing:?}"
+    );
     println!(
         "chaos table: scheduler kill -9 | {rounds} rounds | {total} pods | over-commit 0, bound twice 0, partial 0, stale status 0, false 'does not exist' 0 | all done {took:.1?} after the last restart | {} polls",
         dog.polls
@@ -416,7 +425,9 @@ async fn scheduler_killed_during_evictions_leaves_no_victim_gang_half_evicted() 
             .await
             .unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(300 + dice.below(900))).await;
+    // Preemption starts within a cycle (~20 ms after the last pod): kill while its
+    // evictions are out.
+    tokio::time::sleep(Duration::from_millis(10 + dice.below(150))).await;
     drop(scheduler);
     dog.poll().await;
     let _again = start_scheduler_with(name, &args);

@@ -45,6 +45,21 @@ pub struct JobCondition {
     pub message: String,
 }
 
+impl JobCondition {
+    /// The Scheduled condition of a gang whose minimum is placed.
+    pub fn scheduled(job: &crate::model::JobInfo) -> Self {
+        JobCondition {
+            kind: ConditionKind::Scheduled,
+            reason: GangReason::Scheduled,
+            message: format!(
+                "{}/{} tasks in gang scheduled",
+                job.ready_count(),
+                job.tasks().len()
+            ),
+        }
+    }
+}
+
 /// The reason of a gang's condition, as the PodGroup condition, events and the debug API
 /// spell it (`as_str`, `Display` and `Serialize` all give Volcano's strings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -60,15 +60,7 @@ impl Session {
             .unwrap_or(job.phase);
         let phase = next_phase(job, job.phase);
         let condition = if self.verdicts.scheduled.contains(&id) {
-            Some(JobCondition {
-                kind: ConditionKind::Scheduled,
-                reason: GangReason::Scheduled,
-                message: format!(
-                    "{}/{} tasks in gang scheduled",
-                    job.ready_count(),
-                    job.tasks().len()
-                ),
-            })
+            Some(JobCondition::scheduled(job))
         } else {
             self.verdicts
                 .unschedulable

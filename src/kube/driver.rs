@@ -31,7 +31,7 @@ use crate::conf::SchedulerConf;
 use crate::framework::{
     ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
 };
-use crate::model::QueueInfo;
+use crate::model::{PodGroupPhase, QueueInfo};
 
 pub struct DriverOptions {
     pub scheduler_names: Vec<String>,
@@ -231,7 +231,18 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         if let Some(phase) = u.phase {
             ix.cache.set_job_phase(&u.job, phase);
         }
-        let Some(c) = &u.condition else {
+        // A gang that starts running without this cycle placing it (binds an earlier
+        // instance sent before it died, landing now) is scheduled: an Unschedulable verdict
+        // from before is stale.
+        let started = matches!(u.phase, Some(PodGroupPhase::Running)) && u.condition.is_none();
+        let scheduled = started
+            .then(|| {
+                let s = ix.cache.state();
+                s.job_by_uid(&u.job)
+                    .map(|id| JobCondition::scheduled(s.job(id)))
+            })
+            .flatten();
+        let Some(c) = u.condition.as_ref().or(scheduled.as_ref()) else {
             continue;
         };
         let c = match ix.recovery.noted(&u.job, c.kind) {

@@ -25,6 +25,8 @@ use super::groups::{queue_status_patch, status_patch, GroupStatus};
 use super::index::{lock, Index, StoredGroup};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
+use crate::framework::JobCondition;
+use crate::model::PodGroupPhase;
 
 /// An object whose status the scheduler writes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -217,8 +219,21 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
             match dialect {
                 Dialect::Volcano => {
                     let pg = ix.pod_groups.get(key)?;
-                    let condition = ix.verdicts.get(key).and_then(|(c, _)| c.as_ref());
-                    let desired = GroupStatus::of(job, condition);
+                    // A gang this process never judged (bound by an earlier instance that
+                    // died before writing so) but that runs says Scheduled, not whatever
+                    // the object last said.
+                    let condition = match ix.verdicts.get(key).and_then(|(c, _)| c.clone()) {
+                        Some(c) => Some(c),
+                        None if matches!(
+                            job.phase,
+                            PodGroupPhase::Running | PodGroupPhase::Completed
+                        ) =>
+                        {
+                            Some(JobCondition::scheduled(job))
+                        }
+                        None => None,
+                    };
+                    let desired = GroupStatus::of(job, condition.as_ref());
                     Some((status_patch(pg, &desired, now_ms)?, pg.resource_version()))
                 }
                 Dialect::XK8sPodGroup => {
