@@ -100,17 +100,6 @@ async fn watch_lag(place: &Place<'_>, port: u16, n: usize) -> f64 {
     lag
 }
 
-fn rss_mib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
-}
-
 /// A small deterministic generator (xorshift).
 struct Dice(u64);
 

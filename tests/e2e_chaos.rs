@@ -202,6 +202,22 @@ fn restart(process: &str, down: Duration) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A PodGroup `group` (minimum `size`) and its `size` pods of 1 cpu, `{group}-{i}`.
+async fn one_cpu_gang(place: &Place<'_>, group: &str, size: usize) {
+    pod_group(place.client, place.ns, group, size as i32).await;
+    for i in 0..size {
+        place
+            .pod(
+                group,
+                &format!("{group}-{i}"),
+                "main",
+                json!({"cpu": "1"}),
+                None,
+            )
+            .await;
+    }
+}
+
 fn all_bound(prefix: &'static str, n: usize) -> impl Fn(&BTreeMap<String, Pod>) -> bool {
     move |pods| {
         pods.iter()
@@ -468,18 +484,7 @@ async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm
     .await;
 
     // 1. The API server dies with work in flight: a gang is created just before.
-    pod_group(&client, ns, "during", 4).await;
-    for i in 0..4 {
-        place
-            .pod(
-                "during",
-                &format!("during-{i}"),
-                "main",
-                json!({"cpu": "1"}),
-                None,
-            )
-            .await;
-    }
+    one_cpu_gang(&place, "during", 4).await;
     let (lines0, writes0) = (
         lines(&log),
         counter(port, "rust_batch_api_writes_total").await,
@@ -489,7 +494,6 @@ async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm
         lines(&log),
         counter(port, "rust_batch_api_writes_total").await,
     );
-    let back = Instant::now();
     let took = dog
         .settle(
             Duration::from_secs(60),
@@ -516,22 +520,10 @@ async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm
         took < Duration::from_secs(20),
         "scheduling resumed in {took:?}"
     );
-    let _ = back;
 
     // 2. etcd dies and comes back: the API server reconnects, so does the scheduler.
     let said = restart("etcd", Duration::from_secs(3));
-    pod_group(&client, ns, "after-etcd", 2).await;
-    for i in 0..2 {
-        place
-            .pod(
-                "after-etcd",
-                &format!("after-etcd-{i}"),
-                "main",
-                json!({"cpu": "1"}),
-                None,
-            )
-            .await;
-    }
+    one_cpu_gang(&place, "after-etcd", 2).await;
     let took = dog
         .settle(
             Duration::from_secs(60),
@@ -547,18 +539,7 @@ async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm
     compact_etcd().await;
     let said = restart("kube-apiserver", Duration::from_secs(1));
     let relist = Instant::now();
-    pod_group(&client, ns, "after-relist", 2).await;
-    for i in 0..2 {
-        place
-            .pod(
-                "after-relist",
-                &format!("after-relist-{i}"),
-                "main",
-                json!({"cpu": "1"}),
-                None,
-            )
-            .await;
-    }
+    one_cpu_gang(&place, "after-relist", 2).await;
     let took = dog
         .settle(
             Duration::from_secs(60),
@@ -751,42 +732,40 @@ async fn a_refused_bind_leaves_no_gang_short_its_members_are_released_with_a_rea
         "chaos table: bind refused by admission policy | 1 gang short | released after {:.1?} | condition: {condition}",
         started.elapsed()
     );
-    for kind in [
-        "validatingadmissionpolicybindings",
-        "validatingadmissionpolicies",
+    for (kind, plural) in [
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
     ] {
-        delete_cluster_object(&client, kind, "chaos-refuse-binds").await;
+        let _ = admission_api(&client, kind, plural)
+            .delete("chaos-refuse-binds", &DeleteParams::default())
+            .await;
     }
 }
 
-async fn apply_json(client: &Client, plural: &str, obj: &serde_json::Value) {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    let kind = obj["kind"].as_str().unwrap();
+/// admissionregistration.k8s.io/v1 objects of `kind` (`plural`).
+fn admission_api(client: &Client, kind: &str, plural: &str) -> Api<kube::api::DynamicObject> {
+    use kube::api::{ApiResource, GroupVersionKind};
     let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
-    let name = obj["metadata"]["name"].as_str().unwrap();
-    api.patch(
-        name,
-        &PatchParams::apply("rust-batch-chaos").force(),
-        &Patch::Apply(obj),
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
     )
-    .await
-    .unwrap_or_else(|e| panic!("{kind} applies: {e}"));
 }
 
-async fn delete_cluster_object(client: &Client, plural: &str, name: &str) {
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-    let kind = if plural.ends_with("bindings") {
-        "ValidatingAdmissionPolicyBinding"
-    } else {
-        "ValidatingAdmissionPolicy"
-    };
-    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let _ = Api::<DynamicObject>::all_with(client.clone(), &ar)
-        .delete(name, &DeleteParams::default())
-        .await;
+async fn apply_json(client: &Client, plural: &str, obj: &serde_json::Value) {
+    let kind = obj["kind"].as_str().unwrap();
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    admission_api(client, kind, plural)
+        .patch(
+            name,
+            &PatchParams::apply("rust-batch-chaos").force(),
+            &Patch::Apply(obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{kind} applies: {e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -882,17 +861,6 @@ async fn deleting_thousands_of_pod_groups_leaves_the_status_writer_quiet_within_
         },
     )
     .await;
-}
-
-fn rss_mib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -324,6 +324,18 @@ pub fn cluster_pid(var: &str) -> String {
         .to_string()
 }
 
+/// A process's resident memory, MiB (0 if it is gone).
+pub fn rss_mib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
 pub fn node_of(p: &Pod) -> Option<String> {
     p.spec.as_ref().and_then(|s| s.node_name.clone())
 }
