@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
-use rust_batch::kube::crd::PodGroup;
+use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::json;
 
 struct Plan {

@@ -120,11 +120,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Explain { gang, server } => explain(&gang, &server),
         Command::Crds { write: None } => {
-            print!("{}", rust_batch::kube::crd::crd_yaml());
+            print!("{}", rust_batch::kube::dialects::crds::crd_yaml());
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds { write: Some(dir) } => {
-            rust_batch::kube::crd::write_crds(&dir)
+            rust_batch::kube::dialects::crds::write_crds(&dir)
                 .with_context(|| format!("writing CRDs into {}", dir.display()))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
-use rust_batch::kube::convert::{pod_gang, pod_to_update};
-use rust_batch::kube::coscheduling::{cosched_to_job, SigsPodGroup, XK8sPodGroup};
-use rust_batch::kube::crd::PodGroup;
-use rust_batch::kube::groups::pod_group_to_job;
+use rust_batch::kube::convert::pod_to_update;
+use rust_batch::kube::dialects::coscheduling::{cosched_to_job, SigsPodGroup, XK8sPodGroup};
+use rust_batch::kube::dialects::pod_gang;
+use rust_batch::kube::dialects::volcano::pod_group_to_job;
+use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::{json, Value};
 
 /// Every key a pod may declare its gang with, in any dialect.

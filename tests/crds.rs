@@ -7,9 +7,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use kube::core::crd::v1::CustomResourceExt;
-use rust_batch::kube::crd::{
-    crd_files, crd_yaml, write_crds, NetworkTopologyMode, PodGroup, PodGroupConditionType,
-    PodGroupPhase, Queue, QueueState,
+use rust_batch::kube::dialects::crds::{crd_files, crd_yaml, write_crds};
+use rust_batch::kube::dialects::volcano::api::{
+    NetworkTopologyMode, PodGroup, PodGroupConditionType, PodGroupPhase, Queue, QueueState,
 };
 use serde_json::json;
 

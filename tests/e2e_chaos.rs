@@ -21,7 +21,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use rust_batch::kube::crd::PodGroup;
+use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::json;
 
 /// One scenario at a time.

@@ -13,8 +13,8 @@ use common::*;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
 use kube::Client;
-use rust_batch::kube::coscheduling::{GroupObject, SigsPodGroup, XK8sPodGroup};
-use rust_batch::kube::crd::PodGroup;
+use rust_batch::kube::dialects::coscheduling::{GroupObject, SigsPodGroup, XK8sPodGroup};
+use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::{json, Value};
 
 const KOORD: &str = "gang.scheduling.koordinator.sh";

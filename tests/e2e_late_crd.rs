@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
-use rust_batch::kube::coscheduling::SigsPodGroup;
+use rust_batch::kube::dialects::coscheduling::SigsPodGroup;
 use serde_json::json;
 
 const CRD: &str = "podgroups.scheduling.sigs.k8s.io";

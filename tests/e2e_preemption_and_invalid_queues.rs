@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
 use kube::Client;
-use rust_batch::kube::crd::{PodGroup, Queue};
+use rust_batch::kube::dialects::volcano::{PodGroup, Queue};
 use serde_json::json;
 
 const CONF: &str = "actions: \"enqueue, allocate, preempt, backfill\"

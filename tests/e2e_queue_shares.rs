@@ -15,7 +15,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use rust_batch::kube::crd::{PodGroup, Queue};
+use rust_batch::kube::dialects::volcano::{PodGroup, Queue};
 use serde_json::json;
 
 const NS: &str = "e2e-s5";

@@ -11,7 +11,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::Client;
-use rust_batch::kube::crd::{PodGroup, Queue};
+use rust_batch::kube::dialects::volcano::{PodGroup, Queue};
 use serde_json::json;
 
 async fn s1(client: &Client, port: u16) {

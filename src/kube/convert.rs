@@ -15,18 +15,10 @@ use crate::model::placement::{
     TolerationOperator,
 };
 use crate::model::resource::{pod_requests, QuantityError};
-use crate::model::{GangPolicy, NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
+use crate::model::{NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
 
-use super::koordinator;
+use super::dialects::TASK_SPEC_ANNOTATION;
 
-/// Pod annotation naming a Volcano / kube-batch PodGroup.
-pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
-/// Volcano's own key, as annotation or label.
-pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
-/// The role of a pod within its gang (minTaskMember keys).
-pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
-/// Queue of a pod that has no PodGroup.
-pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 /// How long a fake pod runs on kwok (a Go duration such as "30s"): the test harness's
 /// stage completes it then. Not read by the scheduler.
 pub const RUNTIME_ANNOTATION: &str = "rust-batch.io/runtime";
@@ -65,143 +57,6 @@ fn requests(r: Option<&ResourceRequirements>) -> Result<Resource, QuantityError>
 
 fn millis(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Timestamp {
     t.map(|t| t.0.as_millisecond()).unwrap_or(0)
-}
-
-/// kube-batch: the gang's minimum, on the pod, when there is no PodGroup object.
-pub const KUBE_BATCH_MIN_MEMBER: &str = "scheduling.k8s.io/group-min-member";
-/// ACK / legacy scheduler-plugins label-only gangs.
-pub const ACK_GROUP_NAME: &str = "pod-group.scheduling.sigs.k8s.io/name";
-pub const ACK_GROUP_NAME_SHORT: &str = "pod-group.scheduling.sigs.k8s.io";
-pub const ACK_MIN_AVAILABLE: &str = "pod-group.scheduling.sigs.k8s.io/min-available";
-
-/// scheduler-plugins: the pod's PodGroup (`scheduling.x-k8s.io/v1alpha1`).
-pub const X_K8S_POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
-
-/// How a pod declares its gang.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GangDecl {
-    pub name: String,
-    /// The minimum the pod itself carries: such a gang exists without a PodGroup object
-    /// (a PodGroup of the same name, if one appears, takes precedence).
-    pub implicit_min: Option<u32>,
-    /// The gang's policy, as the pod declares it (Koordinator annotations); the default
-    /// (Volcano's semantics) otherwise.
-    pub policy: GangPolicy,
-}
-
-pub(crate) fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
-}
-
-/// The gang a pod declares, in this order of precedence (the first key present wins):
-/// 1. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch; with kube-batch's
-///    `scheduling.k8s.io/group-min-member` the gang needs no PodGroup object);
-/// 2. `scheduling.volcano.sh/group-name`, annotation then label;
-/// 3. label `scheduling.x-k8s.io/pod-group` (scheduler-plugins; needs its PodGroup);
-/// 4. annotation `gang.scheduling.koordinator.sh/name` with the other Koordinator keys
-///    (with `min-available` the gang needs no PodGroup object);
-/// 5. ACK labels `pod-group.scheduling.sigs.k8s.io/name` (or `pod-group.scheduling.sigs.k8s.io`)
-///    with `pod-group.scheduling.sigs.k8s.io/min-available`: a label-only gang; without
-///    min-available the gang is its `scheduling.sigs.k8s.io` PodGroup.
-///
-/// Whatever key named it, a gang's PodGroup object, if one exists, is what defines it (see
-/// the driver for the precedence between PodGroup kinds).
-pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
-    let meta = &pod.metadata;
-    let object = format!(
-        "pod {}/{}",
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default()
-    );
-    let ann = |k: &str| {
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(k))
-            .filter(|v| !v.is_empty())
-            .cloned()
-    };
-    let label = |k: &str| {
-        meta.labels
-            .as_ref()
-            .and_then(|a| a.get(k))
-            .filter(|v| !v.is_empty())
-            .cloned()
-    };
-    let min = |field: String, value: Option<String>| -> Result<Option<u32>, ConvertError> {
-        value
-            .map(|v| {
-                v.trim().parse::<u32>().map_err(|_| ConvertError {
-                    object: object.clone(),
-                    field,
-                    message: format!("{v:?} is not a whole number >= 0"),
-                })
-            })
-            .transpose()
-    };
-    let mut policy = GangPolicy::default();
-    let (name, implicit_min) = if let Some(name) = ann(GROUP_NAME_ANNOTATION) {
-        let m = min(
-            format!("metadata.annotations[{KUBE_BATCH_MIN_MEMBER}]"),
-            ann(KUBE_BATCH_MIN_MEMBER),
-        )?;
-        (name, m)
-    } else if let Some(name) = ann(VOLCANO_GROUP_NAME).or_else(|| label(VOLCANO_GROUP_NAME)) {
-        (name, None)
-    } else if let Some(name) = label(X_K8S_POD_GROUP_LABEL) {
-        (name, None)
-    } else if let Some(name) = ann(koordinator::NAME) {
-        check_name(&name, &object)?;
-        let ns = meta.namespace.clone().unwrap_or_default();
-        let empty = BTreeMap::new();
-        let annotations = meta.annotations.as_ref().unwrap_or(&empty);
-        let gang = koordinator::gang_policy(annotations, &ns, &name, &object)?;
-        policy = gang.policy;
-        (name, gang.min_available)
-    } else if let Some(name) = label(ACK_GROUP_NAME).or_else(|| label(ACK_GROUP_NAME_SHORT)) {
-        // With min-available the labels alone make the gang; without, its PodGroup object
-        // (scheduling.sigs.k8s.io) does. Never a gang of one by default: pods that arrive
-        // before their PodGroup must not bind one by one.
-        let m = min(
-            format!("metadata.labels[{ACK_MIN_AVAILABLE}]"),
-            label(ACK_MIN_AVAILABLE),
-        )?;
-        (name, m)
-    } else {
-        return Ok(None);
-    };
-    check_name(&name, &object)?;
-    Ok(Some(GangDecl {
-        name,
-        implicit_min,
-        policy,
-    }))
-}
-
-fn check_name(name: &str, object: &str) -> Result<(), ConvertError> {
-    if !is_dns_subdomain(name) {
-        return Err(ConvertError {
-            object: object.to_string(),
-            field: "gang name".into(),
-            message: format!(
-                "{name:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.')"
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Which gang a pod names, if any (every dialect; see `pod_gang`).
-pub fn pod_group_name(pod: &Pod) -> Option<String> {
-    pod_gang(pod).ok().flatten().map(|d| d.name)
 }
 
 /// The task status Volcano derives from a pod.
@@ -465,6 +320,8 @@ pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::dialects::{pod_gang, pod_group_name, GangDecl};
+    use crate::model::GangPolicy;
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml::from_str(yaml).unwrap()

@@ -16,7 +16,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::groups::phase_str;
+use super::dialects::volcano::phase_str;
 use super::index::{lock, GangView, Index};
 use crate::framework::ConditionKind;
 use crate::model::{GangMode, GangOrigin, TaskStatus};

@@ -18,8 +18,8 @@ use tokio::sync::{Notify, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::binder::Binder;
-use super::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
-use super::crd::{PodGroup, Queue};
+use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
+use super::dialects::volcano::{PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index};
 use super::metrics::Metrics;

@@ -13,14 +13,13 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::budgets;
-use super::convert::{
-    node_to_spec, pod_gang, pod_group_name, pod_to_update_with_warnings, GangDecl,
-    QUEUE_NAME_ANNOTATION,
+use super::convert::{node_to_spec, pod_to_update_with_warnings};
+use super::dialects::coscheduling::{
+    cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
 };
-use super::coscheduling::{cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup};
-use super::crd::{PodGroup, Queue};
+use super::dialects::volcano::{pod_group_to_job, queue_problems, queue_to_info, PodGroup, Queue};
+use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
-use super::groups::{pod_group_to_job, queue_problems, queue_to_info};
 use super::recovery::Recovery;
 use crate::cache::Cache;
 use crate::framework::JobCondition;

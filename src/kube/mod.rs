@@ -1,5 +1,6 @@
-//! The Kubernetes driver: the API types rust-batch reads and writes (`crd`, `coscheduling`,
-//! `convert`, `groups`, `koordinator`, `budgets`), and the parts that connect the engine to
+//! The Kubernetes driver: the gang dialects rust-batch reads and writes (`dialects`: every
+//! PodGroup kind, pod key and CRD), Kubernetes objects as the engine's model (`convert`,
+//! `budgets`), and the parts that connect the engine to
 //! an API server, each with one job: `watch` (one task per kind) feeds the `index`;
 //! `driver` runs cycles on it once every list is complete; `binder` sends binds and
 //! evictions, `status` writes PodGroup and Queue status, `events` publishes events —
@@ -12,13 +13,10 @@
 pub mod binder;
 pub mod budgets;
 pub mod convert;
-pub mod coscheduling;
-pub mod crd;
+pub mod dialects;
 pub mod driver;
 pub mod events;
-pub mod groups;
 pub mod index;
-pub mod koordinator;
 pub mod recovery;
 pub mod retry;
 pub mod status;

@@ -19,9 +19,8 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
-use super::crd::{PodGroup, Queue};
-use super::groups::{queue_status_patch, status_patch, GroupStatus};
+use super::dialects::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
+use super::dialects::volcano::{queue_status_patch, status_patch, GroupStatus, PodGroup, Queue};
 use super::index::{lock, Index, StoredGroup};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};

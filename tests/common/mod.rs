@@ -12,7 +12,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use rust_batch::kube::convert::{node_to_spec, pod_to_update};
-use rust_batch::kube::crd::{crd_files, PodGroup};
+use rust_batch::kube::dialects::crds::crd_files;
+use rust_batch::kube::dialects::volcano::PodGroup;
 use rust_batch::model::Resource;
 use serde_json::json;
 
@@ -398,7 +399,7 @@ pub async fn foreign_pod(client: &Client, ns: &str, name: &str, node: Option<&st
 /// is any group a pod declares in any dialect; its minimum comes from its PodGroup, else
 /// from the pods (kube-batch annotation, ACK labels).
 pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usize)> {
-    use rust_batch::kube::coscheduling::{SigsPodGroup, XK8sPodGroup};
+    use rust_batch::kube::dialects::coscheduling::{SigsPodGroup, XK8sPodGroup};
     // Every PodGroup kind; where several share a name, Volcano's, then scheduler-plugins'.
     let mut groups: HashMap<String, usize> = HashMap::new();
     let min = |m: Option<i32>| m.unwrap_or(1) as usize;
@@ -433,7 +434,7 @@ pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usi
         .items;
     let mut gangs: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for p in &pods {
-        let Ok(Some(decl)) = rust_batch::kube::convert::pod_gang(p) else {
+        let Ok(Some(decl)) = rust_batch::kube::dialects::pod_gang(p) else {
             continue;
         };
         let min = groups

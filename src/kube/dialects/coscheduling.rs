@@ -14,11 +14,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::convert::{resource_list, ConvertError, QUEUE_NAME_ANNOTATION};
 use super::koordinator;
+use super::volcano::QUEUE_NAME_ANNOTATION;
+use crate::kube::convert::{resource_list, ConvertError};
 use crate::model::{
     GangOrigin, GangPolicy, JobInfo, JobSpec, MatchPolicy, PodGroupPhase, TaskStatus,
 };
+
+/// scheduler-plugins: the pod's PodGroup (`scheduling.x-k8s.io/v1alpha1`).
+pub const X_K8S_POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 
 /// What scheduler-plugins and the legacy API write in a PodGroup's status.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -245,7 +249,7 @@ pub fn cosched_to_job<G: GroupObject>(group: &G) -> Result<JobSpec, ConvertError
             .get(QUEUE_NAME_ANNOTATION)
             .filter(|q| !q.is_empty())
             .cloned()
-            .unwrap_or_else(|| super::crd::DEFAULT_QUEUE.into()),
+            .unwrap_or_else(|| super::volcano::api::DEFAULT_QUEUE.into()),
         min_member: min_member as u32,
         min_task_member: BTreeMap::new(),
         min_resources,

@@ -1,18 +1,32 @@
-//! Volcano PodGroups and Queues → the engine's gangs and queues, and the PodGroup status the
-//! scheduler writes back (phase, counts, conditions), patched only when it changed.
+//! Volcano (`scheduling.volcano.sh/v1beta1`): the pod keys that name a gang, the PodGroup
+//! and Queue types (`api`), their conversion to the engine's gangs and queues, and the
+//! PodGroup and Queue status the scheduler writes back (phase, counts, conditions), patched
+//! only when it changed.
+
+pub mod api;
+
+pub use api::{PodGroup, Queue};
 
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::convert::{resource_list, ConvertError};
-use super::crd::{PodGroup, Queue, DEFAULT_QUEUE};
 use crate::framework::{ConditionKind, JobCondition};
+use crate::kube::convert::{resource_list, ConvertError};
 use crate::model::{
     GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus,
 };
 use ::kube::ResourceExt;
+use api::DEFAULT_QUEUE;
 
+/// Pod annotation naming a Volcano / kube-batch PodGroup.
+pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Volcano's own key, as annotation or label.
+pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
+/// The role of a pod within its gang (minTaskMember keys).
+pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
+/// Queue of a pod that has no PodGroup.
+pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 pub fn phase_from_str(s: &str) -> PodGroupPhase {
     match s {
         "Inqueue" => PodGroupPhase::Inqueue,
@@ -85,7 +99,7 @@ pub fn pod_group_to_job(
             .filter(|q| !q.is_empty())
             .or_else(|| {
                 pg.annotations()
-                    .get(super::convert::QUEUE_NAME_ANNOTATION)
+                    .get(QUEUE_NAME_ANNOTATION)
                     .filter(|q| !q.is_empty())
                     .cloned()
             })
