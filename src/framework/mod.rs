@@ -1,4 +1,11 @@
 //! Sessions, statements, plugin votes and the scheduling cycle that ties them together.
+//!
+//! Where to look: `scheduler.rs` builds a configuration's actions and plugins once and runs
+//! cycles; `session.rs` is the session itself (open, close, reading, primitive moves), and
+//! the rest of `impl Session` is split by concern (`votes.rs`, `node_search.rs`,
+//! `verdicts.rs`, `reservation.rs`); `statement.rs` is how actions change a session;
+//! `outcome.rs` is what a session hands a driver. The framework names no action or plugin:
+//! they come from the `Registry` passed to `Scheduler::new`.
 
 pub mod fit;
 mod node_search;
@@ -19,7 +26,7 @@ pub use outcome::{
     Bind, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
     SessionResult,
 };
-pub use plugin::{Action, ActionBuilder, ConfiguredPlugin, Plugin, PluginBuilder, Registry};
+pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use reservation::Reservation;
 pub use scheduler::Scheduler;
 pub use session::Session;

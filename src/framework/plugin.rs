@@ -63,7 +63,7 @@ impl Registry {
 }
 
 /// A plugin as configured: built once, with its tier and the votes switched off for it.
-pub struct ConfiguredPlugin {
+pub(super) struct ConfiguredPlugin {
     pub(super) plugin: Box<dyn Plugin>,
     pub(super) name: &'static str,
     pub(super) tier: usize,
