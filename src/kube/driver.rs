@@ -80,7 +80,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         });
     }
     ensure_default_queue(&client, &index).await;
-    spawn_watches(&client, &index, &wake);
+    spawn_watches(&client, &index, &wake, &gate);
 
     let writer = StatusWriter::default();
     tokio::spawn(
@@ -285,11 +285,12 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
     ix.cache.apply_gang_updates(updates);
 }
 
-fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>) {
+fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>, gate: &Arc<Gate>) {
     tokio::spawn(watch(
         Api::<Pod>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "Pod",
             optional: false,
@@ -302,6 +303,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<Node>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "Node",
             optional: false,
@@ -314,6 +316,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<PodGroup>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "scheduling.volcano.sh PodGroup",
             optional: true,
@@ -326,6 +329,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<XK8sPodGroup>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "scheduling.x-k8s.io PodGroup",
             optional: true,
@@ -338,6 +342,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<SigsPodGroup>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "scheduling.sigs.k8s.io PodGroup",
             optional: true,
@@ -350,6 +355,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<Queue>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "Queue",
             optional: true,
@@ -362,6 +368,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<PodDisruptionBudget>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "PodDisruptionBudget",
             optional: false,
@@ -374,6 +381,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>)
         Api::<PriorityClass>::all(client.clone()),
         index.clone(),
         wake.clone(),
+        gate.clone(),
         Feed {
             kind: "PriorityClass",
             optional: false,

@@ -12,16 +12,14 @@ use std::time::Duration;
 
 use ::kube::api::{Api, ListParams};
 use ::kube::runtime::watcher::{self, Event};
-use ::kube::runtime::WatchStreamExt;
 use ::kube::Resource;
-use backon::ExponentialBuilder;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::info;
 
 use super::index::{lock, Index};
-use super::retry::{cause_of, delay, warn_limited};
+use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
 
 /// How a watch feeds the index.
 pub struct Feed<K> {
@@ -41,27 +39,32 @@ const WATCH_MIN_DELAY: Duration = Duration::from_millis(200);
 const WATCH_MAX_DELAY: Duration = Duration::from_secs(3);
 
 /// Runs one watch until the process ends.
-pub async fn watch<K>(api: Api<K>, index: Arc<Mutex<Index>>, wake: Arc<Notify>, feed: Feed<K>)
-where
+pub async fn watch<K>(
+    api: Api<K>,
+    index: Arc<Mutex<Index>>,
+    wake: Arc<Notify>,
+    gate: Arc<Gate>,
+    feed: Feed<K>,
+) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
     lock(&index).readiness.expect(feed.kind);
     until_installed(&api, &index, &feed).await;
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(WATCH_MIN_DELAY)
-        .with_max_delay(WATCH_MAX_DELAY)
-        .with_jitter()
-        .without_max_times();
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .backoff(watcher::ExponentialBackoff::from(backoff))
-        .boxed();
+    // The back-off is this loop's, not the stream's: a watch whose resourceVersion expired
+    // (410) must list again at once — the API server answers, the list is what is missing —
+    // while failures to reach it wait, growing to WATCH_MAX_DELAY.
+    let mut delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
+    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
     let mut listed: HashSet<String> = HashSet::new();
     let mut failing = false;
     while let Some(event) = stream.next().await {
         if event.is_ok() && failing {
             failing = false;
+            delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
             info!(kind = feed.kind, "watch recovered");
+            // The API server answers: writes waiting for the gate's next probe go now.
+            gate.answered();
         }
         match event {
             Ok(Event::Init) => {
@@ -98,8 +101,21 @@ where
                     &format!("watch of {} failed ({})", feed.kind, short(&e)),
                     "retrying with back-off",
                 );
+                if !expired(&e) {
+                    tokio::time::sleep(delays.next().unwrap_or(WATCH_MAX_DELAY)).await;
+                }
             }
         }
+    }
+}
+
+/// The watch's resourceVersion is too old (410 Gone / Expired): the watcher lists again.
+fn expired(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchFailed(::kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(::kube::Error::Api(status)) => status.code == 410,
+        _ => false,
     }
 }
 
