@@ -78,6 +78,54 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
     spawn_scheduler(name, extra, Stdio::from(file))
 }
 
+/// The identity deploy/rust-batch.yaml gives the scheduler.
+pub const SCHEDULER_ACCOUNT: &str = "system:serviceaccount:rust-batch-system:rust-batch";
+
+/// A kubeconfig that acts as the scheduler's ServiceAccount (impersonation), after the
+/// shipped manifests (namespace, ServiceAccount, ClusterRole, binding) are applied to the
+/// cluster with kubectl: every e2e scheduler runs with exactly the permissions deploy/
+/// ships, so a missing one fails a test instead of hiding behind cluster admin.
+pub fn scheduler_kubeconfig() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let admin = std::env::var("KUBECONFIG")
+            .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
+        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rust-batch.yaml");
+        let out = Command::new(&kubectl)
+            .args([
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                manifests,
+            ])
+            .env("KUBECONFIG", &admin)
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "deploy/rust-batch.yaml applies: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
+        for user in config["users"].as_sequence_mut().expect("users") {
+            user["user"]["as"] = SCHEDULER_ACCOUNT.into();
+            user["user"]["as-groups"] = serde_yaml::to_value([
+                "system:serviceaccounts",
+                "system:serviceaccounts:rust-batch-system",
+                "system:authenticated",
+            ])
+            .unwrap();
+        }
+        let path =
+            std::env::temp_dir().join(format!("rb-scheduler-{}.kubeconfig", std::process::id()));
+        std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+        path
+    })
+}
+
 fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
     // RB_SCHEDULER_BIN runs the suite against another build (an older one, to show a test
     // catches what a change fixed).
@@ -92,6 +140,7 @@ fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
             "500ms",
         ])
         .args(extra)
+        .env("KUBECONFIG", scheduler_kubeconfig())
         .env(
             "RUST_LOG",
             "info,kube=warn,kube_client=error,kube_client::client::builder=off",
