@@ -385,31 +385,15 @@ async fn scheduler_killed_during_evictions_leaves_no_victim_gang_half_evicted() 
     let mut dice = Dice::new("kill -9 during evictions");
     let mut dog = Watchdog::new(&client, ns);
     let scheduler = start_scheduler_with(name, &args);
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
     // Two low-priority gangs of 4 × 1 cpu (min 2) fill both nodes.
     for g in ["low-a", "low-b"] {
-        let pg: PodGroup = serde_json::from_value(json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": g, "namespace": ns},
-            "spec": {"minMember": 2, "priorityClassName": "chaos-low"}
-        }))
-        .unwrap();
-        Api::<PodGroup>::namespaced(client.clone(), ns)
-            .create(&PostParams::default(), &pg)
-            .await
-            .unwrap();
-        for i in 0..4 {
-            let p: Pod = serde_json::from_value(json!({
-                "metadata": {"name": format!("{g}-{i}"), "namespace": ns,
-                             "annotations": {"scheduling.k8s.io/group-name": g}},
-                "spec": {"schedulerName": name, "priorityClassName": "chaos-low", "nodeSelector": {"pool": pool},
-                         "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
-            }))
-            .unwrap();
-            Api::<Pod>::namespaced(client.clone(), ns)
-                .create(&PostParams::default(), &p)
-                .await
-                .unwrap();
-        }
+        prioritized_gang(&place, g, 2, 4, "chaos-low").await;
     }
     dog.settle(
         Duration::from_secs(60),
@@ -418,29 +402,7 @@ async fn scheduler_killed_during_evictions_leaves_no_victim_gang_half_evicted() 
     )
     .await;
     // A high-priority gang of 4 × 1 cpu needs evictions; the scheduler dies mid-way.
-    let pg: PodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": "high", "namespace": ns},
-        "spec": {"minMember": 4, "priorityClassName": "chaos-high"}
-    }))
-    .unwrap();
-    Api::<PodGroup>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pg)
-        .await
-        .unwrap();
-    for i in 0..4 {
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("high-{i}"), "namespace": ns,
-                         "annotations": {"scheduling.k8s.io/group-name": "high"}},
-            "spec": {"schedulerName": name, "priorityClassName": "chaos-high", "nodeSelector": {"pool": pool},
-                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
-        }))
-        .unwrap();
-        Api::<Pod>::namespaced(client.clone(), ns)
-            .create(&PostParams::default(), &p)
-            .await
-            .unwrap();
-    }
+    prioritized_gang(&place, "high", 4, 4, "chaos-high").await;
     // Preemption starts within a cycle (~20 ms after the last pod): kill while its
     // evictions are out.
     tokio::time::sleep(Duration::from_millis(10 + dice.below(150))).await;
@@ -556,6 +518,34 @@ async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm
         !stderr.contains("panicked"),
         "the scheduler did not panic:\n{stderr}"
     );
+}
+
+/// A PodGroup `group` (minimum `min`) of priority class `class` and its `size` pods of 1 cpu.
+async fn prioritized_gang(place: &Place<'_>, group: &str, min: i32, size: usize, class: &str) {
+    let (client, ns, pool, scheduler) = (place.client, place.ns, place.pool, place.scheduler);
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": group, "namespace": ns},
+        "spec": {"minMember": min, "priorityClassName": class}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    for i in 0..size {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{group}-{i}"), "namespace": ns,
+                         "annotations": {"scheduling.k8s.io/group-name": group}},
+            "spec": {"schedulerName": scheduler, "priorityClassName": class, "nodeSelector": {"pool": pool},
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &p)
+            .await
+            .unwrap();
+    }
 }
 
 /// Compacts etcd at its current revision (its JSON gateway: POST /v3/kv/range, then
