@@ -151,6 +151,22 @@ pub fn runtime_estimate(pod: &Pod) -> Result<Option<i64>, ConvertError> {
         })
 }
 
+/// Whether requests add up without overflowing: each quantity fits an i64, a few huge ones
+/// together need not. Requests are never negative, so this sum bounds every sum and maximum
+/// `pod_requests` takes on the way.
+fn countable<'a>(parts: impl Iterator<Item = &'a Resource>) -> Result<(), String> {
+    let mut sums: BTreeMap<&str, i64> = BTreeMap::new();
+    for part in parts {
+        for (name, value) in part.dimensions() {
+            let sum = sums.entry(name).or_default();
+            *sum = sum.checked_add(value).ok_or_else(|| {
+                format!("the requests of {name} add up to more than the scheduler can count")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// A pod as a task. `job` is the gang key (`namespace/name`) when the pod is ours.
 pub fn pod_to_update(pod: &Pod, job: Option<String>) -> Result<PodUpdate, ConvertError> {
     pod_to_update_with_warnings(pod, job).map(|(update, _)| update)
@@ -190,6 +206,13 @@ pub fn pod_to_update_with_warnings(
     }
     let overhead =
         resource_list(spec.overhead.as_ref()).map_err(|e| err("spec.overhead", e.to_string()))?;
+    countable(
+        containers
+            .iter()
+            .chain(init.iter().map(|(r, _)| r))
+            .chain([&overhead]),
+    )
+    .map_err(|m| err("spec.containers[*].resources", m))?;
     let resreq = pod_requests(&containers, &init, Some(&overhead));
 
     let mut affinity = Vec::new();
@@ -325,6 +348,47 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn requests_that_overflow_when_added_are_an_error_not_a_panic() {
+        // Found by fuzzing (fuzz/corpus/pod_dialects): each request fits an i64, their sum
+        // did not, and adding them panicked.
+        let p = pod(r#"
+metadata: {name: w-0, namespace: ml}
+spec:
+  containers:
+  - name: a
+    resources: {requests: {cpu: "9223372036854775807m"}}
+  - name: b
+    resources: {requests: {cpu: "1"}}
+  overhead: {memory: 1Gi}
+"#);
+        let e = pod_to_update(&p, None).unwrap_err();
+        assert_eq!(e.field, "spec.containers[*].resources");
+        assert_eq!(
+            e.to_string(),
+            "pod ml/w-0: spec.containers[*].resources: the requests of cpu add up to more than \
+             the scheduler can count"
+        );
+        let sidecars = pod(r#"
+metadata: {name: w-0, namespace: ml}
+spec:
+  containers: [{name: a, resources: {requests: {nvidia.com/gpu: "9e15"}}}]
+  initContainers:
+  - {name: s, restartPolicy: Always, resources: {requests: {nvidia.com/gpu: "9e15"}}}
+"#);
+        assert!(pod_to_update(&sidecars, None).is_err());
+        // The largest single request is fine.
+        let big = pod(r#"
+metadata: {name: w-0, namespace: ml}
+spec:
+  containers: [{name: a, resources: {requests: {cpu: "9223372036854775807m"}}}]
+"#);
+        assert_eq!(
+            pod_to_update(&big, None).unwrap().task.resreq.milli_cpu,
+            i64::MAX
+        );
     }
 
     #[test]

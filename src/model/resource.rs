@@ -86,7 +86,7 @@ pub fn parse_milli(text: &str) -> Result<i128, QuantityError> {
         "Ei" => exp2 = 60,
         other if other.starts_with(['e', 'E']) => {
             let exp: i32 = other[1..].parse().map_err(|_| malformed())?;
-            if exp.abs() > 40 {
+            if exp.unsigned_abs() > 40 {
                 return Err(too_large());
             }
             exp10 += exp;
@@ -99,8 +99,11 @@ pub fn parse_milli(text: &str) -> Result<i128, QuantityError> {
             .checked_mul(10i128.checked_pow(exp10 as u32).ok_or_else(too_large)?)
             .ok_or_else(too_large)?;
     } else {
-        let divisor = 10i128.checked_pow((-exp10) as u32).unwrap_or(i128::MAX);
-        value = (value + divisor - 1) / divisor;
+        let divisor = 10i128
+            .checked_pow(exp10.unsigned_abs())
+            .unwrap_or(i128::MAX);
+        // Rounded up without `value + divisor - 1`, which overflows.
+        value = value / divisor + i128::from(value % divisor != 0);
     }
     if negative && value != 0 {
         return Err(QuantityError::Negative(text.to_string()));
@@ -398,7 +401,8 @@ impl Resource {
 }
 
 fn div_ceil(a: i64, b: i64) -> i64 {
-    (a + b - 1).div_euclid(b)
+    // Not `(a + b - 1) / b`: that overflows for the largest quantities.
+    a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)
 }
 
 /// Formats one dimension's value in the unit people write for it.
@@ -562,6 +566,42 @@ mod tests {
             parse_milli("99999999999999999999999999999999999999"),
             Err(QuantityError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn tiny_quantities_and_huge_exponents_are_results_not_overflows() {
+        // Found by fuzzing (fuzz/corpus/quantity): a fraction below 10^-38 (whose divisor is
+        // capped at i128::MAX) overflowed while rounding up, and exponent i32::MIN
+        // overflowed `abs()`.
+        assert_eq!(parse_milli("1.592720323308E-35").unwrap(), 1, "rounds up");
+        assert_eq!(
+            parse_milli("0.000000000000000000000000000000000000000001").unwrap(),
+            1
+        );
+        assert_eq!(parse_milli("0e-30").unwrap(), 0);
+        assert!(matches!(
+            parse_milli("1e-2147483648"),
+            Err(QuantityError::TooLarge(_))
+        ));
+        assert!(matches!(
+            parse_milli("170141183460469231731687303715884105727n"),
+            Err(QuantityError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn the_largest_memory_and_pod_quantities_round_up_without_overflow() {
+        // Found by fuzzing (fuzz/corpus/quantity): bytes and pods are rounded up from
+        // thousandths, and `(a + 999) / 1000` overflowed at i64::MAX.
+        let r = Resource::new()
+            .with(MEMORY, "9223372036854775807m")
+            .unwrap()
+            .with(PODS, "9223372036854775807m")
+            .unwrap();
+        assert_eq!(r.memory, i64::MAX / 1000 + 1);
+        assert_eq!(r.pods, i64::MAX / 1000 + 1);
+        assert_eq!(div_ceil(-1500, 1000), -1);
+        assert_eq!(div_ceil(2000, 1000), 2);
     }
 
     #[test]

@@ -55,15 +55,28 @@ impl<'de> Deserialize<'de> for Millis {
                 )))
             }
         };
-        humantime::parse_duration(&text)
-            .map(|d| Millis(d.as_millis().min(i64::MAX as u128) as i64))
-            .map_err(|e| {
-                serde::de::Error::custom(format!(
-                    "{text:?} is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""
-                ))
-            })
+        let d = humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a duration ({e}); write e.g. \"30s\", \"10m\", \"1h 30m\""
+            ))
+        })?;
+        match i64::try_from(d.as_millis()) {
+            Ok(ms) if ms <= MAX_DURATION.0 => Ok(Millis(ms)),
+            _ => Err(serde::de::Error::custom(format!(
+                "{text:?} is longer than the simulator's limit of 100 years"
+            ))),
+        }
     }
 }
+
+/// The longest duration a scenario may name: virtual times stay far from overflowing
+/// (times add up: a repeat's `every` times its count, a runtime after a submit time).
+pub const MAX_DURATION: Millis = Millis(100 * 31_557_600 * 1000); // humantime's years: 365.25 days
+/// The most nodes a scenario may create (its node groups plus every `addNodes`), and the
+/// most pods (every job's replicas times its repeat count): a few lines of YAML must not
+/// ask the simulator for a billion of either.
+pub const MAX_NODES: u64 = 100_000;
+pub const MAX_PODS: u64 = 1_000_000;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -368,6 +381,28 @@ impl Scenario {
                 ));
             }
         }
+        let mut nodes: u64 = 0;
+        let node_counts = self
+            .node_groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (format!("nodeGroups[{i}].count"), g.count))
+            .chain(self.events.iter().enumerate().filter_map(|(i, e)| {
+                let c = e.add_nodes.as_ref()?;
+                Some((format!("events[{i}].addNodes.count"), c.count))
+            }));
+        for (field, count) in node_counts {
+            nodes += u64::from(count);
+            if nodes > MAX_NODES {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{nodes} nodes in all (node groups and addNodes events) is more than \
+                         the simulator's limit of {MAX_NODES}"
+                    ),
+                ));
+            }
+        }
         let mut queues: Vec<&str> = vec!["default"];
         for (i, q) in self.queues.iter().enumerate() {
             if q.weight == 0 {
@@ -392,6 +427,7 @@ impl Scenario {
             }
         }
         let mut names = Vec::new();
+        let mut pods: u64 = 0;
         for (i, j) in self.jobs.iter().enumerate() {
             let at = format!("jobs[{i}]");
             if names.contains(&(&j.namespace, &j.name)) {
@@ -424,6 +460,18 @@ impl Scenario {
                         "must be at least 1".into(),
                     ));
                 }
+            }
+            let copies = j.repeat.as_ref().map_or(1, |r| u64::from(r.count));
+            pods += copies * j.tasks.iter().map(|t| u64::from(t.replicas)).sum::<u64>();
+            if pods > MAX_PODS {
+                let field = if copies > 1 { "repeat.count" } else { "tasks" };
+                return Err(invalid(
+                    format!("{at}.{field}"),
+                    format!(
+                        "{pods} pods in all (every job's replicas times its repeat count) is \
+                         more than the simulator's limit of {MAX_PODS}"
+                    ),
+                ));
             }
             let total = j.task_count();
             for (k, member) in j.gang.group.iter().enumerate() {
@@ -510,6 +558,57 @@ mod tests {
     fn bundled_default_parses() {
         let s = Scenario::parse(DEFAULT_SCENARIO, "default.yaml").unwrap();
         assert!(!s.jobs.is_empty());
+    }
+
+    #[test]
+    fn huge_counts_and_durations_are_refused_not_simulated() {
+        // Found writing the scenario fuzz target (the inputs are in fuzz/corpus/scenario):
+        // replicas summed past u32::MAX panicked, a repeat's `every` times its count
+        // overflowed the virtual clock, and a few bytes could ask for billions of nodes or
+        // pods.
+        let msg = |text: String| Scenario::parse(&text, "s.yaml").unwrap_err().to_string();
+        let overflow = format!(
+            "{MINIMAL}jobs:\n- name: j\n  tasks:\n  - role: a\n    replicas: 4294967295\n  - role: b\n    replicas: 4294967295\n"
+        );
+        assert!(
+            msg(overflow).contains("s.yaml: jobs[0].tasks: 8589934590 pods in all"),
+            "replicas"
+        );
+        let repeated = format!(
+            "{MINIMAL}jobs:\n- name: j\n  repeat: {{count: 4000000, every: 10000years}}\n  tasks:\n  - role: a\n"
+        );
+        let m = msg(repeated);
+        assert!(m.contains("jobs[0].repeat.every"), "{m}");
+        assert!(
+            m.contains("longer than the simulator's limit of 100 years"),
+            "{m}"
+        );
+        let repeated = format!(
+            "{MINIMAL}jobs:\n- name: j\n  repeat: {{count: 4000000, every: 1s}}\n  tasks:\n  - role: a\n"
+        );
+        let m = msg(repeated);
+        assert!(
+            m.contains("jobs[0].repeat.count: 4000000 pods in all") && m.contains("1000000"),
+            "{m}"
+        );
+        let nodes =
+            "name: t\nnodeGroups:\n- name: g\n  count: 1000000000\n  allocatable: {cpu: 4}\n";
+        let m = msg(nodes.into());
+        assert!(
+            m.contains("nodeGroups[0].count: 1000000000 nodes in all")
+                && m.contains("limit of 100000"),
+            "{m}"
+        );
+        let added =
+            format!("{MINIMAL}events:\n- at: 1m\n  addNodes: {{group: g, count: 4294967295}}\n");
+        assert!(msg(added).contains("events[0].addNodes.count: 4294967296 nodes in all"));
+        let long = format!("{MINIMAL}maxTime: 18446744073709551615s\n");
+        assert!(msg(long).contains("maxTime"));
+        // At the limits, it loads.
+        let at_limits = format!(
+            "{MINIMAL}maxTime: 100years\njobs:\n- name: j\n  repeat: {{count: 1000, every: 36500days}}\n  tasks:\n  - role: a\n    replicas: 1000\n"
+        );
+        Scenario::parse(&at_limits, "s.yaml").unwrap();
     }
 
     #[test]
