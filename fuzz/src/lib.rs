@@ -13,11 +13,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use rust_batch::conf::SchedulerConf;
 use rust_batch::framework::Scheduler;
-use rust_batch::kube::convert::{self, pod_gang, pod_to_update_with_warnings};
-use rust_batch::kube::coscheduling::{cosched_to_job, SigsPodGroup, XK8sPodGroup};
-use rust_batch::kube::crd::{PodGroup, Queue};
-use rust_batch::kube::groups::{pod_group_to_job, queue_problems, queue_to_info};
-use rust_batch::kube::koordinator;
+use rust_batch::kube::convert::{self, pod_to_update_with_warnings};
+use rust_batch::kube::dialects::coscheduling::{cosched_to_job, SigsPodGroup, XK8sPodGroup};
+use rust_batch::kube::dialects::volcano::{
+    pod_group_to_job, queue_problems, queue_to_info, PodGroup, Queue,
+};
+use rust_batch::kube::dialects::{self as dialects, koordinator, pod_gang};
 use rust_batch::model::resource::{format_amount, parse_milli, CPU, GPU, MEMORY, PODS};
 use rust_batch::model::Resource;
 use rust_batch::sim::{Scenario, Simulation};
@@ -111,7 +112,7 @@ pub fn volcano_config(data: &[u8]) {
         return;
     };
     let _ = conf.to_string();
-    if Scheduler::new(conf).is_err() {
+    if Scheduler::new(conf, &rust_batch::REGISTRY).is_err() {
         return;
     }
     let mut scenario =
@@ -162,17 +163,17 @@ pub fn scenario(data: &[u8]) {
 
 /// Every pod key a dialect reads (src/kube/convert.rs, src/kube/koordinator.rs).
 pub const POD_KEYS: &[&str] = &[
-    convert::GROUP_NAME_ANNOTATION,
-    convert::VOLCANO_GROUP_NAME,
-    convert::TASK_SPEC_ANNOTATION,
-    convert::QUEUE_NAME_ANNOTATION,
+    dialects::GROUP_NAME_ANNOTATION,
+    dialects::VOLCANO_GROUP_NAME,
+    dialects::TASK_SPEC_ANNOTATION,
+    dialects::QUEUE_NAME_ANNOTATION,
     convert::RUNTIME_ANNOTATION,
     convert::RUNTIME_ESTIMATE_ANNOTATION,
-    convert::KUBE_BATCH_MIN_MEMBER,
-    convert::ACK_GROUP_NAME,
-    convert::ACK_GROUP_NAME_SHORT,
-    convert::ACK_MIN_AVAILABLE,
-    convert::X_K8S_POD_GROUP_LABEL,
+    dialects::KUBE_BATCH_MIN_MEMBER,
+    dialects::ACK_GROUP_NAME,
+    dialects::ACK_GROUP_NAME_SHORT,
+    dialects::ACK_MIN_AVAILABLE,
+    dialects::X_K8S_POD_GROUP_LABEL,
     koordinator::NAME,
     koordinator::MIN_AVAILABLE,
     koordinator::TOTAL_NUMBER,
@@ -358,7 +359,7 @@ pub fn pod_dialects(data: &[u8]) {
         }
         _ => None,
     };
-    let _ = convert::pod_group_name(&pod);
+    let _ = dialects::pod_group_name(&pod);
     let _ = convert::runtime_estimate(&pod);
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let _ = koordinator::gang_policy(&annotations, "default", "gang-a", "pod default/p");
