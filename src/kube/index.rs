@@ -2,7 +2,7 @@
 //! (see `watch`) applies, deletes and, on a relist, forgets objects here; the index turns
 //! them into the engine cache (nodes, pods, gangs, queues, budgets), keeps the API objects
 //! the status writer patches, and says per kind whether its list is complete — no cycle
-//! runs before every kind is (`Readiness`).
+//! runs before every kind is (`readiness`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,6 +20,7 @@ use super::dialects::coscheduling::{
 use super::dialects::volcano::{pod_group_to_job, queue_problems, queue_to_info, PodGroup, Queue};
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
+use super::readiness::Readiness;
 use super::recovery::Recovery;
 use crate::cache::Cache;
 use crate::framework::JobCondition;
@@ -27,49 +28,6 @@ use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus};
 
 /// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
 pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
-
-/// Whether each watched kind's list is complete.
-#[derive(Default, Debug)]
-pub struct Readiness {
-    kinds: BTreeMap<&'static str, KindState>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum KindState {
-    /// Not listed yet, or being listed again after the watch lost its place.
-    Listing,
-    Listed,
-    /// An optional kind whose CRD is not installed (its dialect is off).
-    Absent,
-}
-
-impl Readiness {
-    /// A kind is watched: nothing is decided until its list is in.
-    pub fn expect(&mut self, kind: &'static str) {
-        self.kinds.insert(kind, KindState::Listing);
-    }
-    pub fn listed(&mut self, kind: &'static str) {
-        self.kinds.insert(kind, KindState::Listed);
-    }
-    pub fn absent(&mut self, kind: &'static str) {
-        self.kinds.insert(kind, KindState::Absent);
-    }
-    /// Every watched kind is listed (or not installed).
-    pub fn complete(&self) -> bool {
-        !self.kinds.is_empty() && self.kinds.values().all(|s| *s != KindState::Listing)
-    }
-    /// The kinds whose list is not in yet.
-    pub fn waiting_for(&self) -> Vec<&'static str> {
-        self.kinds
-            .iter()
-            .filter(|(_, s)| **s == KindState::Listing)
-            .map(|(k, _)| *k)
-            .collect()
-    }
-    pub fn is_listed(&self, kind: &str) -> bool {
-        self.kinds.get(kind) == Some(&KindState::Listed)
-    }
-}
 
 /// Everything the watches know.
 #[derive(Default)]
@@ -773,22 +731,6 @@ mod tests {
         st.apply_group(&pod_group("21", "Inqueue"));
         assert_eq!(phase(&st).as_deref(), Some("Inqueue"), "newer event taken");
         assert!(older(Some("9"), Some("10")) && !older(Some("x"), Some("10")));
-    }
-
-    #[test]
-    fn readiness_waits_for_every_expected_kind_and_again_after_a_relist() {
-        let mut r = Readiness::default();
-        assert!(!r.complete(), "nothing watched yet: not ready");
-        r.expect("Pod");
-        r.expect("Node");
-        r.expect("scheduling.x-k8s.io PodGroup");
-        r.listed("Pod");
-        r.absent("scheduling.x-k8s.io PodGroup");
-        assert_eq!(r.waiting_for(), vec!["Node"]);
-        r.listed("Node");
-        assert!(r.complete());
-        r.expect("Pod"); // a relist
-        assert!(!r.complete());
     }
 
     fn pod(name: &str, gated: bool, scheduler: &str) -> Pod {

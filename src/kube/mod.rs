@@ -17,6 +17,7 @@ pub mod dialects;
 pub mod driver;
 pub mod events;
 pub mod index;
+pub mod readiness;
 pub mod recovery;
 pub mod retry;
 pub mod status;
