@@ -296,6 +296,7 @@ impl Index {
                 if !self.has_group_object(&job) {
                     self.cache.delete_job(&job);
                     self.verdicts.remove(&job);
+                    self.recovery.forget(&job);
                 }
             }
         }
@@ -312,6 +313,10 @@ impl Index {
     /// of every installed dialect are listed (a restarted scheduler must not tell pods
     /// that their group is missing before it has read the groups).
     pub fn report_missing_groups(&mut self) {
+        // A deleted group's pods were told once; forget it when they are gone too.
+        let orphans = self.cache.orphans();
+        self.deleted_groups
+            .retain(|key| orphans.get(key.as_str()).is_some_and(|o| !o.is_empty()));
         let mut missing = Vec::new();
         for (key, uids) in self.cache.orphans() {
             if self.deleted_groups.contains(&**key) {
