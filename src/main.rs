@@ -68,6 +68,13 @@ enum Command {
         /// Address for /metrics, /healthz and /readyz, or "off".
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_address: String,
+        /// The kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
+        /// service account), as kube-scheduler's and kubectl's --kubeconfig.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig context to use (default: its current context).
+        #[arg(long, value_name = "NAME")]
+        context: Option<String>,
         /// How long a gang that a refused bind left with fewer members bound than its
         /// minimum may wait for the rest (they are placed before any other gang's).
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -98,6 +105,33 @@ enum Command {
 /// driver says the same once per cause and interval (`kube::retry::warn_limited`), so an
 /// API server outage costs tens of lines, not one per request.
 const LOG_FILTER: &str = "info,kube=warn,kube_client::client::builder=off";
+
+/// A client from `--kubeconfig`/`--context` if given, else the usual inference.
+async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context,
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading --kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .with_context(|| format!("loading --kubeconfig {}", path.display()))?
+        }
+        None if options.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("loading the kubeconfig context")?,
+        None => kube::Config::infer()
+            .await
+            .context("loading the kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -136,6 +170,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             http_address,
             short_gang_timeout,
             short_gang_policy,
+            kubeconfig,
+            context,
         } => {
             let http_address = match http_address.as_str() {
                 "off" | "" => None,
@@ -154,7 +190,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async {
-                let client = kube::Client::try_default().await.context("loading the kubeconfig")?;
+                let client = kube_client(kubeconfig.as_deref(), context).await?;
                 let opts = rust_batch::kube::driver::DriverOptions {
                     scheduler_names,
                     schedule_period,

@@ -491,3 +491,68 @@ async fn s1_through_ack_labels_is_all_or_nothing() {
         "every worker on a node with 2 free GPUs of its own"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_and_context_flags_choose_the_cluster() {
+    let (ns, pool, name) = ("e2e-kubeconfig", "e2e-kubeconfig", "rb-kubeconfig");
+    let client = setup(ns).await;
+    fake_node(
+        &client,
+        "kubeconfig-n1",
+        pool,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    // The file's current context points nowhere; --context picks the real one. $KUBECONFIG
+    // names a file that does not exist, so only --kubeconfig can be what connects.
+    let mut config: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(scheduler_kubeconfig()).unwrap()).unwrap();
+    let real = config["contexts"][0]["context"].clone();
+    config["clusters"].as_sequence_mut().unwrap().push(
+        serde_yaml::from_str("{name: nowhere, cluster: {server: 'https://127.0.0.1:1'}}").unwrap(),
+    );
+    config["contexts"] =
+        serde_yaml::from_str("[{name: wrong, context: {cluster: nowhere, user: x}}]").unwrap();
+    let mut right = serde_yaml::Mapping::new();
+    right.insert("name".into(), "right".into());
+    right.insert("context".into(), real);
+    config["contexts"]
+        .as_sequence_mut()
+        .unwrap()
+        .push(right.into());
+    config["current-context"] = "wrong".into();
+    let path = std::env::temp_dir().join(format!("rb-contexts-{}.kubeconfig", std::process::id()));
+    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args(["run", "--scheduler-name", name, "--http-address", "off"])
+        .args(["--kubeconfig", path.to_str().unwrap(), "--context", "right"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("RUST_LOG", "info,kube=warn")
+        .spawn()
+        .expect("rust-batch starts");
+    let _scheduler = Scheduler(child);
+    pod_group(&client, ns, "g", 2).await;
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler: name,
+    };
+    for i in 0..2 {
+        place
+            .pod("g", &format!("g-{i}"), "main", json!({"cpu": "1"}), None)
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "the gang bound through --kubeconfig/--context",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            ["g-0", "g-1"]
+                .iter()
+                .all(|p| pods.get(*p).and_then(node_of).is_some())
+                .then_some(())
+        },
+    )
+    .await;
+}
