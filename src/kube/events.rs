@@ -104,7 +104,8 @@ impl Events {
         self.reported.remove(uid);
     }
 
-    /// Whether `uid` was last told `reason` with this message.
+    /// What `uid` was last told for `reason`.
+    #[cfg(test)]
     pub fn last(&self, uid: &str, reason: &str) -> Option<&str> {
         self.reported.get(uid)?.get(reason).map(String::as_str)
     }

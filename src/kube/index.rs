@@ -546,8 +546,8 @@ impl Index {
     }
 
     /// A PodGroup object of one kind is gone: another kind of the same name takes over, or
-    /// the gang goes and its pods say so. The status writer forgets it at once (it writes
-    /// only objects the index has).
+    /// the gang goes and its pods say so. The status writer drops it when it comes up: it
+    /// writes only objects the index has.
     pub fn delete_group(&mut self, dialect: Dialect, key: &str) {
         let uid = match dialect {
             Dialect::Volcano => self.pod_groups.remove(key).and_then(|g| g.uid()),

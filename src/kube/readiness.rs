@@ -42,9 +42,6 @@ impl Readiness {
             .map(|(k, _)| *k)
             .collect()
     }
-    pub fn is_listed(&self, kind: &str) -> bool {
-        self.kinds.get(kind) == Some(&KindState::Listed)
-    }
 }
 
 #[cfg(test)]

@@ -146,7 +146,8 @@ impl Gate {
         }
     }
 
-    /// Whether the gate is closed (for tests and metrics).
+    /// Whether the gate is closed.
+    #[cfg(test)]
     pub fn closed(&self) -> bool {
         self.lock().next_probe.is_some()
     }

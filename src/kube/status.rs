@@ -76,11 +76,6 @@ impl WriteQueue {
         Err(self.later.values().map(|(at, _)| *at - now).min())
     }
 
-    fn forget(&mut self, t: &Target) {
-        self.queued.remove(t);
-        self.later.remove(t);
-    }
-
     fn len(&self) -> usize {
         self.queued.len() + self.later.len()
     }
@@ -122,11 +117,6 @@ impl StatusWriter {
         if self.queue().mark(t) {
             self.wake.notify_one();
         }
-    }
-
-    /// Drops `t` (its object is gone).
-    pub fn forget(&self, t: &Target) {
-        self.queue().forget(t);
     }
 
     /// How many objects wait to be written.
@@ -378,18 +368,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn marks_coalesce_per_object_and_a_forgotten_object_is_never_written() {
+    fn marks_coalesce_per_object() {
         let mut q = WriteQueue::default();
         let a = Target::Group(Dialect::Volcano, "ns/a".into());
         let b = Target::Queue("q".into());
         assert!(q.mark(a.clone()));
         assert!(!q.mark(a.clone()), "one entry per object");
         assert!(q.mark(b.clone()));
-        q.forget(&a);
         let now = Instant::now();
+        assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(a));
         assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(b));
-        assert!(q.next(now).is_err(), "a was forgotten");
+        assert!(q.next(now).is_err());
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_deleted_pod_group_is_never_written() {
+        let mut ix = Index::default();
+        let pg: PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"minMember": 1}
+        }))
+        .unwrap();
+        ix.apply_group(&pg);
+        let t = Target::Group(Dialect::Volcano, "ns/a".into());
+        let (patch, rv) = patch_for(&ix, &t, 0).expect("a new PodGroup gets its status");
+        assert_eq!(
+            rv.as_deref(),
+            Some("7"),
+            "written over the version it was computed from"
+        );
+        assert_eq!(patch["status"]["phase"], "Pending");
+        ix.delete_group(Dialect::Volcano, "ns/a");
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "gone from the index: nothing to write"
+        );
     }
 
     #[test]
