@@ -10,12 +10,12 @@
 //! and only the changed node or job is cloned. Sessions change their copy the same way, so
 //! a cycle that touches k nodes clones k nodes, not the cluster.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use crate::model::{
-    GangRuntime, Hold, JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec, NodeTask,
-    PodGroupPhase, QueueInfo, TaskInfo, TaskStatus,
+    GangRuntime, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec,
+    NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
 use crate::snapshot::{ClusterState, Snapshot};
 
@@ -64,6 +64,11 @@ pub struct Cache {
     holds_by_job: HashMap<Arc<str>, Vec<Arc<str>>>,
     /// Binds and evictions in flight, laid over the pods as drivers report them.
     assumed: HashMap<Arc<str>, Assumption>,
+    /// Volcano HyperNodes by name, and the topology they describe, resolved against the
+    /// nodes when a snapshot first needs it after either changed (matching regexes against
+    /// every node name on each node event would be quadratic while a cluster comes up).
+    hypernodes: BTreeMap<String, HyperNodeSpec>,
+    hypernode_topology: OnceLock<Arc<Topology>>,
 }
 
 impl Cache {
@@ -73,7 +78,18 @@ impl Cache {
 
     /// O(1): see the module comment.
     pub fn snapshot(&self) -> Snapshot {
-        self.state.clone()
+        let mut state = self.state.clone();
+        if !self.hypernodes.is_empty() {
+            state.hypernodes = self
+                .hypernode_topology
+                .get_or_init(|| {
+                    let specs: Vec<HyperNodeSpec> = self.hypernodes.values().cloned().collect();
+                    let s = &self.state;
+                    Arc::new(Topology::from_hypernodes(&specs, s.nodes(), s.node_slots()))
+                })
+                .clone();
+        }
+        state
     }
 
     /// Forgets everything (a watch restarted from scratch).
@@ -89,9 +105,13 @@ impl Cache {
 
     pub fn apply_node(&mut self, spec: NodeSpec) {
         if let Some(id) = self.state.node_by_name(&spec.name) {
+            if self.state.node(id).labels != spec.labels {
+                self.hypernodes_changed();
+            }
             self.state.node_mut(id).update_spec(spec);
             return;
         }
+        self.hypernodes_changed();
         let node = NodeInfo::new(spec);
         let name = node.name.clone();
         let id = insert_slot(&mut self.state.nodes, &mut self.free_nodes, node);
@@ -117,6 +137,31 @@ impl Cache {
         Arc::make_mut(&mut self.state.nodes)[id.0 as usize] = None;
         self.free_nodes.push(id.0);
         Arc::make_mut(&mut self.state.node_ids).remove(&key);
+        self.hypernodes_changed();
+    }
+
+    // ----- network topology ------------------------------------------------------------
+
+    /// A Volcano HyperNode, added or changed.
+    pub fn apply_hypernode(&mut self, spec: HyperNodeSpec) {
+        if self.hypernodes.get(&spec.name) != Some(&spec) {
+            self.hypernodes.insert(spec.name.clone(), spec);
+            self.hypernodes_changed();
+        }
+    }
+
+    pub fn delete_hypernode(&mut self, name: &str) {
+        if self.hypernodes.remove(name).is_some() {
+            self.hypernodes_changed();
+        }
+    }
+
+    pub fn hypernode_names(&self) -> impl Iterator<Item = &String> {
+        self.hypernodes.keys()
+    }
+
+    fn hypernodes_changed(&mut self) {
+        self.hypernode_topology = OnceLock::new();
     }
 
     // ----- gangs ---------------------------------------------------------------------

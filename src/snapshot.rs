@@ -5,14 +5,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef};
+use crate::model::{
+    JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef, Topology,
+};
 
 /// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
 /// object clones only that object (`Arc::make_mut`).
 pub type Slots<T> = Arc<Vec<Option<Arc<T>>>>;
 
 /// The cluster as a session sees it. A snapshot from the cache is one of these; cloning it
-/// is O(1) (six `Arc` clones).
+/// is O(1) (seven `Arc` clones).
 #[derive(Clone, Default)]
 pub struct ClusterState {
     pub(crate) nodes: Slots<NodeInfo>,
@@ -22,6 +24,8 @@ pub struct ClusterState {
     pub(crate) queues: Arc<BTreeMap<Arc<str>, Arc<QueueInfo>>>,
     /// PodDisruptionBudgets (`namespace/name`) and how many more pods each lets go.
     pub(crate) budgets: Arc<BTreeMap<Arc<str>, u32>>,
+    /// The topology Volcano HyperNodes describe (empty without any).
+    pub(crate) hypernodes: Arc<Topology>,
 }
 
 impl ClusterState {
@@ -35,7 +39,7 @@ impl ClusterState {
         self.nodes.len()
     }
 
-    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> {
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> + Clone {
         self.nodes
             .iter()
             .enumerate()
@@ -73,6 +77,12 @@ impl ClusterState {
 
     pub fn queues(&self) -> impl Iterator<Item = &QueueInfo> {
         self.queues.values().map(|q| &**q)
+    }
+
+    /// The nested domains HyperNode objects describe, resolved against the nodes (empty
+    /// when there are none), with what was wrong with them.
+    pub fn hypernodes(&self) -> &Topology {
+        &self.hypernodes
     }
 
     /// How many more pods a PodDisruptionBudget lets go, as the cluster last said (None:

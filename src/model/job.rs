@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Resource, TaskInfo, TaskStatus, Timestamp};
+use super::{Resource, TaskInfo, TaskStatus, Timestamp, TopologyRequest};
 
 /// PodGroup phase (scheduling.volcano.sh/v1beta1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,6 +114,9 @@ pub struct JobSpec {
     pub phase: PodGroupPhase,
     pub policy: GangPolicy,
     pub origin: GangOrigin,
+    /// What the gang asks of the network topology (Volcano's `spec.networkTopology`, or
+    /// Kueue's TAS annotations on its pods).
+    pub topology: Option<TopologyRequest>,
 }
 
 /// A gang and its tasks, with per-status counts kept up to date so the gang votes
@@ -132,6 +135,7 @@ pub struct JobInfo {
     pub phase: PodGroupPhase,
     pub policy: GangPolicy,
     pub origin: GangOrigin,
+    pub topology: Option<Arc<TopologyRequest>>,
     pub runtime: GangRuntime,
     tasks: Vec<TaskInfo>,
     counts: [u32; TaskStatus::COUNT],
@@ -156,6 +160,7 @@ impl JobInfo {
             phase: PodGroupPhase::Pending,
             policy: GangPolicy::default(),
             origin: GangOrigin::default(),
+            topology: None,
             runtime: GangRuntime::default(),
             tasks: Vec::new(),
             counts: [0; TaskStatus::COUNT],
@@ -184,6 +189,15 @@ impl JobInfo {
         self.phase = spec.phase;
         self.policy = spec.policy;
         self.origin = spec.origin;
+        self.topology = spec.topology.map(Arc::new);
+    }
+
+    /// What the gang asks of the network topology: its own request (the PodGroup's), else
+    /// its first member's that has one (Kueue's pod annotations).
+    pub fn topology_request(&self) -> Option<&TopologyRequest> {
+        self.topology
+            .as_deref()
+            .or_else(|| self.tasks.iter().find_map(|t| t.topology.as_deref()))
     }
 
     pub fn tasks(&self) -> &[TaskInfo] {

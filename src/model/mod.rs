@@ -7,6 +7,7 @@ pub mod placement;
 mod queue;
 pub mod resource;
 mod task;
+pub mod topology;
 
 pub use job::{
     GangMode, GangOrigin, GangPolicy, GangRuntime, Hold, JobInfo, JobSpec, MatchPolicy,
@@ -17,6 +18,10 @@ pub use placement::{Placement, Taint, TaintEffect, Toleration};
 pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};
 pub use resource::{Resource, ResourceList};
 pub use task::{TaskInfo, TaskStatus};
+pub use topology::{
+    HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, Topology, TopologyBound,
+    TopologyMode, TopologyRequest,
+};
 
 /// Milliseconds on the driver's clock (virtual in the simulator, wall time in the live
 /// scheduler). The engine never reads a clock; it is handed `now`.

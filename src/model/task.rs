@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{Placement, Resource, Timestamp};
+use super::{Placement, Resource, Timestamp, TopologyRequest};
 
 /// Where a task is in its life, as in Volcano (see ARCHITECTURE §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -104,6 +104,9 @@ pub struct TaskInfo {
     /// The PodDisruptionBudgets (`namespace/name`) whose selector matches the pod: the
     /// eviction API refuses to evict it beyond what they allow.
     pub budgets: Vec<Arc<str>>,
+    /// What the pod asks of the network topology (Kueue's TAS annotations); a gang without
+    /// a request of its own takes its first member's.
+    pub topology: Option<Arc<TopologyRequest>>,
 }
 
 impl TaskInfo {
@@ -139,6 +142,7 @@ impl TaskInfo {
             estimate: None,
             started: None,
             budgets: Vec::new(),
+            topology: None,
         }
     }
 

@@ -227,6 +227,7 @@ impl Simulation {
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
             },
             origin: GangOrigin::Declared,
+            topology: None,
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.

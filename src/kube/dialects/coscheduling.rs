@@ -263,6 +263,7 @@ pub fn cosched_to_job<G: GroupObject>(group: &G) -> Result<JobSpec, ConvertError
         phase: phase_from_cosched(group.cosched_status().and_then(|s| s.phase.as_deref())),
         policy,
         origin: GangOrigin::Declared,
+        topology: None,
     })
 }
 

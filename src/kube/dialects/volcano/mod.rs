@@ -122,6 +122,7 @@ pub fn pod_group_to_job(
             .unwrap_or_default(),
         policy: Default::default(),
         origin: GangOrigin::Declared,
+        topology: None,
     })
 }
 
