@@ -290,7 +290,7 @@ fn valid(w: &World, r: &Rules, assignment: &[Option<usize>]) -> bool {
             return false;
         }
     }
-    !(r.one_rack && racks.len() > 1) && !(r.one_model && models.len() > 1)
+    !(r.one_rack && racks.len() > 1 || r.one_model && models.len() > 1)
 }
 
 /// Every assignment of pods to nodes or to none; true if one is valid.
