@@ -23,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::rc::Rc;
 
 use std::sync::Arc;
@@ -137,11 +138,16 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
 /// domain and per model, kept current by the event handlers.
 struct View {
     slots: usize,
-    /// Levels from the plugin's label keys, and from HyperNodes.
-    labels: Topology,
-    hypernodes: Arc<Topology>,
-    /// Levels for label keys gangs name that the arguments do not list (Kueue TAS).
-    extra: HashMap<String, TopologyLevel>,
+    /// Every level the session knows: the arguments' label levels, then the HyperNode
+    /// tiers, then label keys gangs name that the arguments do not list (Kueue TAS).
+    levels: Vec<TopologyLevel>,
+    label_levels: Range<usize>,
+    hypernode_levels: Range<usize>,
+    extra: HashMap<String, usize>,
+    /// Per level, per domain: what its schedulable nodes will have free.
+    domain_free: RefCell<Vec<Vec<Resource>>>,
+    /// Nodes in the cluster: a gang whose static predicates pass this many can use any.
+    node_count: usize,
     /// Per node slot, its GPU model (index into `models`).
     model_of: Vec<Option<u32>>,
     models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
@@ -158,8 +164,10 @@ impl Plugin for GpuAffinity {
     fn on_session_open(&self, ssn: &mut Session) {
         let state = ssn.state();
         let slots = state.node_slots();
-        let labels = Topology::from_labels(&self.levels, state.nodes(), slots);
-        let hypernodes = state.hypernodes.clone();
+        let mut levels = Topology::from_labels(&self.levels, state.nodes(), slots).levels;
+        let label_levels = 0..levels.len();
+        levels.extend(state.hypernodes.levels.iter().cloned());
+        let hypernode_levels = label_levels.end..levels.len();
         let mut extra = HashMap::new();
         for (_, job) in state.jobs() {
             if job.pending_count() == 0 {
@@ -169,7 +177,8 @@ impl Plugin for GpuAffinity {
                 if !self.levels.contains(key) && !extra.contains_key(key) {
                     let mut t =
                         Topology::from_labels(std::slice::from_ref(key), state.nodes(), slots);
-                    extra.insert(key.clone(), t.levels.remove(0));
+                    extra.insert(key.clone(), levels.len());
+                    levels.push(t.levels.remove(0));
                 }
             }
         }
@@ -197,11 +206,29 @@ impl Plugin for GpuAffinity {
                 model_of[id.0 as usize] = Some(i as u32);
             }
         }
+        let domain_free = levels
+            .iter()
+            .map(|l| {
+                l.domains
+                    .iter()
+                    .map(|d| {
+                        let mut sum = Resource::new();
+                        for n in &d.nodes {
+                            sum.add(&free[n.0 as usize]);
+                        }
+                        sum
+                    })
+                    .collect()
+            })
+            .collect();
         let view = Rc::new(View {
             slots,
-            labels,
-            hypernodes,
+            node_count: state.nodes().count(),
+            levels,
+            label_levels,
+            hypernode_levels,
             extra,
+            domain_free: RefCell::new(domain_free),
             model_of,
             models: models
                 .into_iter()
@@ -221,12 +248,19 @@ impl Plugin for GpuAffinity {
                 let Some(id) = view.node_ids.get(&node.name) else {
                     return;
                 };
-                let mut free = view.free.borrow_mut();
-                let slot = &mut free[id.0 as usize];
-                if sign < 0 {
-                    slot.sub(&e.task.resreq);
-                } else {
-                    slot.add(&e.task.resreq);
+                let change = |r: &mut Resource| {
+                    if sign < 0 {
+                        r.sub(&e.task.resreq);
+                    } else {
+                        r.add(&e.task.resreq);
+                    }
+                };
+                change(&mut view.free.borrow_mut()[id.0 as usize]);
+                let mut sums = view.domain_free.borrow_mut();
+                for (l, level) in view.levels.iter().enumerate() {
+                    if let Some(d) = level.domain_of[id.0 as usize] {
+                        change(&mut sums[l][d as usize]);
+                    }
                 }
             }) as crate::framework::EventFn
         };
@@ -235,7 +269,7 @@ impl Plugin for GpuAffinity {
         let v = view.clone();
         ssn.add(
             vote::GangDomains,
-            Box::new(move |state, id| plugin.gang_domains(&v, state.job(id))),
+            Box::new(move |state, id, usable| plugin.gang_domains(&v, state.job(id), usable)),
         );
         let plugin = self.clone();
         let v = view.clone();
@@ -265,9 +299,10 @@ impl Plugin for GpuAffinity {
     }
 }
 
-/// A gang's rules for this session: the domain levels it may use and whether it must.
-struct Wanted<'v> {
-    levels: Vec<&'v TopologyLevel>,
+/// A gang's rules for this session: the domain levels it may use (indices into
+/// `View::levels`, narrowest first) and whether it must.
+struct Wanted {
+    levels: Vec<usize>,
     hard: bool,
     rule: String,
 }
@@ -275,18 +310,17 @@ struct Wanted<'v> {
 impl GpuAffinity {
     /// The domain levels a gang may use, narrowest first, from its request (or the
     /// default: every level, softly); Err(why) for a hard request nothing can meet.
-    fn wanted<'v>(
+    fn wanted(
         &self,
-        view: &'v View,
+        view: &View,
         request: Option<&TopologyRequest>,
-    ) -> Result<Option<Wanted<'v>>, String> {
-        let default_levels = || -> Vec<&'v TopologyLevel> {
-            let topo = if view.hypernodes.is_empty() {
-                &view.labels
+    ) -> Result<Option<Wanted>, String> {
+        let default_levels = || -> Vec<usize> {
+            if view.hypernode_levels.is_empty() {
+                view.label_levels.clone().collect()
             } else {
-                &*view.hypernodes
-            };
-            topo.levels.iter().collect()
+                view.hypernode_levels.clone().collect()
+            }
         };
         let Some(req) = request else {
             let levels = default_levels();
@@ -310,13 +344,17 @@ impl GpuAffinity {
             if hard { "hard" } else { "soft" },
             req.describe_bound()
         );
-        let levels: Vec<&'v TopologyLevel> = match &req.bound {
+        let levels: Vec<usize> = match &req.bound {
             TopologyBound::Unbounded => default_levels(),
             TopologyBound::Tier(tier) => {
-                let topo = &view.hypernodes;
-                match topo.highest_level_within_tier(*tier) {
-                    Some(top) => topo.levels[..=top].iter().collect(),
-                    None if hard && topo.is_empty() => {
+                let within: Vec<usize> = view
+                    .hypernode_levels
+                    .clone()
+                    .filter(|l| view.levels[*l].tier.is_some_and(|t| t <= *tier))
+                    .collect();
+                match within.last() {
+                    Some(_) => within,
+                    None if hard && view.hypernode_levels.is_empty() => {
                         return Err(format!(
                             "{rule}: no HyperNodes describe the network topology"
                         ))
@@ -330,13 +368,17 @@ impl GpuAffinity {
                 }
             }
             TopologyBound::LabelKey(key) => {
-                match view.labels.levels.iter().position(|l| &*l.key == key) {
-                    Some(top) => view.labels.levels[..=top].iter().collect(),
-                    None => view.extra.get(key).into_iter().collect(),
+                match view
+                    .label_levels
+                    .clone()
+                    .find(|l| &*view.levels[*l].key == key)
+                {
+                    Some(top) => (view.label_levels.start..=top).collect(),
+                    None => view.extra.get(key).copied().into_iter().collect(),
                 }
             }
         };
-        if hard && levels.iter().all(|l| l.domains.is_empty()) {
+        if hard && levels.iter().all(|l| view.levels[*l].domains.is_empty()) {
             return Err(format!("{rule}: no node has such a domain"));
         }
         Ok(Some(Wanted { levels, hard, rule }))
@@ -375,12 +417,23 @@ impl GpuAffinity {
             })
     }
 
-    fn gang_domains(&self, view: &View, job: &JobInfo) -> Option<GangDomains> {
-        if job.pending_count() == 0 || job.tasks().len() < 2 {
+    fn gang_domains(
+        &self,
+        view: &View,
+        job: &JobInfo,
+        usable: &[crate::framework::StaticNodes],
+    ) -> Option<GangDomains> {
+        if job.pending_count() == 0 {
+            return None;
+        }
+        let request = job.topology_request();
+        // One pod is in one domain and on one model whatever happens, unless it asks for a
+        // domain outright (it must then land inside one, or wait).
+        if job.tasks().len() < 2 && request.is_none_or(|r| r.mode == TopologyMode::Soft) {
             return None;
         }
         let model = self.model_rule(view, job);
-        let wanted = match self.wanted(view, job.topology_request()) {
+        let wanted = match self.wanted(view, request) {
             Ok(w) => w,
             Err(why) => {
                 return Some(GangDomains {
@@ -398,10 +451,19 @@ impl GpuAffinity {
         let dominant = self.dominant(&need);
         let placed = placed_nodes(view, job);
         let free = view.free.borrow();
-        let domain_free = |nodes: &[NodeId]| {
+        let sums = view.domain_free.borrow();
+        // Room on nodes the gang's pods cannot use (another pool, a taint) is no room: sum
+        // only usable nodes unless the gang can use every node.
+        let unconstrained = usable.iter().any(|u| u.nodes().len() == view.node_count);
+        let domain_free = |l: usize, d: usize| {
+            if unconstrained {
+                return sums[l][d].clone();
+            }
             let mut sum = Resource::new();
-            for n in nodes {
-                sum.add(&free[n.0 as usize]);
+            for n in &view.levels[l].domains[d].nodes {
+                if usable.iter().any(|u| u.passes(*n)) {
+                    sum.add(&free[n.0 as usize]);
+                }
             }
             sum
         };
@@ -420,17 +482,18 @@ impl GpuAffinity {
         let mut options = Vec::new();
         let mut shortfall = None;
         if let Some(w) = &wanted {
-            for level in &w.levels {
+            for &l in &w.levels {
+                let level = &view.levels[l];
                 let mut fits: Vec<(i64, usize)> = Vec::new();
                 let mut best: Option<(i64, usize)> = None;
-                for (d, domain) in level.domains.iter().enumerate() {
+                for d in 0..level.domains.len() {
                     if !placed
                         .iter()
                         .all(|n| level.domain_of[n.0 as usize] == Some(d as u32))
                     {
                         continue;
                     }
-                    let room = domain_free(&domain.nodes);
+                    let room = domain_free(l, d);
                     let left = room.get(&dominant) - need.get(&dominant);
                     if best.is_none_or(|(b, _)| left > b) {
                         best = Some((left, d));
@@ -460,12 +523,15 @@ impl GpuAffinity {
             }
             // Soft: the fewest domains of the narrowest level that hold the gang together.
             if !w.hard {
-                if let Some(level) = w.levels.first() {
-                    let mut by_room: Vec<(i64, usize)> = level
-                        .domains
+                if let Some(&l) = w.levels.first() {
+                    let level = &view.levels[l];
+                    let rooms: Vec<Resource> = (0..level.domains.len())
+                        .map(|d| domain_free(l, d))
+                        .collect();
+                    let mut by_room: Vec<(i64, usize)> = rooms
                         .iter()
                         .enumerate()
-                        .map(|(d, dom)| (domain_free(&dom.nodes).get(&dominant), d))
+                        .map(|(d, room)| (room.get(&dominant), d))
                         .collect();
                     by_room.sort_by(|a, b| b.cmp(a));
                     let mut nodes = Vec::new();
@@ -474,7 +540,7 @@ impl GpuAffinity {
                     for (k, &(_, d)) in by_room.iter().enumerate() {
                         let domain = &level.domains[d];
                         nodes.extend(&domain.nodes);
-                        room.add(&domain_free(&domain.nodes));
+                        room.add(&rooms[d]);
                         names.push(domain.name.to_string());
                         if k >= 1 && need.fits(&room) {
                             nodes.sort_unstable();
@@ -567,7 +633,7 @@ impl GpuAffinity {
             return false;
         }
         match self.wanted(view, job.topology_request()) {
-            Ok(Some(w)) if w.hard => w.levels.iter().any(|l| {
+            Ok(Some(w)) if w.hard => w.levels.iter().map(|l| &view.levels[*l]).any(|l| {
                 let d = l.domain_of[nodes[0].0 as usize];
                 d.is_some() && nodes.iter().all(|n| l.domain_of[n.0 as usize] == d)
             }),
@@ -813,6 +879,43 @@ tiers:
     }
 
     #[test]
+    fn room_the_gang_cannot_use_does_not_count() {
+        // Three racks of pool a, and a roomier rack of pool b that the gang's nodeSelector
+        // excludes: the fewest racks are counted among what the gang can use.
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 3, 2);
+        for i in 0..4 {
+            cache.apply_node(labelled(
+                &format!("r9-n{i}"),
+                &[("cpu", "8"), ("memory", "16Gi")],
+                &[("example.com/rack", "r9"), ("pool", "b")],
+            ));
+        }
+        let mut gang = Gang::new("pooled", 5).tasks("worker", 5, &[("cpu", "2")]);
+        for t in &mut gang.tasks {
+            let mut p = (*t.placement).clone();
+            p.node_selector = BTreeMap::from([("pool".to_string(), "a".to_string())]);
+            t.set_placement(p);
+        }
+        for r in 0..3 {
+            for i in 0..2 {
+                let name = format!("r{r}-n{i}");
+                let mut spec = labelled(
+                    &name,
+                    &[("cpu", "4"), ("memory", "16Gi")],
+                    &[("example.com/rack", &format!("r{r}")), ("pool", "a")],
+                );
+                spec.name = name;
+                cache.apply_node(spec);
+            }
+        }
+        let job = gang.apply(&mut cache);
+        let nodes = nodes_of(&run_cycle(&cache, Some(CONF)), &job);
+        assert_eq!(nodes.len(), 5);
+        assert_eq!(racks_of(&nodes).len(), 2, "{nodes:?}");
+    }
+
+    #[test]
     fn a_kueue_required_topology_keeps_the_gang_in_one_domain_of_that_label() {
         let mut cache = cache_with_default_queue();
         racks(&mut cache, 2, 2);
@@ -923,6 +1026,17 @@ tiers:
             )
         );
         assert_eq!(nodes_of(&result, &good).len(), 2);
+        // One pod asking for a domain outright is held to it too.
+        let lone = Gang::new("lone", 1)
+            .created(3)
+            .tasks("worker", 1, &[("cpu", "1")])
+            .network_topology("hard", Some(0))
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert!(nodes_of(&result, &lone).is_empty());
+        assert!(condition_message(&result, &lone)
+            .unwrap()
+            .contains("highestTierAllowed must be at least 1"));
         // A hard tier with no HyperNodes at all says so.
         let mut cache = cache_with_default_queue();
         racks(&mut cache, 1, 2);

@@ -152,6 +152,20 @@ enum Step {
 /// that the budget would run out anyway.
 const MAX_CLASSES: usize = 256;
 
+/// A role's classes are built from the first nodes (in id order) where one of its pods fits,
+/// at least this many and at least four per pod: on a large domain the search then costs in
+/// proportion to the gang, not to the domain (at the price of completeness there; small
+/// worlds, where a miss would show, are scanned whole).
+const MIN_NODES_SCANNED: usize = 64;
+
+/// Feasible nodes counted per role to rank roles by how constrained they are: past this,
+/// a role is not constrained.
+const FEASIBLE_COUNTED: usize = 64;
+
+/// Above this many candidate nodes the sum of their free resources is not checked before a
+/// search inside a node set (the plugin naming the set checked the set's capacity).
+const ROOM_CHECK_NODES: usize = 512;
+
 impl Statement<'_> {
     /// Searches for a placement of `tasks` (the gang's pending members) that makes the gang
     /// ready or pipelined, inside `within` if given. On success the placement is left in
@@ -200,7 +214,9 @@ impl Statement<'_> {
                 masks[n.0 as usize] |= u.bit;
             }
         }
-        if !self.room_for(&units, need) {
+        let candidates: usize = units.iter().map(|u| u.candidates.len()).sum();
+        let checked_by_plugin = within.is_some() && candidates > ROOM_CHECK_NODES;
+        if !checked_by_plugin && !self.room_for(&units, need) {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
         let mut search = Search {
@@ -280,6 +296,7 @@ impl Statement<'_> {
                 let feasible = candidates
                     .iter()
                     .filter(|n| dynamic_fit(&self.votes, t, self.node(**n)).is_ok())
+                    .take(FEASIBLE_COUNTED)
                     .count();
                 (
                     feasible,
@@ -420,11 +437,17 @@ impl Statement<'_> {
         let t = self.task(first);
         let mut index: HashMap<u64, usize> = HashMap::new();
         let mut classes: Vec<(f64, f64, Vec<NodeId>)> = Vec::new();
+        let enough = MIN_NODES_SCANNED.max(4 * unit.tasks.len());
+        let mut found = 0;
         for &n in &unit.candidates {
+            if found >= enough {
+                break;
+            }
             let node = self.node(n);
             if dynamic_fit(&self.votes, t, node).is_err() {
                 continue;
             }
+            found += 1;
             let mut h = std::hash::DefaultHasher::new();
             node.allocatable.hash(&mut h);
             node.idle.hash(&mut h);

@@ -78,8 +78,11 @@ pub type QueueCheckFn = Box<dyn Fn(&QueueInfo) -> bool>;
 pub type AllocatableFn = Box<dyn Fn(&QueueInfo, &TaskInfo) -> bool>;
 pub type EventFn = Box<dyn Fn(&Event)>;
 /// Where a gang should go: node sets (topology domains, GPU models) to place it inside,
-/// best first, or `None` to abstain (see `GangDomains`).
-pub type GangDomainsFn = Box<dyn Fn(&ClusterState, JobId) -> Option<GangDomains>>;
+/// best first, or `None` to abstain (see `GangDomains`). Given the nodes that pass the
+/// static predicates of the gang's pending tasks (one entry per distinct placement), so
+/// that room on nodes the gang cannot use is not counted.
+pub type GangDomainsFn =
+    Box<dyn Fn(&ClusterState, JobId, &[super::StaticNodes]) -> Option<GangDomains>>;
 pub type JobEnqueuedFn = Box<dyn Fn(&JobInfo)>;
 
 /// Functions of one kind, grouped by tier in configuration order.
@@ -482,11 +485,23 @@ impl Session {
     }
 
     /// Where the gang should go: the first plugin's answer that does not abstain.
-    pub fn gang_domains(&self, job: JobId) -> Option<GangDomains> {
+    pub fn gang_domains(&mut self, job: JobId) -> Option<GangDomains> {
+        if self.votes.gang_domains.is_empty() {
+            return None;
+        }
+        let mut usable: Vec<(u64, super::StaticNodes)> = Vec::new();
+        for task in self.tasks_in(job, crate::model::TaskStatus::Pending) {
+            let key = self.task(task).placement_key;
+            if !usable.iter().any(|(k, _)| *k == key) {
+                let nodes = self.static_nodes(task);
+                usable.push((key, nodes));
+            }
+        }
+        let usable: Vec<super::StaticNodes> = usable.into_iter().map(|(_, n)| n).collect();
         self.votes
             .gang_domains
             .all()
-            .find_map(|f| f(&self.state, job))
+            .find_map(|f| f(&self.state, job, &usable))
     }
 
     /// Sum of every node-order plugin's score.

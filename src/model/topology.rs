@@ -407,19 +407,19 @@ fn resolve<'a>(
             }
             MemberSelector::Exact(name) => Matcher::Exact(name),
             MemberSelector::Labels(labels) => Matcher::Labels(labels),
-            MemberSelector::Regex(pattern) => {
-                match regex::Regex::new(&format!("^(?:{pattern})$")) {
-                    Ok(re) => Matcher::Regex(re),
-                    Err(e) => {
-                        problems.push(format!(
-                            "{field}.selector.regexMatch.pattern {pattern:?} is not a valid \
+            // Unanchored, as Volcano's Go regexp.MatchString: anchor the pattern to match
+            // whole names.
+            MemberSelector::Regex(pattern) => match regex::Regex::new(pattern) {
+                Ok(re) => Matcher::Regex(re),
+                Err(e) => {
+                    problems.push(format!(
+                        "{field}.selector.regexMatch.pattern {pattern:?} is not a valid \
                          regular expression ({}); member skipped",
-                            e.to_string().lines().last().unwrap_or_default().trim()
-                        ));
-                        continue;
-                    }
+                        e.to_string().lines().last().unwrap_or_default().trim()
+                    ));
+                    continue;
                 }
-            }
+            },
         };
         match &m.kind {
             MemberKind::Unknown(kind) => problems.push(format!(
