@@ -11,6 +11,7 @@ use rust_batch::kube::dialects::crds::{crd_files, crd_yaml, write_crds};
 use rust_batch::kube::dialects::volcano::api::{
     NetworkTopologyMode, PodGroup, PodGroupConditionType, PodGroupPhase, Queue, QueueState,
 };
+use rust_batch::kube::dialects::volcano::HyperNode;
 use serde_json::json;
 
 const CRDS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
@@ -62,6 +63,7 @@ fn crd_yaml_holds_every_crd_and_is_deterministic() {
             "queues.scheduling.volcano.sh",
             "podgroups.scheduling.x-k8s.io",
             "podgroups.scheduling.sigs.k8s.io",
+            "hypernodes.topology.volcano.sh",
         ]
     );
 }
@@ -226,7 +228,7 @@ fn objects<'a>(
 
 #[test]
 fn every_object_in_spec_and_status_keeps_unknown_fields() {
-    for crd in [PodGroup::crd(), Queue::crd()] {
+    for crd in [PodGroup::crd(), Queue::crd(), HyperNode::crd()] {
         let root = version_schema(&crd);
         let props = root.properties.as_ref().unwrap();
         for part in ["spec", "status"] {
@@ -311,4 +313,62 @@ fn subresources_scope_and_names_match_upstream() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(columns, ["PARENT", "AGE"]);
+}
+
+/// Upstream's HyperNode schema, minus what would keep the scheduler from reporting bad
+/// members itself: the member type is any string, the selector has no CEL rules.
+#[test]
+fn hypernode_crd_matches_upstream_but_lets_bad_members_through() {
+    let hn = HyperNode::crd();
+    assert_eq!(
+        hn.metadata.name.as_deref(),
+        Some("hypernodes.topology.volcano.sh")
+    );
+    assert_eq!(hn.spec.group, "topology.volcano.sh");
+    assert_eq!(hn.spec.versions[0].name, "v1alpha1");
+    assert_eq!(hn.spec.scope, "Cluster");
+    assert_eq!(hn.spec.names.plural, "hypernodes");
+    assert_eq!(
+        hn.spec.names.short_names.as_deref(),
+        Some(&["hn".to_string()][..])
+    );
+    let props = version_schema(&hn).properties.as_ref().unwrap();
+    let spec = &props["spec"];
+    assert_eq!(spec.required.as_deref(), Some(&["tier".to_string()][..]));
+    let spec_props = spec.properties.as_ref().unwrap();
+    assert_eq!(spec_props["tier"].type_.as_deref(), Some("integer"));
+    assert_eq!(spec_props["tierName"].type_.as_deref(), Some("string"));
+    let Some(JSONSchemaPropsOrArray::Schema(member)) = &spec_props["members"].items else {
+        panic!("members is a list");
+    };
+    let member = member.properties.as_ref().unwrap();
+    assert_eq!(member["type"].type_.as_deref(), Some("string"));
+    assert!(
+        member["type"].enum_.is_none(),
+        "no enum: an unknown type is reported, not refused"
+    );
+    let selector = &member["selector"];
+    assert!(selector.x_kubernetes_validations.is_none());
+    let selector = selector.properties.as_ref().unwrap();
+    for (field, inner) in [
+        ("exactMatch", "name"),
+        ("regexMatch", "pattern"),
+        ("labelMatch", "matchLabels"),
+    ] {
+        assert!(
+            selector[field]
+                .properties
+                .as_ref()
+                .unwrap()
+                .contains_key(inner),
+            "selector.{field}.{inner}"
+        );
+    }
+    let status = props["status"].properties.as_ref().unwrap();
+    assert!(status.contains_key("conditions") && status.contains_key("nodeCount"));
+    assert!(hn.spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .is_some());
 }

@@ -58,4 +58,8 @@ fn manifests_parse_and_the_shipped_config_loads() {
         can("poddisruptionbudgets", "watch"),
         "victims are chosen within disruption budgets"
     );
+    assert!(
+        can("hypernodes", "list") && can("hypernodes", "watch"),
+        "topology-aware placement reads Volcano HyperNodes"
+    );
 }

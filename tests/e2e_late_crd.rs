@@ -1,8 +1,9 @@
 //! End-to-end on a real control plane: a PodGroup CRD that is not installed turns its
 //! dialect off with one log line (no error flood), its pods wait with an event, and the
-//! scheduler turns the dialect on by itself when the CRD is installed later. This binary
-//! removes the legacy PodGroup CRD, so it holds a single test (test binaries run one after
-//! another; the others install every CRD again).
+//! scheduler turns the dialect on by itself when the CRD is installed later. The HyperNode
+//! CRD, missing too, holds nothing up either and is watched once installed. This binary
+//! removes the legacy PodGroup and HyperNode CRDs, so it holds a single test (test binaries
+//! run one after another; the others install every CRD again).
 
 mod common;
 
@@ -15,19 +16,20 @@ use rust_batch::kube::dialects::coscheduling::SigsPodGroup;
 use serde_json::json;
 
 const CRD: &str = "podgroups.scheduling.sigs.k8s.io";
+const HYPERNODE_CRD: &str = "hypernodes.topology.volcano.sh";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_crd_disables_its_dialect_with_one_line_until_it_is_installed() {
     let client = client().await;
     install_crds(&client).await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    let _ = crds.delete(CRD, &DeleteParams::default()).await;
-    wait_for(
-        Duration::from_secs(60),
-        "legacy PodGroup CRD gone",
-        || async { crds.get_opt(CRD).await.ok()?.is_none().then_some(()) },
-    )
-    .await;
+    for crd in [CRD, HYPERNODE_CRD] {
+        let _ = crds.delete(crd, &DeleteParams::default()).await;
+        wait_for(Duration::from_secs(60), &format!("{crd} gone"), || async {
+            crds.get_opt(crd).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
 
     let log = std::env::temp_dir().join(format!("rust-batch-late-crd-{}.log", std::process::id()));
     let name = "rust-batch-late-crd";
@@ -109,6 +111,19 @@ async fn a_missing_crd_disables_its_dialect_with_one_line_until_it_is_installed(
     )
     .await;
 
+    // Polled for every 10 s, like the dialect's.
+    wait_for(
+        Duration::from_secs(30),
+        "a line says HyperNodes are watched",
+        || async {
+            std::fs::read_to_string(&log)
+                .unwrap()
+                .lines()
+                .any(|l| l.contains("topology.volcano.sh HyperNode") && l.contains("CRD installed"))
+                .then_some(())
+        },
+    )
+    .await;
     let text = std::fs::read_to_string(&log).unwrap();
     let off: Vec<&str> = text
         .lines()
@@ -123,6 +138,23 @@ async fn a_missing_crd_disables_its_dialect_with_one_line_until_it_is_installed(
         text.lines()
             .any(|l| l.contains("CRD installed") && l.contains("scheduling.sigs.k8s.io")),
         "a line says it is on again:\n{text}"
+    );
+    let hypernode = |l: &&str| l.contains("topology.volcano.sh HyperNode");
+    let off: Vec<&str> = text
+        .lines()
+        .filter(hypernode)
+        .filter(|l| l.contains("CRD not installed"))
+        .collect();
+    assert_eq!(
+        off.len(),
+        1,
+        "exactly one line says HyperNodes are off:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .filter(hypernode)
+            .any(|l| l.contains("CRD installed")),
+        "a line says HyperNodes are watched:\n{text}"
     );
     let failures = text.lines().filter(|l| l.contains("watch failed")).count();
     assert!(failures <= 1, "no flood of watch errors:\n{text}");

@@ -15,7 +15,9 @@ use crate::model::placement::{
     TolerationOperator,
 };
 use crate::model::resource::{pod_requests, QuantityError};
-use crate::model::{NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp};
+use crate::model::{
+    NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp, TopologyRequest,
+};
 
 use super::dialects::TASK_SPEC_ANNOTATION;
 
@@ -32,6 +34,20 @@ pub const RUNTIME_ESTIMATE_ANNOTATION: &str = "rust-batch.io/runtime-estimate";
 pub struct ConvertError {
     pub object: String,
     pub field: String,
+    pub message: String,
+}
+
+/// Reason of the event for an unparsable runtime estimate.
+pub const BAD_RUNTIME_ESTIMATE: &str = "BadRuntimeEstimate";
+/// Reason of the event for a malformed topology request (Kueue TAS annotations on a pod,
+/// Volcano's `spec.networkTopology` on a PodGroup).
+pub const INVALID_NETWORK_TOPOLOGY: &str = "InvalidNetworkTopology";
+
+/// A problem with a pod that does not stop it from being scheduled; the driver reports it
+/// as a Warning event with this reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodWarning {
+    pub reason: &'static str,
     pub message: String,
 }
 
@@ -173,11 +189,13 @@ pub fn pod_to_update(pod: &Pod, job: Option<String>) -> Result<PodUpdate, Conver
 }
 
 /// Like `pod_to_update`, with the problems that do not stop the pod from being scheduled
-/// (an unparsable runtime estimate is ignored): the driver reports them as Warning events.
+/// (an unparsable runtime estimate is ignored; a malformed Kueue topology annotation is
+/// passed on with its problem, for the engine to decide): the driver reports them as
+/// Warning events.
 pub fn pod_to_update_with_warnings(
     pod: &Pod,
     job: Option<String>,
-) -> Result<(PodUpdate, Vec<ConvertError>), ConvertError> {
+) -> Result<(PodUpdate, Vec<PodWarning>), ConvertError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let object = format!("pod {ns}/{name}");
@@ -283,10 +301,24 @@ pub fn pod_to_update_with_warnings(
             Some("system-cluster-critical" | "system-node-critical")
         );
     let mut warnings = Vec::new();
+    // Kueue's TAS annotations: the pod set's topology domain.
+    task.topology =
+        TopologyRequest::from_kueue(&annotations, &format!("{ns}/{name}")).map(|request| {
+            if let Some(problem) = &request.problem {
+                warnings.push(PodWarning {
+                    reason: INVALID_NETWORK_TOPOLOGY,
+                    message: problem.clone(),
+                });
+            }
+            Arc::new(request)
+        });
     task.estimate = match runtime_estimate(pod) {
         Ok(estimate) => estimate,
         Err(e) => {
-            warnings.push(e);
+            warnings.push(PodWarning {
+                reason: BAD_RUNTIME_ESTIMATE,
+                message: e.to_string(),
+            });
             spec.active_deadline_seconds
                 .filter(|s| *s > 0)
                 .map(|s| s.saturating_mul(1000))
@@ -583,7 +615,8 @@ spec: {activeDeadlineSeconds: 120, containers: []}
         let (u, warnings) = pod_to_update_with_warnings(&bad, Some("ns/g".into())).unwrap();
         assert_eq!(u.task.estimate, Some(120_000), "the deadline still serves");
         assert_eq!(warnings.len(), 1);
-        let w = warnings[0].to_string();
+        assert_eq!(warnings[0].reason, "BadRuntimeEstimate");
+        let w = &warnings[0].message;
         assert!(
             w.contains("pod ns/b")
                 && w.contains("rust-batch.io/runtime-estimate")
@@ -593,6 +626,74 @@ spec: {activeDeadlineSeconds: 120, containers: []}
         let bad_only = pod("metadata: {name: c, annotations: {rust-batch.io/runtime-estimate: '-'}}\nspec: {containers: []}\n");
         let (u, warnings) = pod_to_update_with_warnings(&bad_only, None).unwrap();
         assert_eq!((u.task.estimate, warnings.len()), (None, 1));
+    }
+
+    #[test]
+    fn kueue_topology_annotations_become_the_pods_request() {
+        use crate::model::{TopologyBound, TopologyMode};
+        let required = pod(r#"
+metadata:
+  name: w-0
+  namespace: ml
+  annotations: {kueue.x-k8s.io/podset-required-topology: example.com/rack}
+spec: {containers: []}
+"#);
+        let (u, warnings) = pod_to_update_with_warnings(&required, None).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let t = u.task.topology.expect("a request");
+        assert_eq!(
+            (t.mode, &t.bound, &t.problem),
+            (
+                TopologyMode::Hard,
+                &TopologyBound::LabelKey("example.com/rack".into()),
+                &None
+            )
+        );
+        let preferred = pod(r#"
+metadata:
+  name: w-1
+  namespace: ml
+  annotations: {kueue.x-k8s.io/podset-preferred-topology: topology.kubernetes.io/zone}
+spec: {containers: []}
+"#);
+        let t = pod_to_update(&preferred, None)
+            .unwrap()
+            .task
+            .topology
+            .unwrap();
+        assert_eq!(t.mode, TopologyMode::Soft);
+        let plain = pod("metadata: {name: p}\nspec: {containers: []}\n");
+        assert!(pod_to_update(&plain, None).unwrap().task.topology.is_none());
+    }
+
+    #[test]
+    fn a_malformed_kueue_annotation_is_passed_on_with_a_warning() {
+        let bad = pod(r#"
+metadata:
+  name: w-0
+  namespace: ml
+  annotations: {kueue.x-k8s.io/podset-required-topology: "not a key/"}
+spec: {containers: []}
+"#);
+        let (u, warnings) = pod_to_update_with_warnings(&bad, Some("ml/g".into())).unwrap();
+        let t = u
+            .task
+            .topology
+            .expect("the request is kept: a hard one makes the gang wait");
+        let problem = t.problem.clone().expect("with its problem");
+        assert!(
+            problem.starts_with(
+                "pod ml/w-0: annotation kueue.x-k8s.io/podset-required-topology \"not a key/\""
+            ),
+            "{problem}"
+        );
+        assert_eq!(
+            warnings,
+            vec![PodWarning {
+                reason: "InvalidNetworkTopology",
+                message: problem
+            }]
+        );
     }
 
     #[test]

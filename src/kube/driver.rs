@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::binder::Binder;
 use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
-use super::dialects::volcano::{PodGroup, Queue};
+use super::dialects::volcano::{HyperNode, PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index};
 use super::metrics::Metrics;
@@ -125,6 +125,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             }
             ix.report_missing_groups();
             let before = ix.cache.snapshot();
+            ix.report_topology_problems(&before);
             let releases = ix.recovery.review(&before, now_ms());
             let now_short: HashSet<String> = ix.recovery.gangs().map(String::from).collect();
             for gang in recovering.difference(&now_short) {
@@ -286,6 +287,9 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
     ix.cache.apply_gang_updates(updates);
 }
 
+/// What is off while an optional PodGroup or Queue CRD is missing.
+const DIALECT: &str = "this gang dialect";
+
 fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>, gate: &Arc<Gate>) {
     tokio::spawn(watch(
         Api::<Pod>::all(client.clone()),
@@ -294,7 +298,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "Pod",
-            optional: false,
+            optional: None,
             apply: Index::apply_pod,
             delete: Index::delete_pod,
             known: Index::pod_keys,
@@ -307,7 +311,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "Node",
-            optional: false,
+            optional: None,
             apply: Index::apply_node,
             delete: Index::delete_node,
             known: Index::node_keys,
@@ -320,7 +324,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "scheduling.volcano.sh PodGroup",
-            optional: true,
+            optional: Some(DIALECT),
             apply: Index::apply_group::<PodGroup>,
             delete: |ix, key| ix.delete_group(Dialect::Volcano, key),
             known: Index::group_keys::<PodGroup>,
@@ -333,7 +337,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "scheduling.x-k8s.io PodGroup",
-            optional: true,
+            optional: Some(DIALECT),
             apply: Index::apply_group::<XK8sPodGroup>,
             delete: |ix, key| ix.delete_group(Dialect::XK8sPodGroup, key),
             known: Index::group_keys::<XK8sPodGroup>,
@@ -346,7 +350,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "scheduling.sigs.k8s.io PodGroup",
-            optional: true,
+            optional: Some(DIALECT),
             apply: Index::apply_group::<SigsPodGroup>,
             delete: |ix, key| ix.delete_group(Dialect::SigsPodGroup, key),
             known: Index::group_keys::<SigsPodGroup>,
@@ -359,10 +363,25 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "Queue",
-            optional: true,
+            optional: Some(DIALECT),
             apply: Index::apply_queue,
             delete: Index::delete_queue,
             known: Index::queue_keys,
+        },
+    ));
+    // Volcano's network topology: without the CRD, HyperNode-based placement is off and
+    // everything else is scheduled as before.
+    tokio::spawn(watch(
+        Api::<HyperNode>::all(client.clone()),
+        index.clone(),
+        wake.clone(),
+        gate.clone(),
+        Feed {
+            kind: "topology.volcano.sh HyperNode",
+            optional: Some("network topology from HyperNodes"),
+            apply: Index::apply_hypernode,
+            delete: Index::delete_hypernode,
+            known: Index::hypernode_keys,
         },
     ));
     tokio::spawn(watch(
@@ -372,7 +391,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "PodDisruptionBudget",
-            optional: false,
+            optional: None,
             apply: Index::apply_budget,
             delete: Index::delete_budget,
             known: Index::budget_keys,
@@ -385,7 +404,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
         gate.clone(),
         Feed {
             kind: "PriorityClass",
-            optional: false,
+            optional: None,
             apply: Index::apply_priority_class,
             delete: Index::delete_priority_class,
             known: Index::priority_class_keys,

@@ -104,6 +104,17 @@ impl Events {
         self.reported.remove(uid);
     }
 
+    /// Forgets what `uid` was told for `reason`: the problem it reported is gone, so the
+    /// same problem coming back is news again.
+    pub fn forget_reason(&mut self, uid: &str, reason: &str) {
+        if let Some(last) = self.reported.get_mut(uid) {
+            last.remove(reason);
+            if last.is_empty() {
+                self.reported.remove(uid);
+            }
+        }
+    }
+
     /// What `uid` was last told for `reason`.
     #[cfg(test)]
     pub fn last(&self, uid: &str, reason: &str) -> Option<&str> {
@@ -218,9 +229,16 @@ mod tests {
             "b".into(),
         );
         assert_eq!(events.kept.len(), 3);
+        events.forget_reason("u1", "Other");
+        events.report(r.clone(), EventType::Warning, "Other", "a".into());
+        assert_eq!(
+            events.kept.len(),
+            4,
+            "a problem that went and came back is news"
+        );
         events.forget("u1");
         assert!(events.reported.is_empty(), "nothing kept for a gone object");
         events.report(r, EventType::Warning, "FailedScheduling", "b".into());
-        assert_eq!(events.kept.len(), 4);
+        assert_eq!(events.kept.len(), 5);
     }
 }

@@ -1,6 +1,6 @@
 //! The index: what the watches know, behind one short-held lock. One watch task per kind
 //! (see `watch`) applies, deletes and, on a relist, forgets objects here; the index turns
-//! them into the engine cache (nodes, pods, gangs, queues, budgets), keeps the API objects
+//! them into the engine cache (nodes, pods, gangs, queues, budgets, HyperNodes), keeps the API objects
 //! the status writer patches, and says per kind whether its list is complete — no cycle
 //! runs before every kind is (`readiness`).
 
@@ -13,18 +13,24 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::budgets;
-use super::convert::{node_to_spec, pod_to_update_with_warnings};
+use super::convert::{node_to_spec, pod_to_update_with_warnings, INVALID_NETWORK_TOPOLOGY};
 use super::dialects::coscheduling::{
     cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
 };
-use super::dialects::volcano::{pod_group_to_job, queue_problems, queue_to_info, PodGroup, Queue};
+use super::dialects::volcano::{
+    hypernode_to_spec, pod_group_to_job, queue_problems, queue_to_info, HyperNode, PodGroup, Queue,
+};
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;
 use super::recovery::Recovery;
 use crate::cache::Cache;
 use crate::framework::JobCondition;
-use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus};
+use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus, Topology};
+use crate::snapshot::Snapshot;
+
+/// Reason of the events on HyperNodes that cannot be used as they are.
+pub const INVALID_HYPERNODE: &str = "InvalidHyperNode";
 
 /// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
 pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
@@ -58,6 +64,12 @@ pub struct Index {
     labels: HashMap<String, (String, BTreeMap<String, String>)>,
     /// Gated pods of ours (uid -> their gates): not candidates until the gates are lifted.
     gated: HashMap<String, Vec<String>>,
+    /// Volcano HyperNodes by name, the newest seen.
+    hypernodes: HashMap<String, HyperNode>,
+    /// HyperNodes the engine's topology had problems with (name -> what they were told),
+    /// and the topology that was checked last: problems are reported when it changes.
+    hypernode_problems: BTreeMap<String, String>,
+    topology_checked: Option<Arc<Topology>>,
     pub readiness: Readiness,
     pub events: Events,
     /// Gangs a refused bind left short of their minimum.
@@ -159,8 +171,8 @@ impl Index {
                         self.report(
                             pod_ref(&ns, &name, &uid),
                             EventType::Warning,
-                            "BadRuntimeEstimate",
-                            w.to_string(),
+                            w.reason,
+                            w.message,
                         );
                     }
                     let labels = pod.labels().clone();
@@ -480,6 +492,95 @@ impl Index {
         self.priority_classes.keys().cloned().collect()
     }
 
+    // ----- network topology (Volcano HyperNodes) ---------------------------------------
+
+    pub fn apply_hypernode(&mut self, hn: &HyperNode) {
+        let name = hn.name_any();
+        if !store_newest(&mut self.hypernodes, name.clone(), hn) {
+            return;
+        }
+        match hypernode_to_spec(hn) {
+            Ok(spec) => {
+                // An error it was told before is gone (what the topology finds wrong with
+                // it now is `report_topology_problems`'s to say).
+                if !self.hypernode_problems.contains_key(&name) {
+                    if let Some(uid) = hn.uid() {
+                        self.events.forget_reason(&uid, INVALID_HYPERNODE);
+                    }
+                }
+                self.cache.apply_hypernode(spec)
+            }
+            Err(e) => {
+                // Unusable as a whole: left out of the topology, and said.
+                self.cache.delete_hypernode(&name);
+                self.hypernode_problems.remove(&name);
+                let r = hn.object_ref(&());
+                self.report(r, EventType::Warning, INVALID_HYPERNODE, e.to_string());
+            }
+        }
+    }
+
+    pub fn delete_hypernode(&mut self, name: &str) {
+        if let Some(uid) = self.hypernodes.remove(name).and_then(|h| h.uid()) {
+            self.events.forget(&uid);
+        }
+        self.hypernode_problems.remove(name);
+        self.cache.delete_hypernode(name);
+    }
+
+    pub fn hypernode_keys(&self) -> Vec<String> {
+        self.hypernodes.keys().cloned().collect()
+    }
+
+    /// What the engine found wrong with the HyperNodes in `snapshot`'s topology, as one
+    /// Warning event per HyperNode (its problems, one per line), sent when they change: a
+    /// topology is resolved once per change of HyperNodes or nodes, so checking it costs
+    /// nothing in the cycles between. A HyperNode whose problems went is forgotten, so
+    /// the same problem coming back is reported again.
+    pub fn report_topology_problems(&mut self, snapshot: &Snapshot) {
+        let topology = &snapshot.hypernodes;
+        if self
+            .topology_checked
+            .as_ref()
+            .is_some_and(|t| Arc::ptr_eq(t, topology))
+        {
+            return;
+        }
+        self.topology_checked = Some(topology.clone());
+        let mut now: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for line in &topology.problems {
+            // Every line names its HyperNode first: "HyperNode NAME: ...".
+            match line
+                .strip_prefix("HyperNode ")
+                .and_then(|rest| rest.split_once(':'))
+            {
+                Some((name, _)) => now.entry(name.to_string()).or_default().push(line),
+                None => super::retry::warn_limited("HyperNode topology problem", line),
+            }
+        }
+        let gone: Vec<String> = self
+            .hypernode_problems
+            .keys()
+            .filter(|name| !now.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.hypernode_problems.remove(&name);
+            if let Some(uid) = self.hypernodes.get(&name).and_then(|h| h.uid()) {
+                self.events.forget_reason(&uid, INVALID_HYPERNODE);
+            }
+        }
+        for (name, lines) in now {
+            let message = lines.join("\n");
+            let Some(hn) = self.hypernodes.get(&name) else {
+                continue;
+            };
+            let r = hn.object_ref(&());
+            self.report(r, EventType::Warning, INVALID_HYPERNODE, message.clone());
+            self.hypernode_problems.insert(name, message);
+        }
+    }
+
     // ----- PodGroups of every dialect --------------------------------------------------
 
     /// Which kind of object defines the gang `key`, if any: Volcano's PodGroup, then
@@ -523,6 +624,16 @@ impl Index {
         match converted {
             Ok(spec) => {
                 self.deleted_groups.remove(key);
+                let problem = spec.topology.as_ref().and_then(|t| t.problem.clone());
+                if let Some(r) = self.group_ref(key) {
+                    match problem {
+                        Some(p) => self.report(r, EventType::Warning, INVALID_NETWORK_TOPOLOGY, p),
+                        None => {
+                            let uid = r.uid.unwrap_or_default();
+                            self.events.forget_reason(&uid, INVALID_NETWORK_TOPOLOGY);
+                        }
+                    }
+                }
                 self.cache.apply_job(spec)
             }
             Err(e) => {
@@ -782,5 +893,105 @@ mod tests {
         let before = st.events.kept.len();
         st.report_missing_groups();
         assert_eq!(st.events.kept.len(), before, "said once");
+    }
+
+    fn hypernode(name: &str, spec: serde_json::Value) -> HyperNode {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name, "uid": format!("uid-{name}")},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn said(st: &Index, reason: &str) -> Vec<(String, String)> {
+        st.events
+            .kept
+            .iter()
+            .filter(|e| e.reason == reason)
+            .map(|e| (e.regarding.name.clone().unwrap_or_default(), e.note.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn hypernode_problems_are_one_event_per_hypernode_and_change() {
+        let mut st = Index::default();
+        let good = serde_json::json!({"tier": 1, "members": [
+            {"type": "Node", "selector": {"exactMatch": {"name": "n0"}}}]});
+        let bad = serde_json::json!({"tier": 1, "members": [
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "n["}}},
+            {"type": "Switch", "selector": {"exactMatch": {"name": "n1"}}}]});
+        st.apply_hypernode(&hypernode("rack-a", good.clone()));
+        st.apply_hypernode(&hypernode("rack-b", bad.clone()));
+        st.apply_hypernode(&hypernode("odd", serde_json::json!({"tier": -1})));
+        assert_eq!(
+            said(&st, INVALID_HYPERNODE),
+            [(
+                "odd".to_string(),
+                "HyperNode odd: spec.tier: must be at least 1, got -1".to_string()
+            )]
+        );
+        let names: Vec<&String> = st.cache.hypernode_names().collect();
+        assert_eq!(
+            names,
+            ["rack-a", "rack-b"],
+            "an unusable HyperNode is left out"
+        );
+
+        st.report_topology_problems(&st.cache.snapshot());
+        let events = said(&st, INVALID_HYPERNODE);
+        assert_eq!(events.len(), 2, "{events:?}");
+        let (name, note) = &events[1];
+        assert_eq!(name, "rack-b");
+        let lines: Vec<&str> = note.lines().collect();
+        assert_eq!(lines.len(), 2, "both problems in one event: {note}");
+        assert!(lines[0].starts_with("HyperNode rack-b: spec.members[0].selector.regexMatch"));
+        assert!(lines[1].starts_with("HyperNode rack-b: spec.members[1].type \"Switch\""));
+        // Later cycles on the same topology, or a new one with the same problems: no news.
+        st.report_topology_problems(&st.cache.snapshot());
+        st.apply_hypernode(&hypernode("rack-c", good.clone()));
+        st.report_topology_problems(&st.cache.snapshot());
+        assert_eq!(said(&st, INVALID_HYPERNODE).len(), 2);
+        // Fixed, then broken again the same way: news again.
+        st.apply_hypernode(&hypernode("rack-b", good));
+        st.report_topology_problems(&st.cache.snapshot());
+        assert_eq!(said(&st, INVALID_HYPERNODE).len(), 2);
+        st.apply_hypernode(&hypernode("rack-b", bad));
+        st.report_topology_problems(&st.cache.snapshot());
+        assert_eq!(said(&st, INVALID_HYPERNODE).len(), 3);
+        // A deleted HyperNode leaves the topology.
+        st.delete_hypernode("rack-b");
+        assert!(!st.hypernode_keys().contains(&"rack-b".to_string()));
+        assert!(!st.cache.hypernode_names().any(|n| n == "rack-b"));
+    }
+
+    #[test]
+    fn a_bad_network_topology_is_said_once_on_the_podgroup() {
+        let mut st = Index::default();
+        let group = |tier: i64, rv: &str| -> PodGroup {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "ns", "uid": "pg", "resourceVersion": rv},
+                "spec": {"minMember": 1, "networkTopology": {"mode": "hard", "highestTierAllowed": tier}}
+            }))
+            .unwrap()
+        };
+        st.apply_group(&group(0, "1"));
+        st.apply_group(&group(0, "2"));
+        let events = said(&st, INVALID_NETWORK_TOPOLOGY);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0]
+            .1
+            .contains("highestTierAllowed must be at least 1, got 0"));
+        let s = st.cache.state();
+        let job = s.job(s.job_by_uid("ns/g").unwrap());
+        assert!(job.topology_request().is_some_and(|t| t.problem.is_some()));
+        st.apply_group(&group(2, "3"));
+        st.apply_group(&group(0, "4"));
+        assert_eq!(
+            said(&st, INVALID_NETWORK_TOPOLOGY).len(),
+            2,
+            "fixed, then broken: said again"
+        );
     }
 }

@@ -25,9 +25,10 @@ use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
 pub struct Feed<K> {
     /// The kind's name in the index's readiness (and the log).
     pub kind: &'static str,
-    /// A CRD that may be missing: its dialect is off (and does not hold up cycles) until it
-    /// is installed.
-    pub optional: bool,
+    /// A CRD that may be missing, and what is off without it (a gang dialect, the HyperNode
+    /// topology): off, without holding up cycles, until the CRD is installed. None: a kind
+    /// scheduling cannot do without.
+    pub optional: Option<&'static str>,
     pub apply: fn(&mut Index, &K),
     pub delete: fn(&mut Index, &str),
     /// Every key the index holds for this kind (what a relist may have to forget).
@@ -153,10 +154,10 @@ where
                     } else {
                         "forbidden (check the ClusterRole)"
                     };
-                    if feed.optional {
+                    if let Some(off) = feed.optional {
                         info!(
                             kind = feed.kind,
-                            "{what}: this gang dialect is off until it can be listed"
+                            "{what}: {off} is off until it can be listed"
                         );
                     } else {
                         warn_limited(
@@ -166,7 +167,7 @@ where
                     }
                     said = Some(e.code);
                 }
-                if feed.optional {
+                if feed.optional.is_some() {
                     lock(index).readiness.absent(feed.kind);
                 }
             }
@@ -182,8 +183,8 @@ where
     }
     if let Some(code) = said {
         lock(index).readiness.expect(feed.kind);
-        if code == 404 && feed.optional {
-            info!(kind = feed.kind, "CRD installed: this gang dialect is on");
+        if let (404, Some(on)) = (code, feed.optional) {
+            info!(kind = feed.kind, "CRD installed: {on} is on");
         } else {
             info!(kind = feed.kind, "can be listed now: this kind is watched");
         }

@@ -141,6 +141,9 @@ fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {
         ])
         .args(extra)
         .env("KUBECONFIG", scheduler_kubeconfig())
+        // Events name the instance that sent them (reportingInstance), as the Deployment's
+        // pod name does: several schedulers of one test binary stay apart.
+        .env("POD_NAME", name)
         .env(
             "RUST_LOG",
             "info,kube=warn,kube_client=error,kube_client::client::builder=off",

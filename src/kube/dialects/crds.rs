@@ -1,5 +1,5 @@
-//! The CRDs rust-batch installs, generated from the Rust types: Volcano's PodGroup and
-//! Queue (schemars, brought in line with upstream's), and the optional coscheduling
+//! The CRDs rust-batch installs, generated from the Rust types: Volcano's PodGroup, Queue
+//! and HyperNode (schemars, brought in line with upstream's), and the optional coscheduling
 //! PodGroups (scheduler-plugins, legacy).
 //!
 //! `rust-batch crds` prints [`crd_yaml`]; `rust-batch crds --write crds` runs [`write_crds`];
@@ -19,6 +19,7 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::volcano::api::{PodGroup, Queue, GROUP, VERSION};
+use super::volcano::hypernode::{HyperNode, TOPOLOGY_GROUP, TOPOLOGY_VERSION};
 
 /// The OpenAPI v3 schema of a root type, generated as `#[derive(CustomResource)]` does, then
 /// brought in line with upstream's (see [`tidy_schema`]).
@@ -104,8 +105,10 @@ fn unwrap_lines(text: &str) -> String {
         .join("\n\n")
 }
 
-/// What differs between our two CRDs.
+/// What differs between the CRDs built here.
 struct CrdShape {
+    group: &'static str,
+    version: &'static str,
     kind: &'static str,
     plural: &'static str,
     singular: &'static str,
@@ -119,11 +122,11 @@ struct CrdShape {
 fn build_crd(shape: CrdShape) -> CustomResourceDefinition {
     CustomResourceDefinition {
         metadata: ObjectMeta {
-            name: Some(format!("{}.{GROUP}", shape.plural)),
+            name: Some(format!("{}.{}", shape.plural, shape.group)),
             ..Default::default()
         },
         spec: CustomResourceDefinitionSpec {
-            group: GROUP.into(),
+            group: shape.group.into(),
             names: CustomResourceDefinitionNames {
                 kind: shape.kind.into(),
                 list_kind: Some(format!("{}List", shape.kind)),
@@ -134,7 +137,7 @@ fn build_crd(shape: CrdShape) -> CustomResourceDefinition {
             },
             scope: shape.scope.into(),
             versions: vec![CustomResourceDefinitionVersion {
-                name: VERSION.into(),
+                name: shape.version.into(),
                 served: true,
                 storage: true,
                 additional_printer_columns: Some(shape.printer_columns),
@@ -174,6 +177,8 @@ fn column(
 impl CustomResourceExt for PodGroup {
     fn crd() -> CustomResourceDefinition {
         build_crd(CrdShape {
+            group: GROUP,
+            version: VERSION,
             kind: "PodGroup",
             plural: "podgroups",
             singular: "podgroup",
@@ -208,6 +213,8 @@ impl CustomResourceExt for PodGroup {
 impl CustomResourceExt for Queue {
     fn crd() -> CustomResourceDefinition {
         build_crd(CrdShape {
+            group: GROUP,
+            version: VERSION,
             kind: "Queue",
             plural: "queues",
             singular: "queue",
@@ -241,19 +248,56 @@ impl CustomResourceExt for Queue {
     }
 }
 
+/// Upstream's HyperNode CRD, minus the member type enum and the selector's CEL rules (see
+/// `volcano::hypernode`): the scheduler reports what they would refuse.
+impl CustomResourceExt for HyperNode {
+    fn crd() -> CustomResourceDefinition {
+        build_crd(CrdShape {
+            group: TOPOLOGY_GROUP,
+            version: TOPOLOGY_VERSION,
+            kind: "HyperNode",
+            plural: "hypernodes",
+            singular: "hypernode",
+            scope: "Cluster",
+            short_names: Self::shortnames(),
+            printer_columns: vec![
+                column("Tier", "string", ".spec.tier", None, None),
+                column("TierName", "string", ".spec.tierName", None, None),
+                column("NodeCount", "integer", ".status.nodeCount", None, None),
+                column("Age", "date", ".metadata.creationTimestamp", None, None),
+            ],
+            status_subresource: true,
+            schema: schema_for::<Self>(),
+        })
+    }
+
+    fn crd_name() -> &'static str {
+        "hypernodes.topology.volcano.sh"
+    }
+
+    fn api_resource() -> ApiResource {
+        ApiResource::erase::<Self>(&())
+    }
+
+    fn shortnames() -> &'static [&'static str] {
+        &["hn"]
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Generated files
 // ---------------------------------------------------------------------------------------
 
 const GENERATED_HEADER: &str =
-    "# Generated from src/kube/crd.rs and src/kube/coscheduling.rs by `rust-batch crds --write crds`. Do not edit.\n";
+    "# Generated from the types in src/kube/dialects by `rust-batch crds --write crds`. Do not edit.\n";
 
 /// Every CRD we own, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     crd_list().into_iter().map(|(_, crd)| crd).collect()
 }
 
-/// Volcano's kinds, then the optional coscheduling PodGroups (scheduler-plugins, legacy).
+/// Volcano's kinds, then the optional coscheduling PodGroups (scheduler-plugins, legacy),
+/// then Volcano's optional HyperNode.
 fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
     use super::coscheduling::{SigsPodGroup, XK8sPodGroup};
     vec![
@@ -264,6 +308,7 @@ fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
             "scheduling.sigs.k8s.io_podgroups.yaml",
             approved(SigsPodGroup::crd()),
         ),
+        ("topology.volcano.sh_hypernodes.yaml", HyperNode::crd()),
     ]
 }
 

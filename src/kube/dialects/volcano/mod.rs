@@ -1,11 +1,14 @@
 //! Volcano (`scheduling.volcano.sh/v1beta1`): the pod keys that name a gang, the PodGroup
 //! and Queue types (`api`), their conversion to the engine's gangs and queues, and the
 //! PodGroup and Queue status the scheduler writes back (phase, counts, conditions), patched
-//! only when it changed.
+//! only when it changed. `hypernode` holds Volcano's network topology objects
+//! (`topology.volcano.sh/v1alpha1` HyperNode), which the scheduler only reads.
 
 pub mod api;
+pub mod hypernode;
 
 pub use api::{PodGroup, Queue};
+pub use hypernode::{hypernode_to_spec, HyperNode};
 
 use std::collections::HashMap;
 
@@ -14,7 +17,7 @@ use serde_json::{json, Value};
 use crate::framework::{ConditionKind, JobCondition};
 use crate::kube::convert::{resource_list, ConvertError};
 use crate::model::{
-    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus,
+    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus, TopologyRequest,
 };
 use ::kube::ResourceExt;
 use api::DEFAULT_QUEUE;
@@ -122,8 +125,34 @@ pub fn pod_group_to_job(
             .unwrap_or_default(),
         policy: Default::default(),
         origin: GangOrigin::Declared,
-        topology: None,
+        topology: spec
+            .network_topology
+            .as_ref()
+            .map(|t| network_topology(t, &format!("{ns}/{name}"))),
     })
+}
+
+/// `spec.networkTopology` as the engine's request. What is wrong with it (a mode that is
+/// neither hard nor soft, a tier below 1, `highestTierName`, which needs tier names this
+/// scheduler does not resolve) is the request's `problem`: the driver reports it on the
+/// PodGroup, and the engine makes a hard gang wait with it.
+fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyRequest {
+    let mut request = TopologyRequest::from_volcano(
+        t.mode.as_ref().map(|m| m.as_str()),
+        t.highest_tier_allowed,
+        object,
+    );
+    if let (None, Some(tier_name)) = (&request.problem, &t.highest_tier_name) {
+        let instead = match t.highest_tier_allowed {
+            Some(tier) => format!("highestTierAllowed {tier} is used"),
+            None => format!("{} is used", request.describe_bound()),
+        };
+        request.problem = Some(format!(
+            "PodGroup {object}: spec.networkTopology.highestTierName {tier_name:?} is not \
+             supported (set highestTierAllowed instead); {instead}"
+        ));
+    }
+    request
 }
 
 pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
@@ -413,5 +442,74 @@ mod pod_group_tests {
             job(&pg(json!({"metadata": {"name": "g", "namespace": "n"}}))),
             "default"
         );
+    }
+}
+
+#[cfg(test)]
+mod network_topology_tests {
+    use super::*;
+    use crate::model::{TopologyBound, TopologyMode};
+
+    fn topology(network_topology: serde_json::Value) -> Option<TopologyRequest> {
+        let pg: PodGroup = serde_json::from_value(json!({
+            "metadata": {"name": "g", "namespace": "n"},
+            "spec": {"minMember": 2, "networkTopology": network_topology}
+        }))
+        .unwrap();
+        pod_group_to_job(&pg, &HashMap::new()).unwrap().topology
+    }
+
+    #[test]
+    fn network_topology_becomes_the_gangs_request() {
+        let hard = topology(json!({"mode": "hard", "highestTierAllowed": 2})).unwrap();
+        assert_eq!(
+            (hard.mode, hard.bound, hard.problem),
+            (TopologyMode::Hard, TopologyBound::Tier(2), None)
+        );
+        assert_eq!(hard.source, "spec.networkTopology");
+        let soft = topology(json!({"mode": "soft"})).unwrap();
+        assert_eq!(
+            (soft.mode, soft.bound),
+            (TopologyMode::Soft, TopologyBound::Unbounded)
+        );
+        // Upstream's default mode is hard, and a hard request without a tier means tier 1.
+        let bare = topology(json!({})).unwrap();
+        assert_eq!(
+            (bare.mode, bare.bound),
+            (TopologyMode::Hard, TopologyBound::Tier(1))
+        );
+        let pg: PodGroup = serde_json::from_value(json!({
+            "metadata": {"name": "g", "namespace": "n"}, "spec": {"minMember": 2}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod_group_to_job(&pg, &HashMap::new()).unwrap().topology,
+            None
+        );
+    }
+
+    #[test]
+    fn a_malformed_network_topology_names_the_podgroup_and_field() {
+        let low = topology(json!({"mode": "hard", "highestTierAllowed": 0})).unwrap();
+        assert_eq!(
+            low.problem.as_deref(),
+            Some("PodGroup n/g: spec.networkTopology.highestTierAllowed must be at least 1, got 0")
+        );
+        let odd = topology(json!({"mode": "strict", "highestTierAllowed": 1})).unwrap();
+        assert!(
+            odd.problem.as_deref().is_some_and(
+                |p| p.starts_with("PodGroup n/g: spec.networkTopology.mode \"strict\"")
+            ),
+            "{odd:?}"
+        );
+        let named = topology(json!({"mode": "hard", "highestTierName": "spine"})).unwrap();
+        assert_eq!(
+            named.problem.as_deref(),
+            Some(
+                "PodGroup n/g: spec.networkTopology.highestTierName \"spine\" is not supported \
+                 (set highestTierAllowed instead); tier 1 is used"
+            )
+        );
+        assert_eq!(named.bound, TopologyBound::Tier(1));
     }
 }
