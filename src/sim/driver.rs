@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use priority_queue::PriorityQueue;
 
+use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError};
 use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::{
     GangOrigin, GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource,
-    TaskInfo, TaskStatus, Timestamp,
+    TaskInfo, TaskStatus, Timestamp, TopologyRequest,
 };
 
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
@@ -79,6 +80,12 @@ pub struct SimJob {
     /// The last reservation backfill announced for the gang ("reserved: nodes … from …"),
     /// kept after it starts.
     pub reservation: Option<String>,
+    /// The nodes its pods were bound to, each once, in the order first bound.
+    pub nodes: Vec<Arc<str>>,
+    /// Per report level (`Simulation::levels`), the domains of those nodes.
+    pub(super) domains: Vec<std::collections::BTreeSet<Domain>>,
+    /// The GPU models (node label `nvidia.com/gpu.product`) its GPU-requesting pods ran on.
+    pub gpu_models: std::collections::BTreeSet<Arc<str>>,
     spec: JobSpec,
 }
 
@@ -116,6 +123,12 @@ pub struct Simulation {
     pub(super) evictions: u64,
     pub(super) samples: Vec<Sample>,
     pub(super) violations: Vec<String>,
+    /// The levels the report measures gang spread at: the scenario's `topologyLevels`,
+    /// then its HyperNode tiers.
+    pub(super) levels: Vec<ReportLevel>,
+    /// What the engine could not use of the scenario's topology (malformed requests,
+    /// HyperNode problems), each once, in the order found.
+    pub(super) topology_problems: Vec<String>,
 }
 
 impl Simulation {
@@ -144,6 +157,8 @@ impl Simulation {
             evictions: 0,
             samples: Vec::new(),
             violations: Vec::new(),
+            levels: ReportLevel::of(&scenario),
+            topology_problems: Vec::new(),
             scenario,
         };
         sim.setup();
@@ -159,6 +174,9 @@ impl Simulation {
         }
         for q in queues {
             self.cache.apply_queue(q);
+        }
+        for h in &self.scenario.hypernodes {
+            self.cache.apply_hypernode(h.to_spec());
         }
         for g in 0..self.scenario.node_groups.len() {
             let count = self.scenario.node_groups[g].count;
@@ -227,7 +245,7 @@ impl Simulation {
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
             },
             origin: GangOrigin::Declared,
-            topology: None,
+            topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -257,6 +275,7 @@ impl Simulation {
                 );
                 let mut task = task;
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
+                task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
                 let runtime = t
                     .runtime
                     .map(|m| (m.0 as f64 * jitter).round().max(1.0) as i64);
@@ -290,6 +309,9 @@ impl Simulation {
             phase: PodGroupPhase::Pending,
             message: None,
             reservation: None,
+            nodes: Vec::new(),
+            domains: vec![Default::default(); self.levels.len()],
+            gpu_models: Default::default(),
             spec,
         });
         index
@@ -383,6 +405,21 @@ impl Simulation {
                 self.jobs[j].submitted = Some(self.now);
                 self.jobs[j].spec.created = self.now;
                 self.cache.apply_job(self.jobs[j].spec.clone());
+                // A malformed request is the engine's to handle (the gang says why it
+                // waits); the report lists it too, as the live driver's events would.
+                let job_request = self.jobs[j].spec.topology.clone();
+                let pod_requests = self.jobs[j]
+                    .pods
+                    .iter()
+                    .filter_map(|&p| self.pods[p].task.topology.as_deref().cloned())
+                    .collect::<Vec<_>>();
+                for problem in job_request
+                    .into_iter()
+                    .chain(pod_requests)
+                    .filter_map(|r| r.problem)
+                {
+                    self.note_topology_problem(problem);
+                }
                 for p in self.jobs[j].pods.clone() {
                     self.pods[p].task.created = self.now;
                     self.set_pod(p, TaskStatus::Pending, None);
@@ -446,8 +483,20 @@ impl Simulation {
 
     fn cycle(&mut self) {
         self.cycles += 1;
-        let result = self.scheduler.run_cycle(self.cache.snapshot(), self.now);
+        let snapshot = self.cache.snapshot();
+        // HyperNode problems can come and go with the nodes their selectors match.
+        let problems = snapshot.hypernodes().problems.clone();
+        for p in problems {
+            self.note_topology_problem(p);
+        }
+        let result = self.scheduler.run_cycle(snapshot, self.now);
         self.apply(result);
+    }
+
+    pub(super) fn note_topology_problem(&mut self, problem: String) {
+        if !self.topology_problems.contains(&problem) {
+            self.topology_problems.push(problem);
+        }
     }
 
     fn apply(&mut self, result: SessionResult) {
@@ -466,6 +515,7 @@ impl Simulation {
             }
             self.binds += 1;
             self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
+            self.record_placement(p, &bind.node);
             if let Some(runtime) = self.pods[p].runtime {
                 let id = self.schedule(self.now + runtime, Event::Finish(p));
                 self.pods[p].finish_event = Some(id);
