@@ -3,10 +3,16 @@
 //! place the task on the best one (allocate against idle resources, pipeline against
 //! releasing ones). The gang's statement is committed only if the gang is ready, kept in the
 //! session if it is pipelined, and discarded otherwise — nothing partial is ever bound.
+//!
+//! When task-by-task placement fails, a bounded search for a placement of the whole gang
+//! runs before the gang is given up (`framework/gang_search.rs`), so a gang that fits is not
+//! stranded by the order its pods happened to be placed in. When a plugin names node sets
+//! for the gang (the HyperNodeOrder vote: topology domains, one GPU model), the gang is
+//! placed inside the first set that holds it; a hard rule allows nothing else.
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::TaskUnfit;
-use crate::framework::{Action, Session, Statement};
+use crate::framework::{Action, SearchBudget, SearchOutcome, Session, Statement};
 use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, TaskRef, TaskStatus};
 
 pub struct Allocate {
@@ -15,7 +21,16 @@ pub struct Allocate {
     pub min_nodes_to_find: usize,
     /// ...or this percentage of the cluster, whichever is larger.
     pub percentage_of_nodes_to_find: u32,
+    /// Tries the whole-gang placement search may spend on one gang...
+    pub search_tries: u64,
+    /// ...and on all gangs of one cycle.
+    pub search_cycle_tries: u64,
 }
+
+/// Defaults for the placement search budget: enough to solve any gang of a few roles on
+/// clusters of thousands of nodes, small enough that a cycle of hopeless gangs stays fast.
+const SEARCH_TRIES: u32 = 2_000;
+const SEARCH_CYCLE_TRIES: u32 = 50_000;
 
 pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     let min_nodes_to_find = args.get_weight("minNodesToFind")?.unwrap_or(100) as usize;
@@ -26,9 +41,17 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
             message: format!("must be 0..=100, got {percentage_of_nodes_to_find}"),
         });
     }
+    let search_tries = args
+        .get_weight("placementSearchTries")?
+        .unwrap_or(SEARCH_TRIES);
+    let search_cycle_tries = args
+        .get_weight("placementSearchCycleTries")?
+        .unwrap_or(SEARCH_CYCLE_TRIES);
     Ok(Box::new(Allocate {
         min_nodes_to_find: min_nodes_to_find.max(1),
         percentage_of_nodes_to_find,
+        search_tries: u64::from(search_tries),
+        search_cycle_tries: u64::from(search_cycle_tries),
     }))
 }
 
@@ -110,6 +133,61 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
     }
 }
 
+/// Places a gang's pending `tasks` whole if it can: inside the node sets a plugin names
+/// for it (first that holds it), else task by task and, if that fails, by a search for a
+/// placement of the whole gang. Returns what to add to the gang's message when it could
+/// not be placed (the hard rule it waits for, or that the search gave up).
+pub fn place_whole_gang(
+    stmt: &mut Statement,
+    id: JobId,
+    tasks: &[TaskRef],
+    want_nodes: usize,
+    budget: &mut SearchBudget,
+) -> Option<String> {
+    let placed = |s: &Statement| s.job_ready(id) || s.job_pipelined(id);
+    let mut gave_up = 0u64;
+    if let Some(domains) = stmt.gang_domains(id) {
+        for set in &domains.options {
+            match stmt.search_gang(id, tasks, Some(set), budget) {
+                SearchOutcome::Placed { .. } => return None,
+                SearchOutcome::GaveUp { tries } => gave_up = gave_up.max(tries),
+                SearchOutcome::NoPlacement { .. } => {}
+            }
+        }
+        if domains.hard {
+            let mut note = format!("{}: no allowed domain holds the whole gang", domains.rule);
+            if let Some(s) = &domains.shortfall {
+                note = format!("{note} ({s})");
+            }
+            if gave_up > 0 {
+                note = format!("{note}; placement search gave up after {gave_up} tries");
+            }
+            return Some(note);
+        }
+    }
+    let start = stmt.mark();
+    place_gang(stmt, tasks, want_nodes);
+    if placed(stmt) {
+        return None;
+    }
+    stmt.rollback_to(start);
+    let outcome = stmt.search_gang(id, tasks, None, budget);
+    let note = match outcome {
+        SearchOutcome::Placed { .. } => return None,
+        SearchOutcome::GaveUp { tries } => {
+            Some(format!("placement search gave up after {} tries", tries.max(gave_up)))
+        }
+        SearchOutcome::NoPlacement { tries: 0 } => None,
+        SearchOutcome::NoPlacement { tries } => Some(format!(
+            "no combination of nodes holds the whole gang (searched {tries} placements)"
+        )),
+    };
+    // What the greedy pass held is what a NonStrict gang keeps across sessions, and its
+    // per-task reasons are what the gang's message reports.
+    place_gang(stmt, tasks, want_nodes);
+    note
+}
+
 impl Action for Allocate {
     fn name(&self) -> &'static str {
         "allocate"
@@ -118,6 +196,7 @@ impl Action for Allocate {
     fn execute(&self, ssn: &mut Session) {
         let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
         let want_nodes = self.nodes_to_find(ssn.state().node_slots());
+        let mut budget = SearchBudget::new(self.search_tries, self.search_cycle_tries);
         let mut groups = ssn.jobs_by_queue(|s, id| {
             // job_valid records a reason, which needs &mut; check the cheap parts first.
             let job = s.job(id);
@@ -189,15 +268,19 @@ impl Action for Allocate {
             }
             let tasks = ssn.tasks_in(id, TaskStatus::Pending);
             let mut stmt = Statement::new(ssn);
-            place_gang(&mut stmt, &tasks, want_nodes);
+            let why_not = place_whole_gang(&mut stmt, id, &tasks, want_nodes, &mut budget);
             if stmt.job_ready(id) {
                 stmt.commit();
             } else if stmt.job_pipelined(id) {
                 stmt.keep();
             } else {
                 let shortage = stmt.describe_shortage(id);
-                if let Some(shortage) = &shortage {
-                    stmt.record_job_note(id, shortage.clone());
+                let note = match (&shortage, why_not) {
+                    (Some(s), Some(w)) => Some(format!("{s}; {w}")),
+                    (s, w) => s.clone().or(w),
+                };
+                if let Some(note) = note {
+                    stmt.record_job_note(id, note);
                 }
                 if stmt.job(id).policy.mode == GangMode::NonStrict {
                     // Kept across sessions (the session reports them as holds) until the
@@ -574,6 +657,108 @@ mod tests {
         assert_eq!(counts, [1, 2]);
     }
 
+    /// The issue's TFJob: 1 PS (2 cpu) and 1 worker (4 cpu, 2 GPUs) on one 4-cpu node and
+    /// one 5-cpu/2-GPU node. Least-requested scoring puts the PS on the GPU node first, and
+    /// task-by-task placement then strands the worker.
+    fn stranded_tfjob(cache: &mut crate::cache::Cache) -> String {
+        cache.apply_node(node("cpu-node", &[("cpu", "4"), ("memory", "16Gi")]));
+        cache.apply_node(node(
+            "gpu-node",
+            &[("cpu", "5"), ("memory", "16Gi"), ("nvidia.com/gpu", "2")],
+        ));
+        Gang::new("tfjob", 2)
+            .tasks("ps", 1, &[("cpu", "2")])
+            .tasks("worker", 1, &[("cpu", "4"), ("nvidia.com/gpu", "2")])
+            .apply(cache)
+    }
+
+    #[test]
+    fn a_gang_that_fits_is_placed_whatever_order_greedy_placement_would_take() {
+        let mut cache = cache_with_default_queue();
+        let job = stranded_tfjob(&mut cache);
+        let result = run_cycle(&cache, None);
+        let mut placed: Vec<(String, String)> = result
+            .binds
+            .iter()
+            .map(|b| (b.task.to_string(), b.node.to_string()))
+            .collect();
+        placed.sort();
+        assert_eq!(
+            placed,
+            [
+                ("default/tfjob-ps-0".to_string(), "cpu-node".to_string()),
+                ("default/tfjob-worker-0".to_string(), "gpu-node".to_string())
+            ],
+            "the PS on the cpu node, the worker on the GPU node: {job}"
+        );
+    }
+
+    const TIGHT_BUDGET: &str = "actions: \"enqueue, allocate\"
+configurations:
+- name: allocate
+  arguments:
+    placementSearchTries: 1
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: nodeorder
+";
+
+    #[test]
+    fn a_search_out_of_budget_says_so_and_places_nothing() {
+        let mut cache = cache_with_default_queue();
+        let job = stranded_tfjob(&mut cache);
+        let result = run_cycle(&cache, Some(TIGHT_BUDGET));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        let msg = condition_message(&result, &job).unwrap();
+        assert!(
+            msg.ends_with("placement search gave up after 2 tries"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_gang_that_fits_in_total_but_on_no_nodes_says_the_search_found_none() {
+        // 9 cpu free in all, 8 asked, but no node has the 4 cpu one pod needs... except one,
+        // so the first pod places and the second cannot.
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(node("big", &[("cpu", "5")]));
+        cache.apply_node(node("small-a", &[("cpu", "2")]));
+        cache.apply_node(node("small-b", &[("cpu", "2")]));
+        let job = Gang::new("pair", 2)
+            .tasks("", 2, &[("cpu", "4")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert!(result.binds.is_empty());
+        let msg = condition_message(&result, &job).unwrap();
+        assert!(
+            msg.starts_with("1/2 tasks in gang unschedulable: 1 Insufficient cpu (need 4, best node has 2 free)"),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("no combination of nodes holds the whole gang (searched 3 placements)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_gang_short_of_resources_in_total_names_the_cluster_shortfall_without_searching() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "4")]);
+        let job = Gang::new("big", 3)
+            .tasks("", 3, &[("cpu", "3")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some(
+                "1/3 tasks in gang unschedulable: 1 Insufficient cpu (need 3, best node has 1 \
+                 free); gang is short of 1 cpu"
+            )
+        );
+    }
+
     #[test]
     fn arguments_are_validated() {
         use crate::conf::Arguments;
@@ -591,6 +776,8 @@ mod tests {
         let a = super::Allocate {
             min_nodes_to_find: 100,
             percentage_of_nodes_to_find: 5,
+            search_tries: 1,
+            search_cycle_tries: 1,
         };
         assert_eq!(a.nodes_to_find(10), 100);
         assert_eq!(a.nodes_to_find(5000), 250);

@@ -27,6 +27,8 @@ pub enum VoteKind {
     Reclaimable,
     Overused,
     Allocatable,
+    /// Which node sets (topology domains, GPU models) a gang should be placed inside.
+    HyperNodeOrder,
 }
 
 /// Volcano switches we accept but that name votes this scheduler does not have; they load
@@ -40,13 +42,12 @@ const INERT_SWITCHES: &[&str] = &[
     "enableTargetJob",
     "enableReservedNodes",
     "enabledVictim",
-    "enableHyperNodeOrder",
     "enableSubJobReady",
     "enableSubJobOrder",
 ];
 
 impl VoteKind {
-    pub const ALL: [VoteKind; 14] = [
+    pub const ALL: [VoteKind; 15] = [
         Self::JobOrder,
         Self::QueueOrder,
         Self::TaskOrder,
@@ -61,6 +62,7 @@ impl VoteKind {
         Self::Reclaimable,
         Self::Overused,
         Self::Allocatable,
+        Self::HyperNodeOrder,
     ];
 
     /// The key in the config file.
@@ -80,6 +82,7 @@ impl VoteKind {
             Self::Reclaimable => "enableReclaimable",
             Self::Overused => "enabledOverused",
             Self::Allocatable => "enabledAllocatable",
+            Self::HyperNodeOrder => "enableHyperNodeOrder",
         }
     }
 

@@ -8,6 +8,7 @@
 //! they come from the `Registry` passed to `Scheduler::new`.
 
 pub mod fit;
+mod gang_search;
 mod node_search;
 mod outcome;
 mod plugin;
@@ -21,6 +22,7 @@ mod votes;
 pub use crate::conf::VoteKind;
 pub use crate::model::Hold;
 pub use crate::snapshot::{ClusterState, Slots, Snapshot};
+pub use gang_search::{GangDomains, NodeRule, NodeSet, SearchBudget, SearchOutcome};
 pub use node_search::{RunningIndex, StaticNodes};
 pub use outcome::{
     Bind, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,

@@ -139,8 +139,24 @@ impl<'s> Statement<'s> {
         self.undo();
     }
 
+    /// A point to roll back to: how many changes the statement holds.
+    pub fn mark(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Undoes, in reverse order, every change made since `mark`.
+    pub fn rollback_to(&mut self, mark: usize) {
+        while self.ops.len() > mark {
+            self.undo_last();
+        }
+    }
+
     fn undo(&mut self) {
-        while let Some(op) = self.ops.pop() {
+        self.rollback_to(0);
+    }
+
+    fn undo_last(&mut self) {
+        if let Some(op) = self.ops.pop() {
             match op {
                 Op::Allocate { task, prev } | Op::Pipeline { task, prev } => {
                     self.ssn.unallocate_task(task, prev)

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::fit::{resource_fit, Unfit};
+use super::gang_search::GangDomains;
 use super::outcome::GangReason;
 use super::session::Session;
 use crate::conf::VoteKind;
@@ -76,6 +77,9 @@ pub type VictimSetFn = Box<dyn Fn(&ClusterState, TaskRef, &[TaskRef]) -> Option<
 pub type QueueCheckFn = Box<dyn Fn(&QueueInfo) -> bool>;
 pub type AllocatableFn = Box<dyn Fn(&QueueInfo, &TaskInfo) -> bool>;
 pub type EventFn = Box<dyn Fn(&Event)>;
+/// Where a gang should go: node sets (topology domains, GPU models) to place it inside,
+/// best first, or `None` to abstain (see `GangDomains`).
+pub type GangDomainsFn = Box<dyn Fn(&ClusterState, JobId) -> Option<GangDomains>>;
 pub type JobEnqueuedFn = Box<dyn Fn(&JobInfo)>;
 
 /// Functions of one kind, grouped by tier in configuration order.
@@ -279,6 +283,9 @@ pub mod vote {
         ReclaimableSet(VictimSetFn) = Reclaimable in reclaimable_set;
         Overused(QueueCheckFn) = Overused in overused;
         Allocatable(AllocatableFn) = Allocatable in allocatable;
+        /// Switched by `enableHyperNodeOrder` (Volcano's switch for its network-topology
+        /// votes).
+        GangDomains(GangDomainsFn) = HyperNodeOrder in gang_domains;
     }
 }
 
@@ -303,6 +310,7 @@ pub struct Votes {
     pub reclaimable_set: Tiered<VictimSetFn>,
     pub overused: Tiered<QueueCheckFn>,
     pub allocatable: Tiered<AllocatableFn>,
+    pub gang_domains: Tiered<GangDomainsFn>,
     pub on_allocate: Vec<EventFn>,
     pub on_deallocate: Vec<EventFn>,
 }
@@ -471,6 +479,14 @@ impl Session {
         let (per_task, per_set) = self.votes.victim_votes(kind);
         set.iter().all(self.within_budgets())
             && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
+    }
+
+    /// Where the gang should go: the first plugin's answer that does not abstain.
+    pub fn gang_domains(&self, job: JobId) -> Option<GangDomains> {
+        self.votes
+            .gang_domains
+            .all()
+            .find_map(|f| f(&self.state, job))
     }
 
     /// Sum of every node-order plugin's score.
