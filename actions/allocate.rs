@@ -174,9 +174,10 @@ pub fn place_whole_gang(
     let outcome = stmt.search_gang(id, tasks, None, budget);
     let note = match outcome {
         SearchOutcome::Placed { .. } => return None,
-        SearchOutcome::GaveUp { tries } => {
-            Some(format!("placement search gave up after {} tries", tries.max(gave_up)))
-        }
+        SearchOutcome::GaveUp { tries } => Some(format!(
+            "placement search gave up after {} tries",
+            tries.max(gave_up)
+        )),
         SearchOutcome::NoPlacement { tries: 0 } => None,
         SearchOutcome::NoPlacement { tries } => Some(format!(
             "no combination of nodes holds the whole gang (searched {tries} placements)"

@@ -1,5 +1,5 @@
-//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6
-//! and S7, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6,
+//! S7 and S8, and the default) in the simulator, asserting exactly what the scenarios say, plus
 //! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
@@ -488,5 +488,27 @@ fn s5b_hierarchical_queues_never_exceed_a_parent_capability_and_converge_to_dese
             "ops holds {ops} cpu at t={}",
             s.t
         );
+    }
+}
+
+/// Issue 13's S8: 4 racks × 4 nodes × 8 GPUs of two GPU models under a stream of 8-, 16-
+/// and 32-GPU gangs.
+#[test]
+fn s8_topology_runs_clean_and_measures_gang_spread() {
+    let file = "s8-topology.yaml";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/scenarios")
+        .join(file);
+    let scenario = Scenario::load(&path).expect("scenario parses");
+    let mut sim = Simulation::new(scenario, file).expect("scenario builds");
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    assert_eq!(report.summary.never_started, 0, "every gang runs");
+    let rack = &report.summary.topology[0];
+    assert_eq!(rack.level, "example.com/rack");
+    assert!(rack.multi_node_gangs > 0, "{rack:?}");
+    for j in &report.jobs {
+        assert_eq!(j.spread.len(), 2, "{}: {:?}", j.name, j.spread);
+        assert!(!j.gpu_models.is_empty(), "{}", j.name);
     }
 }

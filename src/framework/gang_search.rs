@@ -97,9 +97,7 @@ pub enum SearchOutcome {
 impl SearchOutcome {
     pub fn tries(self) -> u64 {
         match self {
-            Self::Placed { tries } | Self::NoPlacement { tries } | Self::GaveUp { tries } => {
-                tries
-            }
+            Self::Placed { tries } | Self::NoPlacement { tries } | Self::GaveUp { tries } => tries,
         }
     }
 }
