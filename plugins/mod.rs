@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
+pub mod gpu_affinity;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;
@@ -20,6 +21,7 @@ pub const BUILDERS: &[(&str, PluginBuilder)] = &[
     ("conformance", conformance::build),
     ("drf", drf::build),
     ("gang", gang::build),
+    ("gpu-affinity", gpu_affinity::build),
     ("nodeorder", nodeorder::build),
     ("overcommit", overcommit::build),
     ("predicates", predicates::build),

@@ -109,7 +109,8 @@ impl VoteKind {
     }
 }
 
-/// Volcano's default volcano-scheduler.conf, used when no file is given.
+/// Volcano's default volcano-scheduler.conf, used when no file is given, with gpu-affinity
+/// (one GPU model per gang; the narrowest NVLink clique or zone that holds it).
 pub const DEFAULT_CONF: &str = r#"actions: "enqueue, allocate, backfill"
 tiers:
 - plugins:
@@ -125,6 +126,9 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
+  - name: gpu-affinity
+    arguments:
+      gpu-affinity.topologyLevels: nvidia.com/gpu.clique, topology.kubernetes.io/zone
 "#;
 
 #[derive(Debug, Error)]
@@ -544,11 +548,23 @@ mod tests {
     }
 
     #[test]
-    fn volcano_default_loads_unchanged() {
+    fn volcano_default_loads_unchanged_with_gpu_affinity_added() {
         let conf = SchedulerConf::parse(DEFAULT_CONF, "volcano-scheduler.conf").unwrap();
         assert_eq!(conf.actions, ["enqueue", "allocate", "backfill"]);
         assert_eq!(conf.tiers.len(), 2);
-        assert_eq!(conf.tiers[1].plugins.len(), 6);
+        let names: Vec<&str> = conf.tiers[1].plugins.iter().map(|p| &*p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "overcommit",
+                "drf",
+                "predicates",
+                "proportion",
+                "nodeorder",
+                "binpack",
+                "gpu-affinity"
+            ]
+        );
         let gang = conf.plugin("gang").unwrap();
         assert!(!gang.enabled(VoteKind::Preemptable));
         assert!(gang.enabled(VoteKind::JobReady));

@@ -256,6 +256,26 @@ impl Gang {
         self
     }
 
+    /// Volcano's PodGroup `spec.networkTopology`.
+    pub fn network_topology(mut self, mode: &str, highest_tier_allowed: Option<i64>) -> Self {
+        self.spec.topology = Some(crate::model::TopologyRequest::from_volcano(
+            Some(mode),
+            highest_tier_allowed,
+            &self.spec.uid,
+        ));
+        self
+    }
+
+    /// Gives every task added so far a pod annotation's topology request (Kueue TAS).
+    pub fn annotate(mut self, key: &str, value: &str) -> Self {
+        let annotations = BTreeMap::from([(key.to_string(), value.to_string())]);
+        for t in &mut self.tasks {
+            t.topology =
+                crate::model::TopologyRequest::from_kueue(&annotations, &t.uid).map(Arc::new);
+        }
+        self
+    }
+
     /// Applies the gang and its pods; returns the gang uid.
     pub fn apply(self, cache: &mut Cache) -> String {
         let uid = self.spec.uid.clone();

@@ -38,6 +38,22 @@ pub struct NodeRule {
     pub only_for: Option<Arc<str>>,
     /// Per node slot, whether the node is in the set.
     pub nodes: Arc<Vec<bool>>,
+    /// The same nodes, in id order (a small domain is scanned without a full-cluster pass).
+    pub list: Arc<Vec<NodeId>>,
+}
+
+impl NodeRule {
+    pub fn new(only_for: Option<Arc<str>>, list: Arc<Vec<NodeId>>, slots: usize) -> Self {
+        let mut nodes = vec![false; slots];
+        for n in list.iter() {
+            nodes[n.0 as usize] = true;
+        }
+        NodeRule {
+            only_for,
+            nodes: Arc::new(nodes),
+            list,
+        }
+    }
 }
 
 impl NodeSet {
@@ -227,11 +243,21 @@ impl Statement<'_> {
                 let first = ts[0];
                 let fit = self.static_nodes(first);
                 let t = self.task(first);
-                let candidates: Vec<NodeId> = fit
-                    .nodes()
+                // A rule every task obeys narrows the scan to its nodes.
+                let narrowest = within.and_then(|w| {
+                    w.rules
+                        .iter()
+                        .filter(|r| r.only_for.is_none())
+                        .min_by_key(|r| r.list.len())
+                });
+                let scan: &[NodeId] = match narrowest {
+                    Some(r) => &r.list,
+                    None => fit.nodes(),
+                };
+                let candidates: Vec<NodeId> = scan
                     .iter()
                     .copied()
-                    .filter(|n| within.is_none_or(|w| w.allows(t, *n)))
+                    .filter(|n| fit.passes(*n) && within.is_none_or(|w| w.allows(t, *n)))
                     .collect();
                 let (dominant, dominant_share) = t
                     .resreq

@@ -20,7 +20,7 @@ pub use resource::{Resource, ResourceList};
 pub use task::{TaskInfo, TaskStatus};
 pub use topology::{
     HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, Topology, TopologyBound,
-    TopologyMode, TopologyRequest,
+    TopologyDomain, TopologyLevel, TopologyMode, TopologyRequest,
 };
 
 /// Milliseconds on the driver's clock (virtual in the simulator, wall time in the live

@@ -1,0 +1,957 @@
+//! gpu-affinity: a distributed training job runs at the speed of its slowest link, so its
+//! gang goes on one GPU model and inside as few, as narrow topology domains as the cluster
+//! allows.
+//!
+//! - GPU model: every GPU task of a gang lands on one GPU product (node label
+//!   `nvidia.com/gpu.product`, as GPU Feature Discovery sets it) unless its pods pin models
+//!   themselves. Hard by default (`gpu-affinity.gpuModel: hard|soft|off`).
+//! - Topology: nested domains from node label keys (`gpu-affinity.topologyLevels`,
+//!   narrowest first, Kueue's Topology style) or from Volcano HyperNodes (always, when
+//!   present). A gang asks for a domain with Volcano's PodGroup `spec.networkTopology`
+//!   (hard: the whole gang inside one domain at or below `highestTierAllowed`, or it waits)
+//!   or Kueue's `kueue.x-k8s.io/podset-required-topology` / `podset-preferred-topology`
+//!   annotations; a gang that asks nothing is placed softly: the narrowest single domain
+//!   that holds it, else the fewest domains of the narrowest level, else anywhere.
+//! - Fragmentation: among domains that hold the gang, the tightest fit first (large domains
+//!   stay whole for large gangs); GPU tasks prefer nodes whose GPUs are already in use
+//!   (whole nodes stay free).
+//!
+//! Votes: HyperNodeOrder (the node sets a gang is placed inside, best first), JobReady (a
+//! hard rule holds for what a gang has placed, whichever action placed it) and NodeOrder
+//! (GPU packing). Free capacity per domain is kept up to date through event handlers, so
+//! answering for one gang does not sum a zone's nodes.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use std::sync::Arc;
+
+use crate::conf::{ArgError, Arguments};
+use crate::framework::{vote, GangDomains, NodeRule, NodeSet, Plugin, Session};
+use crate::model::topology::label_key_problem;
+use crate::model::{
+    JobInfo, NodeId, Resource, TaskInfo, TaskStatus, Topology, TopologyBound, TopologyLevel,
+    TopologyMode, TopologyRequest,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelRule {
+    Hard,
+    Soft,
+    Off,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuAffinity {
+    /// Node label keys, narrowest first.
+    pub levels: Vec<String>,
+    pub gpu_resource: String,
+    pub model_label: String,
+    pub model_rule: ModelRule,
+    /// Weight of the GPU-packing node score.
+    pub weight: f64,
+}
+
+const KEYS: &[&str] = &[
+    "gpu-affinity.topologyLevels",
+    "gpu-affinity.gpuResource",
+    "gpu-affinity.gpuModelLabel",
+    "gpu-affinity.gpuModel",
+    "gpu-affinity.weight",
+];
+
+/// At most this many single domains per level are offered for one gang (the tightest
+/// fits): the search tries each, and a gang that fits none of the best few rarely fits a
+/// worse one.
+const DOMAINS_PER_LEVEL: usize = 8;
+
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    let err = |key: &str, message: String| ArgError {
+        key: format!("{}.{key}", args.path),
+        message,
+    };
+    let levels = match args.values.get("gpu-affinity.topologyLevels") {
+        None | Some(serde_yaml::Value::Null) => Vec::new(),
+        Some(serde_yaml::Value::Sequence(items)) => items
+            .iter()
+            .map(|v| match v {
+                serde_yaml::Value::String(s) => Ok(s.trim().to_string()),
+                _ => Err(err(
+                    "gpu-affinity.topologyLevels",
+                    "expected node label keys".into(),
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => args
+            .get_str("gpu-affinity.topologyLevels")?
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    };
+    for key in &levels {
+        if let Some(why) = label_key_problem(key) {
+            return Err(err(
+                "gpu-affinity.topologyLevels",
+                format!("{key:?} is not a node label key ({why})"),
+            ));
+        }
+    }
+    let model_label = args
+        .get_str("gpu-affinity.gpuModelLabel")?
+        .unwrap_or_else(|| "nvidia.com/gpu.product".into());
+    if let Some(why) = label_key_problem(&model_label) {
+        return Err(err(
+            "gpu-affinity.gpuModelLabel",
+            format!("{model_label:?} is not a node label key ({why})"),
+        ));
+    }
+    let model_rule = match args.get_str("gpu-affinity.gpuModel")?.as_deref() {
+        None | Some("hard") => ModelRule::Hard,
+        Some("soft") => ModelRule::Soft,
+        Some("off") => ModelRule::Off,
+        Some(other) => {
+            return Err(err(
+                "gpu-affinity.gpuModel",
+                format!("expected hard, soft or off, got {other:?}"),
+            ))
+        }
+    };
+    Ok(Box::new(GpuAffinity {
+        levels,
+        gpu_resource: args
+            .get_str("gpu-affinity.gpuResource")?
+            .unwrap_or_else(|| "nvidia.com/gpu".into()),
+        model_label,
+        model_rule,
+        weight: args
+            .get_weight("gpu-affinity.weight")?
+            .map(f64::from)
+            .unwrap_or(1.0),
+    }))
+}
+
+/// What one session knows: the topologies, GPU models per node, and free capacity per
+/// domain and per model, kept current by the event handlers.
+struct View {
+    slots: usize,
+    /// Levels from the plugin's label keys, and from HyperNodes.
+    labels: Topology,
+    hypernodes: Arc<Topology>,
+    /// Levels for label keys gangs name that the arguments do not list (Kueue TAS).
+    extra: HashMap<String, TopologyLevel>,
+    /// Per node slot, its GPU model (index into `models`).
+    model_of: Vec<Option<u32>>,
+    models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
+    node_ids: HashMap<Arc<str>, NodeId>,
+    /// Per node slot, what it will have free (schedulable nodes only).
+    free: RefCell<Vec<Resource>>,
+}
+
+impl Plugin for GpuAffinity {
+    fn name(&self) -> &'static str {
+        "gpu-affinity"
+    }
+
+    fn on_session_open(&self, ssn: &mut Session) {
+        let state = ssn.state();
+        let slots = state.node_slots();
+        let labels = Topology::from_labels(&self.levels, state.nodes(), slots);
+        let hypernodes = state.hypernodes.clone();
+        let mut extra = HashMap::new();
+        for (_, job) in state.jobs() {
+            if job.pending_count() == 0 {
+                continue;
+            }
+            if let Some(TopologyBound::LabelKey(key)) = job.topology_request().map(|r| &r.bound) {
+                if !self.levels.contains(key) && !extra.contains_key(key) {
+                    let mut t =
+                        Topology::from_labels(std::slice::from_ref(key), state.nodes(), slots);
+                    extra.insert(key.clone(), t.levels.remove(0));
+                }
+            }
+        }
+        let mut model_of = vec![None; slots];
+        let mut models: Vec<(Arc<str>, Vec<NodeId>)> = Vec::new();
+        let mut node_ids = HashMap::new();
+        let mut free = vec![Resource::new(); slots];
+        for (id, node) in state.nodes() {
+            node_ids.insert(node.name.clone(), id);
+            if node.schedulable() {
+                free[id.0 as usize] = node.future_free();
+            }
+            if node.allocatable.get(&self.gpu_resource) <= 0 {
+                continue;
+            }
+            if let Some(model) = node.labels.get(&self.model_label) {
+                let i = match models.iter().position(|(m, _)| **m == **model) {
+                    Some(i) => i,
+                    None => {
+                        models.push((Arc::from(model.as_str()), Vec::new()));
+                        models.len() - 1
+                    }
+                };
+                models[i].1.push(id);
+                model_of[id.0 as usize] = Some(i as u32);
+            }
+        }
+        let view = Rc::new(View {
+            slots,
+            labels,
+            hypernodes,
+            extra,
+            model_of,
+            models: models
+                .into_iter()
+                .map(|(m, ns)| (m, Arc::new(ns)))
+                .collect(),
+            node_ids,
+            free: RefCell::new(free),
+        });
+        let track = |sign: i64, view: Rc<View>| {
+            Box::new(move |e: &crate::framework::Event| {
+                use crate::framework::Change;
+                // Evictions turn used into releasing: what will be free does not change.
+                if !matches!(e.change, Change::Placed | Change::Unplaced) {
+                    return;
+                }
+                let Some(node) = e.node else { return };
+                let Some(id) = view.node_ids.get(&node.name) else {
+                    return;
+                };
+                let mut free = view.free.borrow_mut();
+                let slot = &mut free[id.0 as usize];
+                if sign < 0 {
+                    slot.sub(&e.task.resreq);
+                } else {
+                    slot.add(&e.task.resreq);
+                }
+            }) as crate::framework::EventFn
+        };
+        ssn.add_event_handler(Some(track(-1, view.clone())), Some(track(1, view.clone())));
+        let plugin = self.clone();
+        let v = view.clone();
+        ssn.add(
+            vote::GangDomains,
+            Box::new(move |state, id| plugin.gang_domains(&v, state.job(id))),
+        );
+        let plugin = self.clone();
+        let v = view.clone();
+        ssn.add(
+            vote::JobReady,
+            Box::new(move |job| plugin.hard_rules_hold(&v, job)),
+        );
+        if self.weight > 0.0 {
+            let (gpu, weight) = (self.gpu_resource.clone(), self.weight);
+            ssn.add(
+                vote::NodeOrder,
+                Box::new(move |t, n| {
+                    let want = t.resreq.get(&gpu);
+                    let total = n.allocatable.get(&gpu);
+                    if want <= 0 || total <= 0 {
+                        return 0.0;
+                    }
+                    let used = total - n.future_idle(&gpu) + want;
+                    weight * 100.0 * (used.min(total) as f64 / total as f64)
+                }),
+            );
+        }
+    }
+
+    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
+        args.unknown_keys(KEYS, &[])
+    }
+}
+
+/// A gang's rules for this session: the domain levels it may use and whether it must.
+struct Wanted<'v> {
+    levels: Vec<&'v TopologyLevel>,
+    hard: bool,
+    rule: String,
+}
+
+impl GpuAffinity {
+    /// The domain levels a gang may use, narrowest first, from its request (or the
+    /// default: every level, softly); Err(why) for a hard request nothing can meet.
+    fn wanted<'v>(
+        &self,
+        view: &'v View,
+        request: Option<&TopologyRequest>,
+    ) -> Result<Option<Wanted<'v>>, String> {
+        let default_levels = || -> Vec<&'v TopologyLevel> {
+            let topo = if view.hypernodes.is_empty() {
+                &view.labels
+            } else {
+                &*view.hypernodes
+            };
+            topo.levels.iter().collect()
+        };
+        let Some(req) = request else {
+            let levels = default_levels();
+            return Ok((!levels.is_empty()).then(|| Wanted {
+                levels,
+                hard: false,
+                rule: "topology (soft)".into(),
+            }));
+        };
+        let hard = req.mode == TopologyMode::Hard;
+        if let Some(problem) = &req.problem {
+            if hard {
+                return Err(problem.clone());
+            }
+            // A malformed soft request is no request (and was reported where it came from).
+            return self.wanted(view, None);
+        }
+        let rule = format!(
+            "{} {} within {}",
+            req.source,
+            if hard { "hard" } else { "soft" },
+            req.describe_bound()
+        );
+        let levels: Vec<&'v TopologyLevel> = match &req.bound {
+            TopologyBound::Unbounded => default_levels(),
+            TopologyBound::Tier(tier) => {
+                let topo = &view.hypernodes;
+                match topo.highest_level_within_tier(*tier) {
+                    Some(top) => topo.levels[..=top].iter().collect(),
+                    None if hard && topo.is_empty() => {
+                        return Err(format!(
+                            "{rule}: no HyperNodes describe the network topology"
+                        ))
+                    }
+                    None if hard => {
+                        return Err(format!(
+                            "{rule}: no HyperNode has a tier at or below {tier}"
+                        ))
+                    }
+                    None => default_levels(),
+                }
+            }
+            TopologyBound::LabelKey(key) => {
+                match view.labels.levels.iter().position(|l| &*l.key == key) {
+                    Some(top) => view.labels.levels[..=top].iter().collect(),
+                    None => view.extra.get(key).into_iter().collect(),
+                }
+            }
+        };
+        if hard && levels.iter().all(|l| l.domains.is_empty()) {
+            return Err(format!("{rule}: no node has such a domain"));
+        }
+        Ok(Some(Wanted { levels, hard, rule }))
+    }
+
+    /// Whether the gang's GPU tasks must share one model, and the model its placed GPU
+    /// members already use.
+    fn model_rule(&self, view: &View, job: &JobInfo) -> Option<Option<u32>> {
+        if self.model_rule == ModelRule::Off || view.models.is_empty() {
+            return None;
+        }
+        let gpu_tasks: Vec<_> = job
+            .tasks()
+            .iter()
+            .filter(|t| t.resreq.get(&self.gpu_resource) > 0 && t.status.is_valid())
+            .collect();
+        if gpu_tasks.len() < 2 || gpu_tasks.iter().any(|t| self.pins_model(t)) {
+            return None;
+        }
+        let placed = gpu_tasks
+            .iter()
+            .filter(|t| t.status != TaskStatus::Pending)
+            .filter_map(|t| t.node.as_deref())
+            .filter_map(|n| view.node_ids.get(n))
+            .find_map(|id| view.model_of[id.0 as usize]);
+        Some(placed)
+    }
+
+    fn pins_model(&self, t: &crate::model::TaskInfo) -> bool {
+        let p = &t.placement;
+        p.node_selector.contains_key(&self.model_label)
+            || p.node_affinity.iter().any(|term| {
+                term.match_expressions
+                    .iter()
+                    .any(|e| e.key == self.model_label)
+            })
+    }
+
+    fn gang_domains(&self, view: &View, job: &JobInfo) -> Option<GangDomains> {
+        if job.pending_count() == 0 || job.tasks().len() < 2 {
+            return None;
+        }
+        let model = self.model_rule(view, job);
+        let wanted = match self.wanted(view, job.topology_request()) {
+            Ok(w) => w,
+            Err(why) => {
+                return Some(GangDomains {
+                    options: Vec::new(),
+                    hard: true,
+                    rule: why,
+                    shortfall: None,
+                })
+            }
+        };
+        if wanted.is_none() && model.is_none() {
+            return None;
+        }
+        let need = pending_need(job);
+        let dominant = self.dominant(&need);
+        let placed = placed_nodes(view, job);
+        let free = view.free.borrow();
+        let domain_free = |nodes: &[NodeId]| {
+            let mut sum = Resource::new();
+            for n in nodes {
+                sum.add(&free[n.0 as usize]);
+            }
+            sum
+        };
+        let models: Vec<u32> = match model {
+            None => Vec::new(),
+            Some(Some(m)) => vec![m],
+            Some(None) => (0..view.models.len() as u32).collect(),
+        };
+        let model_rule = |m: u32| {
+            NodeRule::new(
+                Some(Arc::from(self.gpu_resource.as_str())),
+                view.models[m as usize].1.clone(),
+                view.slots,
+            )
+        };
+        let mut options = Vec::new();
+        let mut shortfall = None;
+        if let Some(w) = &wanted {
+            for level in &w.levels {
+                let mut fits: Vec<(i64, usize)> = Vec::new();
+                let mut best: Option<(i64, usize)> = None;
+                for (d, domain) in level.domains.iter().enumerate() {
+                    if !placed
+                        .iter()
+                        .all(|n| level.domain_of[n.0 as usize] == Some(d as u32))
+                    {
+                        continue;
+                    }
+                    let room = domain_free(&domain.nodes);
+                    let left = room.get(&dominant) - need.get(&dominant);
+                    if best.is_none_or(|(b, _)| left > b) {
+                        best = Some((left, d));
+                    }
+                    if need.fits(&room) {
+                        fits.push((left, d));
+                    }
+                }
+                fits.sort();
+                for &(_, d) in fits.iter().take(DOMAINS_PER_LEVEL) {
+                    let domain = &level.domains[d];
+                    let list = Arc::new(domain.nodes.clone());
+                    let base = NodeRule::new(None, list, view.slots);
+                    let name = format!("{} {}", level.key, domain.name);
+                    push_with_models(&mut options, name, base, &models, &model_rule, view);
+                }
+                if let Some((left, d)) = best {
+                    if left < 0 {
+                        shortfall = Some(format!(
+                            "the best {} domain, {}, is short of {} {dominant}",
+                            level.key,
+                            level.domains[d].name,
+                            crate::model::resource::format_amount(&dominant, -left)
+                        ));
+                    }
+                }
+            }
+            // Soft: the fewest domains of the narrowest level that hold the gang together.
+            if !w.hard {
+                if let Some(level) = w.levels.first() {
+                    let mut by_room: Vec<(i64, usize)> = level
+                        .domains
+                        .iter()
+                        .enumerate()
+                        .map(|(d, dom)| (domain_free(&dom.nodes).get(&dominant), d))
+                        .collect();
+                    by_room.sort_by(|a, b| b.cmp(a));
+                    let mut nodes = Vec::new();
+                    let mut room = Resource::new();
+                    let mut names = Vec::new();
+                    for (k, &(_, d)) in by_room.iter().enumerate() {
+                        let domain = &level.domains[d];
+                        nodes.extend(&domain.nodes);
+                        room.add(&domain_free(&domain.nodes));
+                        names.push(domain.name.to_string());
+                        if k >= 1 && need.fits(&room) {
+                            nodes.sort_unstable();
+                            let base = NodeRule::new(None, Arc::new(nodes), view.slots);
+                            let name = format!("{} {}", level.key, names.join("+"));
+                            push_with_models(&mut options, name, base, &models, &model_rule, view);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let topo_hard = wanted.as_ref().is_some_and(|w| w.hard);
+        if !topo_hard {
+            for &m in &models {
+                options.push(NodeSet {
+                    name: format!("{}={}", self.model_label, view.models[m as usize].0),
+                    rules: vec![model_rule(m)],
+                });
+            }
+        }
+        let model_hard = model.is_some() && self.model_rule == ModelRule::Hard;
+        let rule = match (&wanted, model_hard) {
+            (Some(w), true) if w.hard => format!("{}, one {} per gang", w.rule, self.model_label),
+            (Some(w), _) if w.hard => w.rule.clone(),
+            _ => format!("GPU model rule (one {} per gang)", self.model_label),
+        };
+        Some(GangDomains {
+            options,
+            hard: topo_hard || model_hard,
+            rule,
+            shortfall,
+        })
+    }
+
+    /// The gang's scarcest resource (GPUs if it asks any).
+    fn dominant(&self, need: &Resource) -> String {
+        if need.get(&self.gpu_resource) > 0 {
+            self.gpu_resource.clone()
+        } else {
+            crate::model::resource::CPU.to_string()
+        }
+    }
+
+    /// JobReady: what the gang has placed keeps its hard rules (one domain within the
+    /// bound, one GPU model), whichever action placed it. Members bound before the rule
+    /// applied (e.g. before the HyperNodes existed) are not held against new ones.
+    fn hard_rules_hold(&self, view: &View, job: &JobInfo) -> bool {
+        let placed = |t: &TaskInfo| t.status.is_allocated() || t.status == TaskStatus::Pipelined;
+        if self.placement_keeps_rules(view, job, &placed) {
+            return true;
+        }
+        let earlier = |t: &TaskInfo| {
+            matches!(
+                t.status,
+                TaskStatus::Bound | TaskStatus::Binding | TaskStatus::Running
+            )
+        };
+        let fresh =
+            |t: &TaskInfo| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined);
+        !self.placement_keeps_rules(view, job, &earlier)
+            && self.placement_keeps_rules(view, job, &fresh)
+    }
+
+    /// Whether the members `which` selects keep the gang's hard rules.
+    fn placement_keeps_rules(
+        &self,
+        view: &View,
+        job: &JobInfo,
+        which: &dyn Fn(&TaskInfo) -> bool,
+    ) -> bool {
+        let mut nodes = Vec::new();
+        let mut models = Vec::new();
+        for t in job.tasks().iter().filter(|t| which(t)) {
+            let Some(&id) = t.node.as_deref().and_then(|n| view.node_ids.get(n)) else {
+                continue;
+            };
+            nodes.push(id);
+            if t.resreq.get(&self.gpu_resource) > 0 {
+                models.push(view.model_of[id.0 as usize]);
+            }
+        }
+        if nodes.len() < 2 {
+            return true;
+        }
+        if self.model_rule == ModelRule::Hard
+            && self.model_rule(view, job).is_some()
+            && models.windows(2).any(|w| w[0] != w[1])
+        {
+            return false;
+        }
+        match self.wanted(view, job.topology_request()) {
+            Ok(Some(w)) if w.hard => w.levels.iter().any(|l| {
+                let d = l.domain_of[nodes[0].0 as usize];
+                d.is_some() && nodes.iter().all(|n| l.domain_of[n.0 as usize] == d)
+            }),
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+}
+
+/// Adds `base`, or one set per GPU model within it when the model rule applies.
+fn push_with_models(
+    options: &mut Vec<NodeSet>,
+    name: String,
+    base: NodeRule,
+    models: &[u32],
+    model_rule: &dyn Fn(u32) -> NodeRule,
+    view: &View,
+) {
+    if models.is_empty() {
+        options.push(NodeSet {
+            name,
+            rules: vec![base],
+        });
+        return;
+    }
+    for &m in models {
+        if !base
+            .list
+            .iter()
+            .any(|n| view.model_of[n.0 as usize] == Some(m))
+        {
+            continue;
+        }
+        options.push(NodeSet {
+            name: format!("{name}, {}", view.models[m as usize].0),
+            rules: vec![base.clone(), model_rule(m)],
+        });
+    }
+}
+
+/// What the gang's pending members ask, when all of them are needed for its minimum
+/// (otherwise nothing: which members go is the search's choice, so no domain is ruled out
+/// by their sum).
+fn pending_need(job: &JobInfo) -> Resource {
+    let pending: Vec<_> = job
+        .tasks()
+        .iter()
+        .filter(|t| t.status == TaskStatus::Pending)
+        .collect();
+    let need = (job.min_member as usize).saturating_sub(job.ready_count() as usize);
+    let mut sum = Resource::new();
+    if need >= pending.len() {
+        for t in pending {
+            sum.add(&t.resreq);
+        }
+    }
+    sum
+}
+
+/// Nodes of the gang's placed members (they pin its domain).
+fn placed_nodes(view: &View, job: &JobInfo) -> Vec<NodeId> {
+    job.tasks()
+        .iter()
+        .filter(|t| t.status != TaskStatus::Pending && t.status.is_valid())
+        .filter_map(|t| t.node.as_deref())
+        .filter_map(|n| view.node_ids.get(n).copied())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::model::{HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, NodeSpec};
+    use crate::testkit::*;
+
+    const CONF: &str = "actions: \"enqueue, allocate\"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: nodeorder
+  - name: gpu-affinity
+    arguments:
+      gpu-affinity.topologyLevels: example.com/rack
+";
+
+    /// The same without gpu-affinity: least-requested scoring spreads gangs.
+    const SPREADING: &str = "actions: \"enqueue, allocate\"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: nodeorder
+";
+
+    fn labelled(name: &str, alloc: &[(&str, &str)], labels: &[(&str, &str)]) -> NodeSpec {
+        NodeSpec {
+            labels: crate::testkit::labels(labels),
+            ..node(name, alloc)
+        }
+    }
+
+    /// Racks of `per_rack` 4-cpu nodes, labelled example.com/rack=r{i}.
+    fn racks(cache: &mut crate::cache::Cache, racks: usize, per_rack: usize) {
+        for r in 0..racks {
+            for i in 0..per_rack {
+                cache.apply_node(labelled(
+                    &format!("r{r}-n{i}"),
+                    &[("cpu", "4"), ("memory", "16Gi")],
+                    &[("example.com/rack", &format!("r{r}"))],
+                ));
+            }
+        }
+    }
+
+    fn hypernode(name: &str, tier: u32, kind: MemberKind, members: &[&str]) -> HyperNodeSpec {
+        HyperNodeSpec {
+            name: name.into(),
+            tier,
+            members: members
+                .iter()
+                .map(|m| HyperNodeMember {
+                    kind: kind.clone(),
+                    selector: MemberSelector::Exact(m.to_string()),
+                })
+                .collect(),
+        }
+    }
+
+    /// Two tier-1 HyperNodes (rack-a: r0-*, rack-b: r1-*) under one tier-2 spine.
+    fn hypernodes(cache: &mut crate::cache::Cache) {
+        cache.apply_hypernode(hypernode(
+            "rack-a",
+            1,
+            MemberKind::Node,
+            &["r0-n0", "r0-n1"],
+        ));
+        cache.apply_hypernode(HyperNodeSpec {
+            name: "rack-b".into(),
+            tier: 1,
+            members: vec![HyperNodeMember {
+                kind: MemberKind::Node,
+                selector: MemberSelector::Regex("r1-n[0-9]+".into()),
+            }],
+        });
+        cache.apply_hypernode(hypernode(
+            "spine",
+            2,
+            MemberKind::HyperNode,
+            &["rack-a", "rack-b"],
+        ));
+    }
+
+    fn nodes_of(result: &crate::framework::SessionResult, job: &str) -> Vec<String> {
+        let mut nodes = binds_by_job(result).get(job).cloned().unwrap_or_default();
+        nodes.sort();
+        nodes
+    }
+
+    fn racks_of(nodes: &[String]) -> BTreeMap<String, usize> {
+        let mut racks = BTreeMap::new();
+        for n in nodes {
+            *racks.entry(n[..2].to_string()).or_default() += 1;
+        }
+        racks
+    }
+
+    #[test]
+    fn a_hard_network_topology_places_the_whole_gang_inside_one_tier_1_hypernode() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        hypernodes(&mut cache);
+        // Least-requested scoring alone spreads these four over all four nodes.
+        let job = Gang::new("ring", 4)
+            .tasks("worker", 4, &[("cpu", "2")])
+            .network_topology("hard", Some(1))
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        let nodes = nodes_of(&result, &job);
+        assert_eq!(nodes.len(), 4, "{result:?}");
+        assert_eq!(racks_of(&nodes).len(), 1, "one rack: {nodes:?}");
+        let spread = run_cycle(&cache, Some(SPREADING));
+        assert_eq!(
+            racks_of(&nodes_of(&spread, &job)).len(),
+            2,
+            "without the rule the gang spreads (so this test shows something)"
+        );
+    }
+
+    #[test]
+    fn a_hard_gang_larger_than_any_allowed_domain_waits_and_names_the_shortfall() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        hypernodes(&mut cache);
+        let job = Gang::new("big", 6)
+            .tasks("worker", 6, &[("cpu", "2")])
+            .network_topology("hard", Some(1))
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        assert_eq!(
+            condition_message(&result, &job).as_deref(),
+            Some(
+                "spec.networkTopology hard within tier 1: no allowed domain holds the whole \
+                 gang (the best tier-1 domain, rack-a, is short of 4 cpu)"
+            )
+        );
+        // Tier 2 (the spine) holds it.
+        let job2 = Gang::new("big2", 6)
+            .created(1)
+            .tasks("worker", 6, &[("cpu", "2")])
+            .network_topology("hard", Some(2));
+        let mut cache2 = cache_with_default_queue();
+        racks(&mut cache2, 2, 2);
+        hypernodes(&mut cache2);
+        let job2 = job2.apply(&mut cache2);
+        assert_eq!(nodes_of(&run_cycle(&cache2, Some(CONF)), &job2).len(), 6);
+    }
+
+    #[test]
+    fn a_soft_gang_too_big_for_one_rack_goes_to_the_fewest_racks() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 3, 2);
+        // 10 cpu: more than a rack (8), less than two.
+        let job = Gang::new("wide", 5)
+            .tasks("worker", 5, &[("cpu", "2")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        let nodes = nodes_of(&result, &job);
+        assert_eq!(nodes.len(), 5);
+        assert_eq!(racks_of(&nodes).len(), 2, "{nodes:?}");
+        let spread = run_cycle(&cache, Some(SPREADING));
+        assert_eq!(racks_of(&nodes_of(&spread, &job)).len(), 3);
+    }
+
+    #[test]
+    fn a_kueue_required_topology_keeps_the_gang_in_one_domain_of_that_label() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        let conf = CONF.replace("gpu-affinity.topologyLevels: example.com/rack", "{}");
+        let conf = conf.replace("    arguments:\n      {}\n", "");
+        let job = Gang::new("tas", 2)
+            .tasks("worker", 2, &[("cpu", "3")])
+            .annotate(
+                "kueue.x-k8s.io/podset-required-topology",
+                "example.com/rack",
+            )
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(&conf));
+        let nodes = nodes_of(&result, &job);
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(racks_of(&nodes).len(), 1, "{nodes:?}");
+    }
+
+    fn gpu_pools(cache: &mut crate::cache::Cache) {
+        for (model, prefix) in [("A100", "a"), ("H100", "h")] {
+            for i in 0..2 {
+                cache.apply_node(labelled(
+                    &format!("{prefix}{i}"),
+                    &[("cpu", "16"), ("memory", "64Gi"), ("nvidia.com/gpu", "2")],
+                    &[("nvidia.com/gpu.product", model)],
+                ));
+            }
+        }
+        // One node of each pool is half used: 3 GPUs free per model.
+        foreign_pod(cache, "busy-a", "a0", &[("nvidia.com/gpu", "1")]);
+        foreign_pod(cache, "busy-h", "h0", &[("nvidia.com/gpu", "1")]);
+    }
+
+    #[test]
+    fn every_gpu_task_of_a_gang_lands_on_one_gpu_model() {
+        let mut cache = cache_with_default_queue();
+        gpu_pools(&mut cache);
+        let job = Gang::new("train", 3)
+            .tasks("worker", 3, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        let nodes = nodes_of(&result, &job);
+        assert_eq!(nodes.len(), 3);
+        let models: std::collections::BTreeSet<char> =
+            nodes.iter().map(|n| n.chars().next().unwrap()).collect();
+        assert_eq!(models.len(), 1, "{nodes:?}");
+        // Needing more of one model than any pool has free, it waits rather than mixing.
+        let mut cache = cache_with_default_queue();
+        gpu_pools(&mut cache);
+        let job = Gang::new("mixed", 4)
+            .tasks("worker", 4, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert!(result.binds.is_empty(), "{:?}", result.binds);
+        let msg = condition_message(&result, &job).unwrap();
+        assert!(
+            msg.starts_with(
+                "GPU model rule (one nvidia.com/gpu.product per gang): no allowed domain holds \
+                 the whole gang"
+            ),
+            "{msg}"
+        );
+        // Soft: it mixes.
+        let soft = CONF.replace(
+            "example.com/rack\n",
+            "example.com/rack\n      gpu-affinity.gpuModel: soft\n",
+        );
+        assert_eq!(nodes_of(&run_cycle(&cache, Some(&soft)), &job).len(), 4);
+    }
+
+    #[test]
+    fn pods_that_pin_a_gpu_model_themselves_are_left_to_their_own_rule() {
+        let mut cache = cache_with_default_queue();
+        gpu_pools(&mut cache);
+        let mut gang = Gang::new("pinned", 4).tasks("worker", 4, &[("nvidia.com/gpu", "1")]);
+        for t in &mut gang.tasks {
+            let mut p = (*t.placement).clone();
+            p.node_affinity = vec![serde_json::from_value(serde_json::json!({
+                "matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
+                                      "values": ["A100", "H100"]}]
+            }))
+            .unwrap()];
+            t.placement = std::sync::Arc::new(p);
+        }
+        let job = gang.apply(&mut cache);
+        assert_eq!(nodes_of(&run_cycle(&cache, Some(CONF)), &job).len(), 4);
+    }
+
+    #[test]
+    fn a_malformed_hard_request_makes_its_gang_wait_and_no_one_else() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        let bad = Gang::new("bad", 2)
+            .created(1)
+            .tasks("worker", 2, &[("cpu", "1")])
+            .network_topology("hard", Some(0))
+            .apply(&mut cache);
+        let good = Gang::new("good", 2)
+            .created(2)
+            .tasks("worker", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert_eq!(
+            condition_message(&result, &bad).as_deref(),
+            Some(
+                "PodGroup default/bad: spec.networkTopology.highestTierAllowed must be at least \
+                 1, got 0: no allowed domain holds the whole gang"
+            )
+        );
+        assert_eq!(nodes_of(&result, &good).len(), 2);
+        // A hard tier with no HyperNodes at all says so.
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 1, 2);
+        let job = Gang::new("tiered", 2)
+            .tasks("worker", 2, &[("cpu", "1")])
+            .network_topology("hard", Some(1))
+            .apply(&mut cache);
+        let msg = condition_message(&run_cycle(&cache, Some(CONF)), &job).unwrap();
+        assert!(
+            msg.starts_with(
+                "spec.networkTopology hard within tier 1: no HyperNodes describe the network \
+                 topology"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn arguments_are_validated() {
+        let conf = |args: &str| {
+            checked_conf(
+                &format!(
+                    "actions: allocate\ntiers:\n- plugins:\n  - name: gpu-affinity\n    \
+                     arguments: {{{args}}}\n"
+                ),
+                "s.conf",
+            )
+        };
+        assert!(conf("gpu-affinity.topologyLevels: \"a/rack, zone\"").is_ok());
+        assert!(conf("gpu-affinity.topologyLevels: [a/rack, zone]").is_ok());
+        let e = conf("gpu-affinity.topologyLevels: \"bad key!\"").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("\"bad key!\" is not a node label key"),
+            "{e}"
+        );
+        let e = conf("gpu-affinity.gpuModel: strict").unwrap_err();
+        assert!(e.to_string().contains("expected hard, soft or off"), "{e}");
+    }
+}
