@@ -347,10 +347,14 @@ mod tests {
 
     /// Two racks of two 4-GPU nodes, one GPU model each; HyperNodes mirror the racks
     /// (one selected by a name pattern, one by labels) plus one that claims a node already
-    /// in a rack.
+    /// in a rack. No topology-aware plugin: `wide` must span both racks and models, which
+    /// gpu-affinity would rightly refuse.
     const RACKS: &str = r#"
 name: racks
 topologyLevels: [example.com/rack]
+config: |
+  actions: "enqueue, allocate"
+  tiers: [{plugins: [{name: gang}, {name: predicates}, {name: proportion}, {name: binpack}]}]
 nodeGroups:
 - name: a
   count: 2
