@@ -112,33 +112,38 @@ fn step_polylines(out: &mut String, f: &Frame, steps: &[(i64, Option<f64>)], col
 }
 
 /// Per level, over time: the share of the multi-node gangs running at that time whose
-/// nodes lie in one domain of the level (a gap while none runs).
+/// nodes lie in one domain of the level (a gap while none runs). A sweep over starts and
+/// finishes: reports can hold many thousands of jobs.
 fn within_one_domain_steps(jobs: &[JobReport], level: &str, end: i64) -> Vec<(i64, Option<f64>)> {
-    let spans: Vec<(i64, i64, bool)> = jobs
-        .iter()
-        .filter(|j| j.nodes.len() > 1)
-        .filter_map(|j| {
-            let within = j.spread.iter().find(|s| s.level == level)?.domains == 1;
-            Some((j.started?, j.finished.unwrap_or(end), within))
-        })
-        .collect();
-    let mut times: Vec<i64> = spans.iter().flat_map(|&(a, b, _)| [a, b]).collect();
-    times.push(0);
-    times.sort_unstable();
-    times.dedup();
-    times
-        .into_iter()
-        .map(|t| {
-            let running: Vec<bool> = spans
-                .iter()
-                .filter(|&&(a, b, _)| a <= t && t < b)
-                .map(|&(_, _, w)| w)
-                .collect();
-            let share = (!running.is_empty())
-                .then(|| running.iter().filter(|&&w| w).count() as f64 / running.len() as f64);
-            (t, share)
-        })
-        .collect()
+    // (time, change in running gangs, change in those within one domain)
+    let mut changes: Vec<(i64, i64, i64)> = Vec::new();
+    for j in jobs.iter().filter(|j| j.nodes.len() > 1) {
+        let (Some(spread), Some(start)) = (j.spread.iter().find(|s| s.level == level), j.started)
+        else {
+            continue;
+        };
+        let within = i64::from(spread.domains == 1);
+        changes.push((start, 1, within));
+        changes.push((j.finished.unwrap_or(end), -1, -within));
+    }
+    changes.sort_unstable();
+    let mut steps = vec![(0, None)];
+    let (mut running, mut within) = (0i64, 0i64);
+    let mut i = 0;
+    while i < changes.len() {
+        let t = changes[i].0;
+        while i < changes.len() && changes[i].0 == t {
+            running += changes[i].1;
+            within += changes[i].2;
+            i += 1;
+        }
+        let share = (running > 0).then(|| within as f64 / running as f64);
+        match steps.last_mut() {
+            Some(last) if last.0 == t => last.1 = share,
+            _ => steps.push((t, share)),
+        }
+    }
+    steps
 }
 
 fn legend(out: &mut String, f: &Frame, names: &[String]) {
@@ -317,4 +322,57 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::report::LevelSpread;
+
+    fn job(started: Option<i64>, finished: Option<i64>, nodes: usize, racks: usize) -> JobReport {
+        JobReport {
+            name: "j".into(),
+            queue: "default".into(),
+            tasks: nodes,
+            min_member: nodes as u32,
+            request: String::new(),
+            submitted: 0,
+            started,
+            finished,
+            wait: None,
+            status: String::new(),
+            message: None,
+            reservation: None,
+            nodes: (0..nodes).map(|n| format!("n{n}")).collect(),
+            spread: vec![LevelSpread {
+                level: "rack".into(),
+                domains: racks,
+            }],
+            gpu_models: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn spread_over_time_counts_running_multi_node_gangs_with_gaps_while_none_runs() {
+        let jobs = [
+            job(Some(10), Some(30), 2, 1),
+            job(Some(20), None, 3, 2),
+            job(Some(0), Some(100), 1, 1), // one node: not a multi-node gang
+            job(None, None, 0, 0),         // never ran
+            job(Some(50), Some(60), 2, 1),
+        ];
+        // The second one still runs at the end of the run (70).
+        assert_eq!(
+            within_one_domain_steps(&jobs, "rack", 70),
+            [
+                (0, None),
+                (10, Some(1.0)),
+                (20, Some(0.5)),
+                (30, Some(0.0)),
+                (50, Some(0.5)),
+                (60, Some(0.0)),
+                (70, None),
+            ]
+        );
+    }
 }
