@@ -741,6 +741,14 @@ impl Scenario {
                     "must be at least 1 (1 is the narrowest tier)".into(),
                 ));
             }
+            if h.members.is_empty() {
+                return Err(invalid(
+                    format!("{at}.members"),
+                    "a HyperNode needs at least one member (Volcano's admission refuses one \
+                     without)"
+                        .into(),
+                ));
+            }
             for (k, m) in h.members.iter().enumerate() {
                 let at = format!("{at}.members[{k}].selector");
                 if let MemberSelector::Invalid(why) = m.selector.to_selector() {
@@ -764,6 +772,15 @@ impl Scenario {
                         }
                         let name = e.name.clone();
                         Box::new(move |n: &str| n == name)
+                    }
+                    MemberSelectorDef {
+                        regex_match: Some(r),
+                        ..
+                    } if r.pattern.is_empty() => {
+                        return Err(invalid(
+                            format!("{at}.regexMatch.pattern"),
+                            "must not be empty".into(),
+                        ))
                     }
                     MemberSelectorDef {
                         regex_match: Some(r),
@@ -1124,6 +1141,16 @@ jobs:
                 "s.yaml: hypernodes[2].members[0].selector.labelMatch: selects nodes by their labels",
             ),
             (
+                "{regexMatch: {pattern: \"g-[12]\"}}",
+                "{regexMatch: {pattern: \"\"}}",
+                "s.yaml: hypernodes[0].members[0].selector.regexMatch.pattern: must not be empty",
+            ),
+            (
+                "- name: spine\n  tier: 2\n  members:\n  - type: HyperNode\n    selector: {exactMatch: {name: leaf}}",
+                "- name: spine\n  tier: 2\n  members: []",
+                "s.yaml: hypernodes[2].members: a HyperNode needs at least one member",
+            ),
+            (
                 "{matchLabels: {example.com/rack: r9}}",
                 "{matchExpressions: []}",
                 "hypernodes[1].members[0].selector.labelMatch.matchExpressions: unknown field `matchExpressions`, expected `matchLabels`",
@@ -1135,7 +1162,7 @@ jobs:
         }
         let many = format!(
             "{MINIMAL}hypernodes:\n{}",
-            "- {name: h, tier: 1}\n".repeat(MAX_HYPERNODES + 1)
+            "- {name: h, tier: 1, members: []}\n".repeat(MAX_HYPERNODES + 1)
         );
         let m = Scenario::parse(&many, "s.yaml").unwrap_err().to_string();
         assert!(
