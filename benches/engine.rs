@@ -12,6 +12,13 @@
 //!   queues: a tenth of them outrank running gangs of their queue (preempt), and half of the
 //!   queues are below their deserved share (reclaim). Target < 1 s on one core.
 //!
+//! - `allocate_5000_nodes_50000_pods_3_topology_levels`: the allocate cycle on the same
+//!   cluster with every node labelled with an NVLink clique, a rack and a zone, two GPU
+//!   models, and gpu-affinity on with those three levels (target < 500 ms on one core);
+//! - `allocate_5000_nodes_10pct_gangs_need_search`: the same with 625 more gangs (a tenth)
+//!   that task-by-task placement strands, so the whole-gang placement search must place
+//!   them (target < 1 s on one core).
+//!
 //! The cluster is built once, outside the timed part.
 
 use std::hint::black_box;
@@ -32,16 +39,77 @@ const GPU_EVERY: usize = 5;
 const QUEUES: usize = 4;
 
 fn cluster() -> Cache {
+    cluster_with(false, 0)
+}
+
+/// Racks of this many nodes, in zones of this many racks; GPU nodes in NVLink cliques of 4,
+/// two GPU models by rack.
+const RACK_NODES: usize = 40;
+const ZONE_RACKS: usize = 32;
+const CLIQUE_NODES: usize = 4;
+const TOPOLOGY_CONF: &str = "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: gpu-affinity
+    arguments:
+      gpu-affinity.topologyLevels: nvidia.com/gpu.clique, example.com/rack, topology.kubernetes.io/zone
+";
+
+/// The benchmark cluster; with `topology`, every node labelled with three topology levels
+/// (and GPU nodes with their model); with `stranded` pairs, that many more gangs that
+/// task-by-task placement strands and the placement search places: the issue's TFJob (a
+/// 2-cpu PS and a 4-cpu/2-GPU worker) pinned to its own pair of nodes (4 cpu, and 5 cpu
+/// with 2 GPUs), taken from the plain node pools so the cluster keeps 5,000 nodes.
+fn cluster_with(topology: bool, stranded: usize) -> Cache {
     let mut cache = testkit::cache_with_default_queue();
     for q in 0..QUEUES {
         cache.apply_queue(testkit::queue(&format!("team-{q}"), 1));
     }
-    testkit::add_nodes(
-        &mut cache,
-        "cpu",
-        CPU_NODES,
-        &[("cpu", "64"), ("memory", "256Gi"), ("pods", "110")],
-    );
+    let cpu_shape = testkit::node("", &[("cpu", "64"), ("memory", "256Gi"), ("pods", "110")]);
+    let topology_labels = |i: usize, gpu: Option<usize>| {
+        let rack = i / RACK_NODES;
+        let mut l = vec![
+            ("example.com/rack".to_string(), format!("rack-{rack}")),
+            (
+                "topology.kubernetes.io/zone".to_string(),
+                format!("zone-{}", rack / ZONE_RACKS),
+            ),
+        ];
+        if let Some(g) = gpu {
+            l.push((
+                "nvidia.com/gpu.clique".to_string(),
+                format!("clique-{}", g / CLIQUE_NODES),
+            ));
+            l.push((
+                "nvidia.com/gpu.product".to_string(),
+                ["A100", "H100"][rack % 2].to_string(),
+            ));
+        }
+        l.into_iter().collect()
+    };
+    for i in 0..CPU_NODES - stranded {
+        cache.apply_node(NodeSpec {
+            name: format!("cpu-{i:05}"),
+            labels: if topology {
+                topology_labels(i, None)
+            } else {
+                Default::default()
+            },
+            ..cpu_shape.clone()
+        });
+    }
     let gpu_taint = Taint {
         key: "nvidia.com/gpu".into(),
         value: "present".into(),
@@ -56,12 +124,43 @@ fn cluster() -> Cache {
             ("pods", "110"),
         ],
     );
-    for i in 0..GPU_NODES {
+    for i in 0..GPU_NODES - stranded {
         cache.apply_node(NodeSpec {
             name: format!("gpu-{i:05}"),
             taints: vec![gpu_taint.clone()],
+            labels: if topology {
+                topology_labels(CPU_NODES + i, Some(i))
+            } else {
+                Default::default()
+            },
             ..gpu_shape.clone()
         });
+    }
+    for p in 0..stranded {
+        let pool = [("pool".to_string(), format!("pair-{p}"))];
+        cache.apply_node(NodeSpec {
+            name: format!("pair-{p:05}-cpu"),
+            labels: pool.clone().into_iter().collect(),
+            ..testkit::node("", &[("cpu", "4"), ("memory", "16Gi")])
+        });
+        cache.apply_node(NodeSpec {
+            name: format!("pair-{p:05}-gpu"),
+            labels: pool.clone().into_iter().collect(),
+            ..testkit::node(
+                "",
+                &[("cpu", "5"), ("memory", "16Gi"), ("nvidia.com/gpu", "2")],
+            )
+        });
+        let mut gang = Gang::new(&format!("tfjob-{p:05}"), 2)
+            .created(-1)
+            .tasks("ps", 1, &[("cpu", "2")])
+            .tasks("worker", 1, &[("cpu", "4"), ("nvidia.com/gpu", "2")]);
+        for t in &mut gang.tasks {
+            let mut placement = (*t.placement).clone();
+            placement.node_selector = pool.clone().into_iter().collect();
+            t.set_placement(placement);
+        }
+        gang.apply(&mut cache);
     }
     let tolerate_gpu = Placement {
         tolerations: vec![Toleration {
@@ -155,6 +254,55 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("snapshot", |b| b.iter(|| black_box(cache.snapshot())));
     group.finish();
+}
+
+/// One untimed cycle, described; then the timed cycles.
+fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
+    let scheduler = testkit::scheduler(Some(conf));
+    let start = Instant::now();
+    let result = scheduler.run_cycle(cache.snapshot(), 0);
+    eprintln!(
+        "{name}: {} pods bound in {} gangs, placement search {:?}, in {:?}",
+        result.binds.len(),
+        testkit::binds_by_job(&result).len(),
+        result.placement_search,
+        start.elapsed()
+    );
+    let mut group = c.benchmark_group("engine");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function(name, |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, 0),
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+/// Issue 13's figures beside the plain cycle: the same cluster with three topology levels
+/// and gpu-affinity on (target < 500 ms), and with a tenth of its gangs stranded by
+/// task-by-task placement so that the placement search must place them (target < 1 s).
+fn topology_benches(c: &mut Criterion) {
+    let labelled = cluster_with(true, 0);
+    bench_cycle(
+        c,
+        "allocate_5000_nodes_50000_pods_3_topology_levels",
+        &labelled,
+        TOPOLOGY_CONF,
+    );
+    drop(labelled);
+    let stranded = cluster_with(false, GANGS / 10);
+    bench_cycle(
+        c,
+        "allocate_5000_nodes_10pct_gangs_need_search",
+        &stranded,
+        TOPOLOGY_CONF,
+    );
 }
 
 const PREEMPT_NODES: usize = 5_000;
@@ -264,5 +412,5 @@ fn preempt_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(engine, preempt_benches, benches);
+criterion_group!(engine, preempt_benches, benches, topology_benches);
 criterion_main!(engine);

@@ -586,21 +586,29 @@ fn push_with_models(
     model_rule: &dyn Fn(u32) -> NodeRule,
     view: &View,
 ) {
-    if models.is_empty() {
+    let present: Vec<u32> = models
+        .iter()
+        .copied()
+        .filter(|m| {
+            base.list
+                .iter()
+                .any(|n| view.model_of[n.0 as usize] == Some(*m))
+        })
+        .collect();
+    // With one model (or none) in the domain, the domain alone is the rule: its GPU tasks
+    // cannot go anywhere else in it.
+    if present.len() <= 1 {
+        let name = match present.first() {
+            Some(m) => format!("{name}, {}", view.models[*m as usize].0),
+            None => name,
+        };
         options.push(NodeSet {
             name,
             rules: vec![base],
         });
         return;
     }
-    for &m in models {
-        if !base
-            .list
-            .iter()
-            .any(|n| view.model_of[n.0 as usize] == Some(m))
-        {
-            continue;
-        }
+    for m in present {
         options.push(NodeSet {
             name: format!("{name}, {}", view.models[m as usize].0),
             rules: vec![base.clone(), model_rule(m)],
@@ -887,7 +895,7 @@ tiers:
                                       "values": ["A100", "H100"]}]
             }))
             .unwrap()];
-            t.placement = std::sync::Arc::new(p);
+            t.set_placement(p);
         }
         let job = gang.apply(&mut cache);
         assert_eq!(nodes_of(&run_cycle(&cache, Some(CONF)), &job).len(), 4);

@@ -166,6 +166,14 @@ impl Statement<'_> {
         let limit = budget.per_gang.min(budget.left_in_cycle);
         let outcome = self.search_gang_within(job, tasks, within, limit);
         budget.left_in_cycle = budget.left_in_cycle.saturating_sub(outcome.tries());
+        let stats = &mut self.search_stats;
+        stats.searches += 1;
+        stats.tries += outcome.tries();
+        match outcome {
+            SearchOutcome::Placed { .. } => stats.placed += 1,
+            SearchOutcome::GaveUp { .. } => stats.gave_up += 1,
+            SearchOutcome::NoPlacement { .. } => {}
+        }
         outcome
     }
 

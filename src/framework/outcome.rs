@@ -145,6 +145,20 @@ pub struct SessionResult {
     pub binds: Vec<Bind>,
     pub evictions: Vec<Eviction>,
     pub job_updates: Vec<JobUpdate>,
+    /// What the whole-gang placement search did this session.
+    pub placement_search: SearchStats,
+}
+
+/// How often the whole-gang placement search ran in a session, and to what end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Searches run (a gang inside one node set, or over the whole cluster).
+    pub searches: u32,
+    /// Searches that placed their gang.
+    pub placed: u32,
+    /// Searches whose budget ran out.
+    pub gave_up: u32,
+    pub tries: u64,
 }
 
 // The cache knows nothing of sessions (it depends on the snapshot type only); applying a

@@ -46,6 +46,8 @@ pub struct Session {
     queue_tree: QueueTree,
     /// Pods each PodDisruptionBudget has lost to this session's evictions so far.
     pub(super) budget_spent: HashMap<Arc<str>, u32>,
+    /// What the whole-gang placement search did (see `gang_search.rs`).
+    pub(super) search_stats: super::outcome::SearchStats,
 }
 
 impl Session {
@@ -74,6 +76,7 @@ impl Session {
             search: NodeSearch::default(),
             reservations: Default::default(),
             budget_spent: HashMap::new(),
+            search_stats: Default::default(),
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -94,6 +97,7 @@ impl Session {
             binds: self.binds,
             evictions: self.evictions,
             job_updates,
+            placement_search: self.search_stats,
         }
     }
 

@@ -180,6 +180,7 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             binds,
             evictions,
             job_updates,
+            ..
         } = result;
         {
             let mut ix = lock(&index);

@@ -146,6 +146,13 @@ impl TaskInfo {
         }
     }
 
+    /// Replaces the placement rules, with the keys predicates are cached by.
+    pub fn set_placement(&mut self, placement: Placement) {
+        self.placement_key = hash_of(&placement);
+        self.template = hash_of(&(&self.resreq, &placement));
+        self.placement = Arc::new(placement);
+    }
+
     pub fn is_best_effort(&self) -> bool {
         self.resreq.is_best_effort()
     }
