@@ -34,7 +34,7 @@ enum Command {
         /// Report format.
         #[arg(long, value_enum, default_value = "table")]
         output: Output,
-        /// Also write an SVG plot (utilization, queue shares, job timeline) to FILE.
+        /// Also write an SVG plot (utilization, queue shares, gang spread, job timeline) to FILE.
         #[arg(long, value_name = "FILE")]
         plot: Option<PathBuf>,
         /// Override the scenario's seed.

@@ -1,5 +1,5 @@
-//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6
-//! and S7, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6,
+//! S7 and S8, and the default) in the simulator, asserting exactly what the scenarios say, plus
 //! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
@@ -489,4 +489,114 @@ fn s5b_hierarchical_queues_never_exceed_a_parent_capability_and_converge_to_dese
             s.t
         );
     }
+}
+
+/// A Volcano configuration's text without one plugin: its `- name:` line and the lines
+/// indented below it.
+fn without_plugin(conf: &str, plugin: &str) -> String {
+    let mut out = String::new();
+    let mut skip_deeper_than: Option<usize> = None;
+    for line in conf.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(level) = skip_deeper_than {
+            if indent > level && !line.trim().is_empty() {
+                continue;
+            }
+            skip_deeper_than = None;
+        }
+        if line.trim() == format!("- name: {plugin}") {
+            skip_deeper_than = Some(indent);
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Issue 13's S8: 4 racks × 4 nodes × 8 GPUs of two GPU models under a stream of 8-, 16-
+/// and 32-GPU gangs, with the default configuration (gpu-affinity's levels set to the rack
+/// label) and with the same configuration without gpu-affinity.
+#[test]
+fn s8_gpu_affinity_keeps_gangs_on_one_gpu_model_and_more_of_them_in_one_rack() {
+    use rust_batch::conf::{SchedulerConf, DEFAULT_CONF};
+    let file = "s8-topology.yaml";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/scenarios")
+        .join(file);
+    let scenario = Scenario::load(&path).expect("scenario parses");
+    let conf = scenario
+        .config
+        .clone()
+        .expect("S8 carries its configuration");
+    // The default configuration, only gpu-affinity's levels set to this cluster's label.
+    let default_levels =
+        "gpu-affinity.topologyLevels: nvidia.com/gpu.clique, topology.kubernetes.io/zone";
+    assert!(DEFAULT_CONF.contains(default_levels), "{DEFAULT_CONF}");
+    assert_eq!(
+        conf,
+        DEFAULT_CONF.replace(
+            default_levels,
+            "gpu-affinity.topologyLevels: example.com/rack"
+        )
+    );
+    let mut plain = scenario.clone();
+    plain.config = Some(without_plugin(&conf, "gpu-affinity"));
+    let plain_conf = SchedulerConf::parse(plain.config.as_deref().unwrap(), "plain").unwrap();
+    let mut expected = SchedulerConf::parse(&conf, "plain").unwrap();
+    for t in &mut expected.tiers {
+        t.plugins.retain(|p| p.name != "gpu-affinity");
+    }
+    assert_eq!(
+        plain_conf.tiers, expected.tiers,
+        "only gpu-affinity is gone"
+    );
+
+    let run = |scenario: Scenario| {
+        let report = Simulation::new(scenario, file)
+            .expect("scenario builds")
+            .run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        assert_eq!(report.summary.never_started, 0, "every gang runs");
+        for j in &report.jobs {
+            assert_eq!(j.spread.len(), 2, "{}: {:?}", j.name, j.spread);
+            assert!(!j.gpu_models.is_empty(), "{}", j.name);
+        }
+        report
+    };
+    let affine = run(scenario);
+    let plain = run(plain);
+
+    // One GPU model per gang with gpu-affinity; without it, gangs do mix (so the check
+    // above is not vacuous).
+    for j in &affine.jobs {
+        assert_eq!(
+            j.gpu_models.len(),
+            1,
+            "{} ran on {:?}",
+            j.name,
+            j.gpu_models
+        );
+    }
+    assert_eq!(affine.summary.mixed_gpu_model_gangs, 0);
+    assert!(plain.summary.mixed_gpu_model_gangs > 0);
+
+    // More multi-node gangs within one rack, and fewer racks per gang.
+    let rack = |r: &rust_batch::sim::Report| r.summary.topology[0].clone();
+    let (a, p) = (rack(&affine), rack(&plain));
+    assert_eq!(a.level, "example.com/rack");
+    assert!(a.multi_node_gangs > 0 && p.multi_node_gangs > 0);
+    assert!(
+        a.share_within_one_domain.unwrap() > p.share_within_one_domain.unwrap(),
+        "within one rack: {a:?} with gpu-affinity, {p:?} without"
+    );
+    assert!(a.mean_domains.unwrap() < p.mean_domains.unwrap());
+    // The two GPU models are in different zones: one model means one zone.
+    assert_eq!(
+        affine.summary.topology[1].share_within_one_domain,
+        Some(1.0)
+    );
+    // Keeping gangs together costs no GPU time here: utilization within 2 points.
+    let gpu = |r: &rust_batch::sim::Report| r.summary.mean_utilization[GPU];
+    assert!((gpu(&affine) - gpu(&plain)).abs() < 0.02);
 }

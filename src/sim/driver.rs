@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use priority_queue::PriorityQueue;
 
+use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError};
 use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::{
     GangOrigin, GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource,
-    TaskInfo, TaskStatus, Timestamp,
+    TaskInfo, TaskStatus, Timestamp, TopologyRequest,
 };
 
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
@@ -79,6 +80,12 @@ pub struct SimJob {
     /// The last reservation backfill announced for the gang ("reserved: nodes … from …"),
     /// kept after it starts.
     pub reservation: Option<String>,
+    /// The nodes its pods were bound to, each once, in the order first bound.
+    pub nodes: Vec<Arc<str>>,
+    /// Per report level (`Simulation::levels`), the domains of those nodes.
+    pub(super) domains: Vec<std::collections::BTreeSet<Domain>>,
+    /// The GPU models (node label `nvidia.com/gpu.product`) its GPU-requesting pods ran on.
+    pub gpu_models: std::collections::BTreeSet<Arc<str>>,
     spec: JobSpec,
 }
 
@@ -116,6 +123,12 @@ pub struct Simulation {
     pub(super) evictions: u64,
     pub(super) samples: Vec<Sample>,
     pub(super) violations: Vec<String>,
+    /// The levels the report measures gang spread at: the scenario's `topologyLevels`,
+    /// then its HyperNode tiers.
+    pub(super) levels: Vec<ReportLevel>,
+    /// What the engine could not use of the scenario's topology (malformed requests,
+    /// HyperNode problems), each once, in the order found.
+    pub(super) topology_problems: Vec<String>,
 }
 
 impl Simulation {
@@ -144,6 +157,8 @@ impl Simulation {
             evictions: 0,
             samples: Vec::new(),
             violations: Vec::new(),
+            levels: ReportLevel::of(&scenario),
+            topology_problems: Vec::new(),
             scenario,
         };
         sim.setup();
@@ -159,6 +174,9 @@ impl Simulation {
         }
         for q in queues {
             self.cache.apply_queue(q);
+        }
+        for h in &self.scenario.hypernodes {
+            self.cache.apply_hypernode(h.to_spec());
         }
         for g in 0..self.scenario.node_groups.len() {
             let count = self.scenario.node_groups[g].count;
@@ -227,7 +245,7 @@ impl Simulation {
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
             },
             origin: GangOrigin::Declared,
-            topology: None,
+            topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -257,6 +275,7 @@ impl Simulation {
                 );
                 let mut task = task;
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
+                task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
                 let runtime = t
                     .runtime
                     .map(|m| (m.0 as f64 * jitter).round().max(1.0) as i64);
@@ -290,6 +309,9 @@ impl Simulation {
             phase: PodGroupPhase::Pending,
             message: None,
             reservation: None,
+            nodes: Vec::new(),
+            domains: vec![Default::default(); self.levels.len()],
+            gpu_models: Default::default(),
             spec,
         });
         index
@@ -383,6 +405,21 @@ impl Simulation {
                 self.jobs[j].submitted = Some(self.now);
                 self.jobs[j].spec.created = self.now;
                 self.cache.apply_job(self.jobs[j].spec.clone());
+                // A malformed request is the engine's to handle (the gang says why it
+                // waits); the report lists it too, as the live driver's events would.
+                let job_request = self.jobs[j].spec.topology.clone();
+                let pod_requests = self.jobs[j]
+                    .pods
+                    .iter()
+                    .filter_map(|&p| self.pods[p].task.topology.as_deref().cloned())
+                    .collect::<Vec<_>>();
+                for problem in job_request
+                    .into_iter()
+                    .chain(pod_requests)
+                    .filter_map(|r| r.problem)
+                {
+                    self.note_topology_problem(problem);
+                }
                 for p in self.jobs[j].pods.clone() {
                     self.pods[p].task.created = self.now;
                     self.set_pod(p, TaskStatus::Pending, None);
@@ -446,8 +483,20 @@ impl Simulation {
 
     fn cycle(&mut self) {
         self.cycles += 1;
-        let result = self.scheduler.run_cycle(self.cache.snapshot(), self.now);
+        let snapshot = self.cache.snapshot();
+        // HyperNode problems can come and go with the nodes their selectors match.
+        let problems = snapshot.hypernodes().problems.clone();
+        for p in problems {
+            self.note_topology_problem(p);
+        }
+        let result = self.scheduler.run_cycle(snapshot, self.now);
         self.apply(result);
+    }
+
+    pub(super) fn note_topology_problem(&mut self, problem: String) {
+        if !self.topology_problems.contains(&problem) {
+            self.topology_problems.push(problem);
+        }
     }
 
     fn apply(&mut self, result: SessionResult) {
@@ -466,6 +515,7 @@ impl Simulation {
             }
             self.binds += 1;
             self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
+            self.record_placement(p, &bind.node);
             if let Some(runtime) = self.pods[p].runtime {
                 let id = self.schedule(self.now + runtime, Event::Finish(p));
                 self.pods[p].finish_event = Some(id);
@@ -615,5 +665,108 @@ impl Simulation {
 
     pub fn node_allocatable(&self, node: &str) -> Option<&Resource> {
         self.nodes.get(node).map(|(_, a)| a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::TaskStatus;
+    use crate::sim::report::LevelSpread;
+    use crate::sim::{Scenario, Simulation};
+
+    /// Two racks of two 4-GPU nodes (HyperNodes mirror them), one node of each rack busy for
+    /// 10m. Gangs that must stay in one rack wait for it; a request the engine cannot use
+    /// waits with the engine's reason. The default configuration (gpu-affinity).
+    const REQUESTS: &str = r#"
+name: requests
+maxTime: 30m
+topologyLevels: [example.com/rack]
+nodeGroups:
+- {name: a1, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: ra, slot: a1}}
+- {name: a2, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: ra, slot: a2}}
+- {name: b1, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: rb, slot: b1}}
+- {name: b2, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: rb, slot: b2}}
+hypernodes:
+- {name: sw-a, tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: "a.-1"}}}]}
+- {name: sw-b, tier: 1, members: [{type: Node, selector: {labelMatch: {matchLabels: {example.com/rack: rb}}}}]}
+jobs:
+- name: block-a
+  tasks: [{role: w, requests: {nvidia.com/gpu: 4}, runtime: 10m, nodeSelector: {slot: a1}}]
+- name: block-b
+  tasks: [{role: w, requests: {nvidia.com/gpu: 4}, runtime: 10m, nodeSelector: {slot: b1}}]
+- name: volcano
+  submitAt: 10s
+  networkTopology: {highestTierAllowed: 1}
+  tasks: [{role: w, replicas: 2, requests: {nvidia.com/gpu: 4}, runtime: 5m}]
+- name: kueue
+  submitAt: 10s
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {nvidia.com/gpu: 4}
+    runtime: 5m
+    annotations: {kueue.x-k8s.io/podset-required-topology: example.com/rack}
+- name: odd
+  submitAt: 10s
+  networkTopology: {mode: hard, highestTierAllowed: 0}
+  tasks: [{role: w, replicas: 2, requests: {nvidia.com/gpu: 1}, runtime: 1m}]
+"#;
+
+    #[test]
+    fn topology_requests_and_hypernodes_of_a_scenario_reach_the_engine() {
+        let scenario = Scenario::parse(REQUESTS, "requests.yaml").unwrap();
+        let mut sim = Simulation::new(scenario, "requests.yaml").unwrap();
+        sim.run_until(60_000, &mut |_| {});
+        let message = |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone();
+        for job in ["volcano", "kueue", "odd"] {
+            assert!(
+                sim.job_pods(job)
+                    .iter()
+                    .all(|p| p.status == TaskStatus::Pending),
+                "{job} waits: a2 and b2 are free, but in two racks (odd: its request is malformed)"
+            );
+        }
+        let volcano = message(&sim, "volcano").unwrap_or_default();
+        assert!(
+            volcano.contains("spec.networkTopology hard within tier 1"),
+            "{volcano}"
+        );
+        let kueue = message(&sim, "kueue").unwrap_or_default();
+        assert!(
+            kueue.contains("kueue.x-k8s.io/podset-required-topology hard within example.com/rack"),
+            "{kueue}"
+        );
+        let odd = message(&sim, "odd").unwrap_or_default();
+        assert!(
+            odd.contains(
+                "PodGroup default/odd: spec.networkTopology.highestTierAllowed must be at least 1, got 0"
+            ),
+            "{odd}"
+        );
+
+        let report = sim.run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        let job = |name: &str| report.jobs.iter().find(|j| j.name == name).unwrap();
+        let one_rack = [
+            LevelSpread {
+                level: "example.com/rack".into(),
+                domains: 1,
+            },
+            LevelSpread {
+                level: "tier-1".into(),
+                domains: 1,
+            },
+        ];
+        for name in ["default/volcano", "default/kueue"] {
+            let j = job(name);
+            assert!(j.started.is_some_and(|t| t >= 600_000), "{name}: {j:?}");
+            assert_eq!(j.nodes.len(), 2, "{name}");
+            assert_eq!(j.spread, one_rack, "{name}");
+        }
+        assert_eq!(job("default/odd").started, None);
+        assert!(report
+            .topology_problems
+            .iter()
+            .any(|p| p.contains("PodGroup default/odd")));
     }
 }

@@ -1,10 +1,11 @@
 //! An SVG picture of a run: utilization per resource over time, each queue's share of the
-//! cluster over time, and a job timeline (waiting, then running). Plain SVG text, no
-//! plotting dependency: the picture is a few polylines and rectangles.
+//! cluster over time, gang spread (with topology levels or GPU nodes) and a job timeline
+//! (waiting, then running). Plain SVG text, no plotting dependency: the picture is a few
+//! polylines and rectangles.
 
 use std::fmt::Write as _;
 
-use super::report::{fmt_ms, Report, Sample};
+use super::report::{fmt_ms, JobReport, Report, Sample};
 
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 140.0;
@@ -74,29 +75,80 @@ fn step_line(
     color: &str,
     value: impl Fn(&Sample) -> f64,
 ) {
+    let steps: Vec<(i64, Option<f64>)> = samples.iter().map(|s| (s.t, Some(value(s)))).collect();
+    step_polylines(out, f, &steps, color);
+}
+
+/// A step function through `(time, value)` steps, each holding until the next (the last
+/// until the end); a step without a value leaves a gap.
+fn step_polylines(out: &mut String, f: &Frame, steps: &[(i64, Option<f64>)], color: &str) {
     let mut points = String::new();
-    for (i, s) in samples.iter().enumerate() {
-        let v = value(s);
-        let next_t = samples.get(i + 1).map(|n| n.t).unwrap_or(f.end as i64);
+    let mut flush = |points: &mut String| {
+        if !points.is_empty() {
+            let _ = writeln!(
+                out,
+                r##"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"##,
+                points.trim_end()
+            );
+            points.clear();
+        }
+    };
+    for (i, (t, v)) in steps.iter().enumerate() {
+        let Some(v) = v else {
+            flush(&mut points);
+            continue;
+        };
+        let next_t = steps.get(i + 1).map(|n| n.0).unwrap_or(f.end as i64);
         let _ = write!(
             points,
             "{:.1},{:.1} {:.1},{:.1} ",
-            f.x(s.t),
-            f.y(v),
+            f.x(*t),
+            f.y(*v),
             f.x(next_t),
-            f.y(v)
+            f.y(*v)
         );
     }
-    let _ = writeln!(
-        out,
-        r##"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"##,
-        points.trim_end()
-    );
+    flush(&mut points);
+}
+
+/// Per level, over time: the share of the multi-node gangs running at that time whose
+/// nodes lie in one domain of the level (a gap while none runs). A sweep over starts and
+/// finishes: reports can hold many thousands of jobs.
+fn within_one_domain_steps(jobs: &[JobReport], level: &str, end: i64) -> Vec<(i64, Option<f64>)> {
+    // (time, change in running gangs, change in those within one domain)
+    let mut changes: Vec<(i64, i64, i64)> = Vec::new();
+    for j in jobs.iter().filter(|j| j.nodes.len() > 1) {
+        let (Some(spread), Some(start)) = (j.spread.iter().find(|s| s.level == level), j.started)
+        else {
+            continue;
+        };
+        let within = i64::from(spread.domains == 1);
+        changes.push((start, 1, within));
+        changes.push((j.finished.unwrap_or(end), -1, -within));
+    }
+    changes.sort_unstable();
+    let mut steps = vec![(0, None)];
+    let (mut running, mut within) = (0i64, 0i64);
+    let mut i = 0;
+    while i < changes.len() {
+        let t = changes[i].0;
+        while i < changes.len() && changes[i].0 == t {
+            running += changes[i].1;
+            within += changes[i].2;
+            i += 1;
+        }
+        let share = (running > 0).then(|| within as f64 / running as f64);
+        match steps.last_mut() {
+            Some(last) if last.0 == t => last.1 = share,
+            _ => steps.push((t, share)),
+        }
+    }
+    steps
 }
 
 fn legend(out: &mut String, f: &Frame, names: &[String]) {
+    let mut x = LEFT + 8.0;
     for (i, name) in names.iter().enumerate() {
-        let x = LEFT + 8.0 + 150.0 * i as f64;
         let y = f.top + 12.0;
         let c = COLORS[i % COLORS.len()];
         let _ = writeln!(
@@ -107,6 +159,8 @@ fn legend(out: &mut String, f: &Frame, names: &[String]) {
             y,
             escape(name)
         );
+        // About 6 px per character at font-size 11; at least the old fixed 150 px.
+        x += (24.0 + 6.0 * name.chars().count() as f64).max(150.0);
     }
 }
 
@@ -126,7 +180,16 @@ pub fn render(report: &Report) -> String {
     }
     .to_string();
     let rows = report.jobs.len().min(MAX_ROWS);
-    let timeline_top = 40.0 + 2.0 * (PANEL + 50.0);
+    let levels: Vec<String> = report
+        .summary
+        .topology
+        .iter()
+        .map(|l| l.level.clone())
+        .collect();
+    let gpus = report.samples.iter().any(|s| s.gpu_nodes > 0);
+    let spread_panel = !levels.is_empty() || gpus;
+    let panels = if spread_panel { 3.0 } else { 2.0 };
+    let timeline_top = 40.0 + panels * (PANEL + 50.0);
     let height = timeline_top + rows as f64 * ROW + 60.0;
     let mut out = String::new();
     let _ = writeln!(
@@ -181,6 +244,37 @@ pub fn render(report: &Report) -> String {
     }
     legend(&mut out, &shares, &queues);
 
+    if spread_panel {
+        let spread = Frame {
+            top: 50.0 + 2.0 * (PANEL + 50.0),
+            end,
+        };
+        axes(
+            &mut out,
+            &spread,
+            "gang spread: running multi-node gangs within one domain; GPU nodes partially used",
+        );
+        let mut names = Vec::new();
+        for level in &levels {
+            let color = COLORS[names.len() % COLORS.len()];
+            let steps = within_one_domain_steps(&report.jobs, level, end as i64);
+            step_polylines(&mut out, &spread, &steps, color);
+            names.push(format!("within one {level}"));
+        }
+        if gpus {
+            let color = COLORS[names.len() % COLORS.len()];
+            step_line(&mut out, &spread, &report.samples, color, |s| {
+                if s.gpu_nodes > 0 {
+                    s.partial_gpu_nodes as f64 / s.gpu_nodes as f64
+                } else {
+                    0.0
+                }
+            });
+            names.push("partially used GPU nodes".into());
+        }
+        legend(&mut out, &spread, &names);
+    }
+
     let tl = Frame {
         top: timeline_top,
         end,
@@ -228,4 +322,57 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::report::LevelSpread;
+
+    fn job(started: Option<i64>, finished: Option<i64>, nodes: usize, racks: usize) -> JobReport {
+        JobReport {
+            name: "j".into(),
+            queue: "default".into(),
+            tasks: nodes,
+            min_member: nodes as u32,
+            request: String::new(),
+            submitted: 0,
+            started,
+            finished,
+            wait: None,
+            status: String::new(),
+            message: None,
+            reservation: None,
+            nodes: (0..nodes).map(|n| format!("n{n}")).collect(),
+            spread: vec![LevelSpread {
+                level: "rack".into(),
+                domains: racks,
+            }],
+            gpu_models: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn spread_over_time_counts_running_multi_node_gangs_with_gaps_while_none_runs() {
+        let jobs = [
+            job(Some(10), Some(30), 2, 1),
+            job(Some(20), None, 3, 2),
+            job(Some(0), Some(100), 1, 1), // one node: not a multi-node gang
+            job(None, None, 0, 0),         // never ran
+            job(Some(50), Some(60), 2, 1),
+        ];
+        // The second one still runs at the end of the run (70).
+        assert_eq!(
+            within_one_domain_steps(&jobs, "rack", 70),
+            [
+                (0, None),
+                (10, Some(1.0)),
+                (20, Some(0.5)),
+                (30, Some(0.0)),
+                (50, Some(0.5)),
+                (60, Some(0.0)),
+                (70, None),
+            ]
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! What a simulation run reports: per-job times, utilization and queue shares over time,
-//! and the invariant counters — as a table for people, JSON for tools, SVG for eyes.
+//! What a simulation run reports: per-job times and placement (nodes, domains spanned per
+//! topology level, GPU models), utilization, queue shares and partially used GPU nodes over
+//! time, and the invariant counters — as a table for people, JSON for tools, SVG for eyes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,6 +19,10 @@ pub struct Sample {
     /// queue -> resource -> the queue's allocation / cluster allocatable.
     pub queue_share: BTreeMap<String, BTreeMap<String, f64>>,
     pub pending_pods: usize,
+    /// Nodes with GPUs (`nvidia.com/gpu` allocatable).
+    pub gpu_nodes: usize,
+    /// Nodes with some but not all of their GPUs allocated.
+    pub partial_gpu_nodes: usize,
 }
 
 impl Sample {
@@ -25,7 +30,32 @@ impl Sample {
         self.utilization == other.utilization
             && self.queue_share == other.queue_share
             && self.pending_pods == other.pending_pods
+            && self.gpu_nodes == other.gpu_nodes
+            && self.partial_gpu_nodes == other.partial_gpu_nodes
     }
+}
+
+/// How many domains of one topology level a gang's nodes span.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LevelSpread {
+    /// A label key of the scenario's `topologyLevels`, or `tier-N` for HyperNode tier N.
+    pub level: String,
+    /// A node in no domain of the level counts as a domain of its own.
+    pub domains: usize,
+}
+
+/// Per topology level, how the gangs that ran on more than one node were spread.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LevelSummary {
+    pub level: String,
+    /// Gangs whose pods ran on two nodes or more.
+    pub multi_node_gangs: usize,
+    /// Of those, the gangs whose nodes all lie in one domain of the level.
+    pub within_one_domain: usize,
+    /// within_one_domain / multi_node_gangs (none without multi-node gangs).
+    pub share_within_one_domain: Option<f64>,
+    /// The mean number of domains a multi-node gang spans.
+    pub mean_domains: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -44,6 +74,13 @@ pub struct JobReport {
     pub message: Option<String>,
     /// The last reservation backfill held for the gang while it waited (EASY backfill).
     pub reservation: Option<String>,
+    /// The nodes its pods ran on, each once, in the order first bound.
+    pub nodes: Vec<String>,
+    /// Per topology level (the scenario's `topologyLevels`, narrowest first, then its
+    /// HyperNode tiers), how many domains those nodes span; empty while it never ran.
+    pub spread: Vec<LevelSpread>,
+    /// The GPU models (node label `nvidia.com/gpu.product`) its GPU pods ran on.
+    pub gpu_models: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -71,6 +108,14 @@ pub struct Summary {
     pub cycles: u64,
     pub binds: u64,
     pub evictions: u64,
+    /// Per topology level, the multi-node gangs kept within one domain.
+    pub topology: Vec<LevelSummary>,
+    /// Gangs whose GPU pods ran on nodes of more than one GPU model.
+    pub mixed_gpu_model_gangs: usize,
+    /// Time-weighted mean and the maximum of the nodes with some but not all of their GPUs
+    /// allocated.
+    pub mean_partial_gpu_nodes: f64,
+    pub max_partial_gpu_nodes: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -81,6 +126,9 @@ pub struct Report {
     pub invariants: Invariants,
     pub jobs: Vec<JobReport>,
     pub samples: Vec<Sample>,
+    /// What the engine could not use of the scenario's topology, each once: malformed
+    /// networkTopology or Kueue annotations, HyperNode problems that depend on the nodes.
+    pub topology_problems: Vec<String>,
 }
 
 fn time_weighted(samples: &[Sample], end: Timestamp, value: impl Fn(&Sample) -> f64) -> f64 {
@@ -113,6 +161,8 @@ impl Report {
         partial_gangs: u64,
         overcommitted_nodes: u64,
         violations: Vec<String>,
+        levels: Vec<String>,
+        topology_problems: Vec<String>,
     ) -> Report {
         let waits: Vec<i64> = jobs.iter().filter_map(|j| j.wait).collect();
         let makespan = jobs.iter().filter_map(|j| j.finished).max().unwrap_or(end);
@@ -162,6 +212,34 @@ impl Report {
                 )
             })
             .collect();
+        let topology = levels
+            .iter()
+            .map(|level| {
+                let spans: Vec<usize> = jobs
+                    .iter()
+                    .filter(|j| j.nodes.len() > 1)
+                    .filter_map(|j| j.spread.iter().find(|s| &s.level == level))
+                    .map(|s| s.domains)
+                    .collect();
+                let within = spans.iter().filter(|&&d| d == 1).count();
+                let n = spans.len();
+                LevelSummary {
+                    level: level.clone(),
+                    multi_node_gangs: n,
+                    within_one_domain: within,
+                    share_within_one_domain: (n > 0).then(|| within as f64 / n as f64),
+                    mean_domains: (n > 0).then(|| spans.iter().sum::<usize>() as f64 / n as f64),
+                }
+            })
+            .collect();
+        let mean_partial_gpu_nodes =
+            time_weighted(&samples, makespan, |s| s.partial_gpu_nodes as f64);
+        let max_partial_gpu_nodes = samples
+            .iter()
+            .filter(|s| s.t <= makespan)
+            .map(|s| s.partial_gpu_nodes)
+            .max()
+            .unwrap_or(0);
         Report {
             scenario,
             seed,
@@ -178,6 +256,10 @@ impl Report {
                 cycles,
                 binds,
                 evictions,
+                topology,
+                mixed_gpu_model_gangs: jobs.iter().filter(|j| j.gpu_models.len() > 1).count(),
+                mean_partial_gpu_nodes,
+                max_partial_gpu_nodes,
             },
             invariants: Invariants {
                 partial_gangs,
@@ -186,6 +268,7 @@ impl Report {
             },
             jobs,
             samples,
+            topology_problems,
         }
     }
 
@@ -238,6 +321,37 @@ impl Report {
                 let _ = writeln!(out, "queue {q}: mean share {}", parts.join(", "));
             }
         }
+        if s.max_partial_gpu_nodes > 0 || self.samples.iter().any(|x| x.gpu_nodes > 0) {
+            let _ = writeln!(
+                out,
+                "partially used GPU nodes: mean {:.1}, max {}",
+                s.mean_partial_gpu_nodes, s.max_partial_gpu_nodes
+            );
+        }
+        for l in &s.topology {
+            match (l.share_within_one_domain, l.mean_domains) {
+                (Some(share), Some(mean)) => {
+                    let _ = writeln!(
+                        out,
+                        "multi-node gangs within one {}: {}/{} ({:.1}%), mean {:.2} domains",
+                        l.level,
+                        l.within_one_domain,
+                        l.multi_node_gangs,
+                        share * 100.0,
+                        mean
+                    );
+                }
+                _ => {
+                    let _ = writeln!(out, "multi-node gangs within one {}: none ran", l.level);
+                }
+            }
+        }
+        if self.jobs.iter().any(|j| !j.gpu_models.is_empty()) {
+            let _ = writeln!(out, "gangs mixing GPU models: {}", s.mixed_gpu_model_gangs);
+        }
+        for p in self.topology_problems.iter().take(10) {
+            let _ = writeln!(out, "topology: {p}");
+        }
         out.push_str(&self.shares_over_time(SHARE_ROWS));
         let inv = &self.invariants;
         let _ = writeln!(
@@ -255,12 +369,14 @@ impl Report {
             let _ = writeln!(out, "  ! {v}");
         }
         let _ = writeln!(out);
-        let rows: Vec<[String; 8]> = self
+        let placement = !s.topology.is_empty();
+        let models = self.jobs.iter().any(|j| !j.gpu_models.is_empty());
+        let rows: Vec<Vec<String>> = self
             .jobs
             .iter()
             .take(max_jobs)
             .map(|j| {
-                [
+                let mut row = vec![
                     j.name.clone(),
                     j.queue.clone(),
                     format!("{}/{}", j.min_member, j.tasks),
@@ -269,10 +385,17 @@ impl Report {
                     j.finished.map(fmt_ms).unwrap_or_else(|| "-".into()),
                     j.wait.map(fmt_ms).unwrap_or_else(|| "-".into()),
                     j.status.clone(),
-                ]
+                ];
+                if placement {
+                    row.push(spread_cell(j));
+                }
+                if models {
+                    row.push(j.gpu_models.join(","));
+                }
+                row
             })
             .collect();
-        let header = [
+        let mut header = vec![
             "JOB",
             "QUEUE",
             "MIN/TASKS",
@@ -282,6 +405,12 @@ impl Report {
             "WAIT",
             "STATUS",
         ];
+        if placement {
+            header.push("SPREAD");
+        }
+        if models {
+            header.push("GPU MODEL");
+        }
         out.push_str(&columns(&header, &rows));
         if self.jobs.len() > max_jobs {
             let _ = writeln!(
@@ -360,6 +489,23 @@ impl Report {
             columns(&header, &rows)
         )
     }
+}
+
+/// "3 nodes: example.com/rack 2, tier-1 2"; "-" for a job that never ran.
+fn spread_cell(j: &JobReport) -> String {
+    if j.nodes.is_empty() {
+        return "-".into();
+    }
+    let levels: Vec<String> = j
+        .spread
+        .iter()
+        .map(|s| format!("{} {}", s.level, s.domains))
+        .collect();
+    let nodes = match j.nodes.len() {
+        1 => "1 node".to_string(),
+        n => format!("{n} nodes"),
+    };
+    format!("{nodes}: {}", levels.join(", "))
 }
 
 /// A left-aligned text table, columns two spaces apart.

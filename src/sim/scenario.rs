@@ -10,7 +10,11 @@ use thiserror::Error;
 use crate::conf::{ConfError, SchedulerConf};
 use crate::framework::Scheduler;
 use crate::model::placement::{NodeSelectorTerm, Taint, Toleration};
-use crate::model::{QueueState, ResourceList};
+use crate::model::topology::label_key_problem;
+use crate::model::{
+    HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, QueueState, ResourceList,
+    TopologyRequest,
+};
 
 /// The bundled default scenario: S1 and S2 from SCENARIOS.md plus a mixed workload.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/scenarios/default.yaml");
@@ -77,6 +81,11 @@ pub const MAX_DURATION: Millis = Millis(100 * 31_557_600 * 1000); // humantime's
 /// ask the simulator for a billion of either.
 pub const MAX_NODES: u64 = 100_000;
 pub const MAX_PODS: u64 = 1_000_000;
+/// The most HyperNodes a scenario may declare: each HyperNode member is matched against
+/// every HyperNode (validation) and every node (each time the topology is resolved).
+pub const MAX_HYPERNODES: usize = 1_000;
+/// The most topology levels the report measures; real clusters nest a handful.
+pub const MAX_TOPOLOGY_LEVELS: usize = 16;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -166,6 +175,120 @@ pub struct TaskDef {
     pub node_affinity: Vec<NodeSelectorTerm>,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// The pods' annotations. The simulator reads Kueue's topology-aware scheduling keys
+    /// (`kueue.x-k8s.io/podset-required-topology`, `…/podset-preferred-topology`) as the
+    /// Kubernetes driver does; other keys are carried and ignored.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Volcano's PodGroup `spec.networkTopology`, with its field names. Values are passed to
+/// the engine as a PodGroup's would be: a mode that is not hard or soft, or a tier below
+/// 1, is the engine's to report (the gang says why it waits), not a scenario error.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkTopologyDef {
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub highest_tier_allowed: Option<i64>,
+}
+
+impl NetworkTopologyDef {
+    /// The engine's request; `object` names the gang (`namespace/name`) in messages.
+    pub fn to_request(&self, object: &str) -> TopologyRequest {
+        TopologyRequest::from_volcano(self.mode.as_deref(), self.highest_tier_allowed, object)
+    }
+}
+
+/// Volcano's HyperNode (topology.volcano.sh/v1alpha1), flattened: its `metadata.name` and
+/// its `spec` (`tier`, `members`) with Volcano's field names.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HyperNodeDef {
+    pub name: String,
+    pub tier: u32,
+    #[serde(default)]
+    pub members: Vec<HyperNodeMemberDef>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum HyperNodeMemberType {
+    Node,
+    HyperNode,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HyperNodeMemberDef {
+    #[serde(rename = "type")]
+    pub kind: HyperNodeMemberType,
+    pub selector: MemberSelectorDef,
+}
+
+/// Exactly one of the three, as Volcano's CRD validation demands.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberSelectorDef {
+    #[serde(default)]
+    pub exact_match: Option<ExactMatchDef>,
+    #[serde(default)]
+    pub regex_match: Option<RegexMatchDef>,
+    #[serde(default)]
+    pub label_match: Option<LabelMatchDef>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExactMatchDef {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegexMatchDef {
+    pub pattern: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelMatchDef {
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl HyperNodeDef {
+    /// The engine's HyperNode.
+    pub fn to_spec(&self) -> HyperNodeSpec {
+        HyperNodeSpec {
+            name: self.name.clone(),
+            tier: self.tier,
+            members: self
+                .members
+                .iter()
+                .map(|m| HyperNodeMember {
+                    kind: match m.kind {
+                        HyperNodeMemberType::Node => MemberKind::Node,
+                        HyperNodeMemberType::HyperNode => MemberKind::HyperNode,
+                    },
+                    selector: m.selector.to_selector(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl MemberSelectorDef {
+    fn to_selector(&self) -> MemberSelector {
+        match (&self.exact_match, &self.regex_match, &self.label_match) {
+            (Some(e), None, None) => MemberSelector::Exact(e.name.clone()),
+            (None, Some(r), None) => MemberSelector::Regex(r.pattern.clone()),
+            (None, None, Some(l)) => MemberSelector::Labels(l.match_labels.clone()),
+            (None, None, None) => MemberSelector::Invalid("no selector given".into()),
+            _ => MemberSelector::Invalid(
+                "exactMatch, regexMatch and labelMatch are exclusive".into(),
+            ),
+        }
+    }
 }
 
 /// Submit `count` copies of a job, one every `every`.
@@ -209,6 +332,9 @@ pub struct JobDef {
     /// time).
     #[serde(default)]
     pub gang: GangDef,
+    /// Volcano's PodGroup `spec.networkTopology`: keep the gang inside one network domain.
+    #[serde(default)]
+    pub network_topology: Option<NetworkTopologyDef>,
     pub tasks: Vec<TaskDef>,
 }
 
@@ -271,6 +397,15 @@ pub struct Scenario {
     #[serde(default = "default_grace")]
     pub eviction_grace: Millis,
     pub node_groups: Vec<NodeGroup>,
+    /// Volcano HyperNodes describing the network topology, given to the scheduler at start.
+    #[serde(default)]
+    pub hypernodes: Vec<HyperNodeDef>,
+    /// Node label keys, narrowest first (e.g. a rack key, then a zone key), by which the
+    /// report measures how many domains each gang spans. Only the report reads them (the
+    /// scheduler's own levels are its plugins' arguments), so one scenario can compare
+    /// configurations with and without topology-aware placement.
+    #[serde(default)]
+    pub topology_levels: Vec<String>,
     #[serde(default)]
     pub queues: Vec<QueueDef>,
     #[serde(default)]
@@ -543,7 +678,160 @@ impl Scenario {
                 }
             }
         }
+        self.validate_topology(file)?;
         self.scheduler(file)?;
+        Ok(())
+    }
+
+    /// `topologyLevels` and `hypernodes`. What depends on the nodes (a node selected by two
+    /// HyperNodes of one tier) can change as nodes come and go; the engine reports it and
+    /// the report lists it, as for a live cluster.
+    fn validate_topology(&self, file: &str) -> Result<(), ScenarioError> {
+        let invalid = |field: String, message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            field,
+            message,
+        };
+        if self.topology_levels.len() > MAX_TOPOLOGY_LEVELS {
+            return Err(invalid(
+                "topologyLevels".into(),
+                format!(
+                    "{} levels is more than the simulator's limit of {MAX_TOPOLOGY_LEVELS}",
+                    self.topology_levels.len()
+                ),
+            ));
+        }
+        for (i, key) in self.topology_levels.iter().enumerate() {
+            if let Some(why) = label_key_problem(key) {
+                return Err(invalid(
+                    format!("topologyLevels[{i}]"),
+                    format!("{key:?} is not a node label key ({why})"),
+                ));
+            }
+            if self.topology_levels[..i].contains(key) {
+                return Err(invalid(
+                    format!("topologyLevels[{i}]"),
+                    format!("{key:?} is listed twice"),
+                ));
+            }
+        }
+        if self.hypernodes.len() > MAX_HYPERNODES {
+            return Err(invalid(
+                "hypernodes".into(),
+                format!(
+                    "{} HyperNodes is more than the simulator's limit of {MAX_HYPERNODES}",
+                    self.hypernodes.len()
+                ),
+            ));
+        }
+        for (i, h) in self.hypernodes.iter().enumerate() {
+            let at = format!("hypernodes[{i}]");
+            if h.name.is_empty() {
+                return Err(invalid(format!("{at}.name"), "must not be empty".into()));
+            }
+            if self.hypernodes[..i].iter().any(|o| o.name == h.name) {
+                return Err(invalid(
+                    format!("{at}.name"),
+                    format!("{:?} is used twice", h.name),
+                ));
+            }
+            if h.tier == 0 {
+                return Err(invalid(
+                    format!("{at}.tier"),
+                    "must be at least 1 (1 is the narrowest tier)".into(),
+                ));
+            }
+            if h.members.is_empty() {
+                return Err(invalid(
+                    format!("{at}.members"),
+                    "a HyperNode needs at least one member (Volcano's admission refuses one \
+                     without)"
+                        .into(),
+                ));
+            }
+            for (k, m) in h.members.iter().enumerate() {
+                let at = format!("{at}.members[{k}].selector");
+                if let MemberSelector::Invalid(why) = m.selector.to_selector() {
+                    return Err(invalid(
+                        at,
+                        format!("{why}; give one of exactMatch, regexMatch, labelMatch"),
+                    ));
+                }
+                let is_hypernode = m.kind == HyperNodeMemberType::HyperNode;
+                // The engine's matching: a pattern must match the whole name.
+                let matches: Box<dyn Fn(&str) -> bool> = match &m.selector {
+                    MemberSelectorDef {
+                        exact_match: Some(e),
+                        ..
+                    } => {
+                        if e.name.is_empty() {
+                            return Err(invalid(
+                                format!("{at}.exactMatch.name"),
+                                "must not be empty".into(),
+                            ));
+                        }
+                        let name = e.name.clone();
+                        Box::new(move |n: &str| n == name)
+                    }
+                    MemberSelectorDef {
+                        regex_match: Some(r),
+                        ..
+                    } if r.pattern.is_empty() => {
+                        return Err(invalid(
+                            format!("{at}.regexMatch.pattern"),
+                            "must not be empty".into(),
+                        ))
+                    }
+                    MemberSelectorDef {
+                        regex_match: Some(r),
+                        ..
+                    } => match regex::Regex::new(&format!("^(?:{})$", r.pattern)) {
+                        Ok(re) => Box::new(move |n: &str| re.is_match(n)),
+                        Err(e) => {
+                            let why = e.to_string();
+                            let why = why.lines().last().unwrap_or_default().trim().to_string();
+                            return Err(invalid(
+                                format!("{at}.regexMatch.pattern"),
+                                format!("{:?} is not a regular expression ({why})", r.pattern),
+                            ));
+                        }
+                    },
+                    _ if is_hypernode => {
+                        return Err(invalid(
+                            format!("{at}.labelMatch"),
+                            "selects nodes by their labels; name HyperNode members with \
+                             exactMatch or regexMatch"
+                                .into(),
+                        ))
+                    }
+                    _ => continue,
+                };
+                if !is_hypernode {
+                    continue;
+                }
+                let children: Vec<&HyperNodeDef> = self
+                    .hypernodes
+                    .iter()
+                    .filter(|c| matches(&c.name))
+                    .collect();
+                if let (Some(e), true) = (&m.selector.exact_match, children.is_empty()) {
+                    return Err(invalid(
+                        format!("{at}.exactMatch.name"),
+                        format!("no HyperNode {:?} is declared", e.name),
+                    ));
+                }
+                if let Some(c) = children.iter().find(|c| c.tier >= h.tier) {
+                    return Err(invalid(
+                        at,
+                        format!(
+                            "selects HyperNode {} of tier {}; members must be of a lower tier \
+                             than {}'s {}",
+                            c.name, c.tier, h.name, h.tier
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -682,5 +970,204 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("unknown action \"teleport\""), "{msg}");
+    }
+
+    const TOPOLOGY: &str = r#"
+name: t
+topologyLevels: [example.com/rack, topology.kubernetes.io/zone]
+nodeGroups:
+- name: g
+  count: 2
+  allocatable: {cpu: 4}
+  labels: {example.com/rack: r0}
+hypernodes:
+- name: leaf
+  tier: 1
+  members:
+  - type: Node
+    selector: {regexMatch: {pattern: "g-[12]"}}
+- name: by-label
+  tier: 1
+  members:
+  - type: Node
+    selector: {labelMatch: {matchLabels: {example.com/rack: r9}}}
+- name: spine
+  tier: 2
+  members:
+  - type: HyperNode
+    selector: {exactMatch: {name: leaf}}
+jobs:
+- name: j
+  networkTopology: {mode: hard, highestTierAllowed: 2}
+  tasks:
+  - role: w
+    annotations: {kueue.x-k8s.io/podset-required-topology: example.com/rack}
+"#;
+
+    #[test]
+    fn topology_fields_parse_into_the_engine_model() {
+        use crate::model::{TopologyBound, TopologyMode};
+        let s = Scenario::parse(TOPOLOGY, "s.yaml").unwrap();
+        assert_eq!(s.topology_levels.len(), 2);
+        let specs: Vec<HyperNodeSpec> = s.hypernodes.iter().map(HyperNodeDef::to_spec).collect();
+        assert_eq!(
+            specs[0].members[0],
+            HyperNodeMember {
+                kind: MemberKind::Node,
+                selector: MemberSelector::Regex("g-[12]".into())
+            }
+        );
+        assert_eq!(
+            specs[1].members[0].selector,
+            MemberSelector::Labels([("example.com/rack".into(), "r9".into())].into())
+        );
+        assert_eq!(specs[2].members[0].kind, MemberKind::HyperNode);
+        let req = s.jobs[0]
+            .network_topology
+            .as_ref()
+            .unwrap()
+            .to_request("default/j");
+        assert_eq!(
+            (req.mode, req.bound, req.problem),
+            (TopologyMode::Hard, TopologyBound::Tier(2), None)
+        );
+        assert_eq!(
+            s.jobs[0].tasks[0].annotations["kueue.x-k8s.io/podset-required-topology"],
+            "example.com/rack"
+        );
+    }
+
+    #[test]
+    fn a_malformed_topology_request_is_the_engines_to_report_not_a_scenario_error() {
+        // As with a PodGroup on a live cluster: the gang is told, nothing is refused.
+        let odd = TOPOLOGY
+            .replace(
+                "mode: hard, highestTierAllowed: 2",
+                "mode: strict, highestTierAllowed: 0",
+            )
+            .replace(": example.com/rack}", ": \"not a key\"}");
+        let s = Scenario::parse(&odd, "s.yaml").unwrap();
+        let req = s.jobs[0]
+            .network_topology
+            .as_ref()
+            .unwrap()
+            .to_request("default/j");
+        assert!(req
+            .problem
+            .unwrap()
+            .starts_with("PodGroup default/j: spec.networkTopology"));
+        // Types are still the scenario's to get right.
+        let msg = Scenario::parse(
+            &TOPOLOGY.replace("highestTierAllowed: 2", "highestTierAllowed: two"),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.contains("jobs[0].networkTopology.highestTierAllowed"),
+            "{msg}"
+        );
+        let msg = Scenario::parse(&TOPOLOGY.replace("mode: hard", "tier: 1"), "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("jobs[0].networkTopology") && msg.contains("tier"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn topology_errors_point_to_the_field() {
+        let msg = |from: &str, to: &str| {
+            assert!(TOPOLOGY.contains(from), "{from}");
+            Scenario::parse(&TOPOLOGY.replace(from, to), "s.yaml")
+                .unwrap_err()
+                .to_string()
+        };
+        let cases = [
+            (
+                "example.com/rack, topology",
+                "Example.com/rack, topology",
+                "s.yaml: topologyLevels[0]: \"Example.com/rack\" is not a node label key",
+            ),
+            (
+                "topologyLevels: [example.com/rack, topology.kubernetes.io/zone]",
+                "topologyLevels: [example.com/rack, example.com/rack]",
+                "s.yaml: topologyLevels[1]: \"example.com/rack\" is listed twice",
+            ),
+            (
+                "- type: Node\n    selector: {regexMatch",
+                "- type: Switch\n    selector: {regexMatch",
+                "hypernodes[0].members[0].type: unknown variant `Switch`",
+            ),
+            (
+                "{regexMatch: {pattern: \"g-[12]\"}}",
+                "{regexMatch: {pattern: \"g-[12\"}}",
+                "s.yaml: hypernodes[0].members[0].selector.regexMatch.pattern: \"g-[12\" is not a regular expression",
+            ),
+            (
+                "{regexMatch: {pattern: \"g-[12]\"}}",
+                "{regexMatch: {pattern: g}, exactMatch: {name: g-1}}",
+                "s.yaml: hypernodes[0].members[0].selector: exactMatch, regexMatch and labelMatch are exclusive",
+            ),
+            (
+                "{regexMatch: {pattern: \"g-[12]\"}}",
+                "{}",
+                "s.yaml: hypernodes[0].members[0].selector: no selector given; give one of",
+            ),
+            (
+                "name: leaf\n  tier: 1",
+                "name: leaf\n  tier: 0",
+                "s.yaml: hypernodes[0].tier: must be at least 1",
+            ),
+            (
+                "name: by-label",
+                "name: leaf",
+                "s.yaml: hypernodes[1].name: \"leaf\" is used twice",
+            ),
+            (
+                "{exactMatch: {name: leaf}}",
+                "{exactMatch: {name: leaves}}",
+                "s.yaml: hypernodes[2].members[0].selector.exactMatch.name: no HyperNode \"leaves\" is declared",
+            ),
+            (
+                "{exactMatch: {name: leaf}}",
+                "{regexMatch: {pattern: \".*\"}}",
+                "s.yaml: hypernodes[2].members[0].selector: selects HyperNode spine of tier 2; members must be of a lower tier than spine's 2",
+            ),
+            (
+                "type: HyperNode\n    selector: {exactMatch: {name: leaf}}",
+                "type: HyperNode\n    selector: {labelMatch: {matchLabels: {a: b}}}",
+                "s.yaml: hypernodes[2].members[0].selector.labelMatch: selects nodes by their labels",
+            ),
+            (
+                "{regexMatch: {pattern: \"g-[12]\"}}",
+                "{regexMatch: {pattern: \"\"}}",
+                "s.yaml: hypernodes[0].members[0].selector.regexMatch.pattern: must not be empty",
+            ),
+            (
+                "- name: spine\n  tier: 2\n  members:\n  - type: HyperNode\n    selector: {exactMatch: {name: leaf}}",
+                "- name: spine\n  tier: 2\n  members: []",
+                "s.yaml: hypernodes[2].members: a HyperNode needs at least one member",
+            ),
+            (
+                "{matchLabels: {example.com/rack: r9}}",
+                "{matchExpressions: []}",
+                "hypernodes[1].members[0].selector.labelMatch.matchExpressions: unknown field `matchExpressions`, expected `matchLabels`",
+            ),
+        ];
+        for (from, to, want) in cases {
+            let m = msg(from, to);
+            assert!(m.contains(want), "{to}: {m}");
+        }
+        let many = format!(
+            "{MINIMAL}hypernodes:\n{}",
+            "- {name: h, tier: 1, members: []}\n".repeat(MAX_HYPERNODES + 1)
+        );
+        let m = Scenario::parse(&many, "s.yaml").unwrap_err().to_string();
+        assert!(
+            m.contains("s.yaml: hypernodes: 1001 HyperNodes is more than"),
+            "{m}"
+        );
     }
 }
