@@ -28,9 +28,11 @@ pub struct Allocate {
 }
 
 /// Defaults for the placement search budget: enough to solve any gang of a few roles on
-/// clusters of thousands of nodes, small enough that a cycle of hopeless gangs stays fast.
+/// clusters of thousands of nodes, and for thousands of gangs a cycle placed inside
+/// topology domains (a dozen tries each), small enough that a cycle of hopeless gangs stays
+/// within a second.
 const SEARCH_TRIES: u32 = 2_000;
-const SEARCH_CYCLE_TRIES: u32 = 50_000;
+const SEARCH_CYCLE_TRIES: u32 = 200_000;
 
 pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     let min_nodes_to_find = args.get_weight("minNodesToFind")?.unwrap_or(100) as usize;

@@ -47,25 +47,13 @@ fn cluster() -> Cache {
 const RACK_NODES: usize = 40;
 const ZONE_RACKS: usize = 32;
 const CLIQUE_NODES: usize = 4;
-const TOPOLOGY_CONF: &str = "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: gpu-affinity
-    arguments:
-      gpu-affinity.topologyLevels: nvidia.com/gpu.clique, example.com/rack, topology.kubernetes.io/zone
-";
+/// The default configuration with the benchmark's three levels.
+fn topology_conf() -> String {
+    rust_batch::conf::DEFAULT_CONF.replace(
+        rust_batch::conf::DEFAULT_TOPOLOGY_LEVELS,
+        "nvidia.com/gpu.clique, example.com/rack, topology.kubernetes.io/zone",
+    )
+}
 
 /// The benchmark cluster; with `topology`, every node labelled with three topology levels
 /// (and GPU nodes with their model); with `stranded` pairs, that many more gangs that
@@ -136,16 +124,29 @@ fn cluster_with(topology: bool, stranded: usize) -> Cache {
             ..gpu_shape.clone()
         });
     }
+    // The pairs are tainted so that only their own gang goes there.
+    let pair_taint = Taint {
+        key: "example.com/pair".into(),
+        value: "reserved".into(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let tolerate_pair = Toleration {
+        key: "example.com/pair".into(),
+        operator: rust_batch::model::placement::TolerationOperator::Exists,
+        ..Default::default()
+    };
     for p in 0..stranded {
         let pool = [("pool".to_string(), format!("pair-{p}"))];
         cache.apply_node(NodeSpec {
             name: format!("pair-{p:05}-cpu"),
             labels: pool.clone().into_iter().collect(),
+            taints: vec![pair_taint.clone()],
             ..testkit::node("", &[("cpu", "4"), ("memory", "16Gi")])
         });
         cache.apply_node(NodeSpec {
             name: format!("pair-{p:05}-gpu"),
             labels: pool.clone().into_iter().collect(),
+            taints: vec![pair_taint.clone()],
             ..testkit::node(
                 "",
                 &[("cpu", "5"), ("memory", "16Gi"), ("nvidia.com/gpu", "2")],
@@ -158,6 +159,7 @@ fn cluster_with(topology: bool, stranded: usize) -> Cache {
         for t in &mut gang.tasks {
             let mut placement = (*t.placement).clone();
             placement.node_selector = pool.clone().into_iter().collect();
+            placement.tolerations = vec![tolerate_pair.clone()];
             t.set_placement(placement);
         }
         gang.apply(&mut cache);
@@ -293,7 +295,7 @@ fn topology_benches(c: &mut Criterion) {
         c,
         "allocate_5000_nodes_50000_pods_3_topology_levels",
         &labelled,
-        TOPOLOGY_CONF,
+        &topology_conf(),
     );
     drop(labelled);
     let stranded = cluster_with(false, GANGS / 10);
@@ -301,7 +303,7 @@ fn topology_benches(c: &mut Criterion) {
         c,
         "allocate_5000_nodes_10pct_gangs_need_search",
         &stranded,
-        TOPOLOGY_CONF,
+        &topology_conf(),
     );
 }
 

@@ -146,6 +146,9 @@ struct View {
     extra: HashMap<String, usize>,
     /// Per level, per domain: what its schedulable nodes will have free.
     domain_free: RefCell<Vec<Vec<Resource>>>,
+    /// The same, counting only the nodes some gangs' pods can use (per distinct static
+    /// fit, e.g. the pods that do not tolerate GPU taints), also kept current by events.
+    restricted: RefCell<Vec<Restricted>>,
     /// Nodes in the cluster: a gang whose static predicates pass this many can use any.
     node_count: usize,
     /// Per node slot, its GPU model (index into `models`).
@@ -229,6 +232,7 @@ impl Plugin for GpuAffinity {
             hypernode_levels,
             extra,
             domain_free: RefCell::new(domain_free),
+            restricted: RefCell::default(),
             model_of,
             models: models
                 .into_iter()
@@ -257,9 +261,13 @@ impl Plugin for GpuAffinity {
                 };
                 change(&mut view.free.borrow_mut()[id.0 as usize]);
                 let mut sums = view.domain_free.borrow_mut();
+                let mut restricted = view.restricted.borrow_mut();
                 for (l, level) in view.levels.iter().enumerate() {
                     if let Some(d) = level.domain_of[id.0 as usize] {
                         change(&mut sums[l][d as usize]);
+                        for r in restricted.iter_mut().filter(|r| r.uses(*id)) {
+                            change(&mut r.sums[l][d as usize]);
+                        }
                     }
                 }
             }) as crate::framework::EventFn
@@ -450,23 +458,30 @@ impl GpuAffinity {
         let need = pending_need(job);
         let dominant = self.dominant(&need);
         let placed = placed_nodes(view, job);
-        let free = view.free.borrow();
-        let sums = view.domain_free.borrow();
         // Room on nodes the gang's pods cannot use (another pool, a taint) is no room: sum
         // only usable nodes unless the gang can use every node.
         let unconstrained = usable.iter().any(|u| u.nodes().len() == view.node_count);
-        let domain_free = |l: usize, d: usize| {
-            if unconstrained {
-                return sums[l][d].clone();
-            }
-            let mut sum = Resource::new();
-            for n in &view.levels[l].domains[d].nodes {
-                if usable.iter().any(|u| u.passes(*n)) {
-                    sum.add(&free[n.0 as usize]);
+        let owned;
+        let all_sums = view.domain_free.borrow();
+        let restricted = view.restricted.borrow();
+        let sums: &Vec<Vec<Resource>> = if unconstrained {
+            &all_sums
+        } else {
+            match restricted.iter().position(|r| r.is_for(usable)) {
+                Some(i) => &restricted[i].sums,
+                None => {
+                    let r = Restricted::new(view, usable);
+                    drop(restricted);
+                    let mut cached = view.restricted.borrow_mut();
+                    if cached.len() < RESTRICTED_CACHED {
+                        cached.push(r.clone());
+                    }
+                    owned = r.sums;
+                    &owned
                 }
             }
-            sum
         };
+        let domain_free = |l: usize, d: usize| sums[l][d].clone();
         let models: Vec<u32> = match model {
             None => Vec::new(),
             Some(Some(m)) => vec![m],
@@ -640,6 +655,54 @@ impl GpuAffinity {
             Ok(_) => true,
             Err(_) => false,
         }
+    }
+}
+
+/// At most this many distinct static fits have their domain room kept per session; more
+/// are summed afresh for each gang.
+const RESTRICTED_CACHED: usize = 8;
+
+/// Per level, per domain, the room on the nodes some pods can use.
+#[derive(Clone)]
+struct Restricted {
+    usable: Vec<crate::framework::StaticNodes>,
+    sums: Vec<Vec<Resource>>,
+}
+
+impl Restricted {
+    fn new(view: &View, usable: &[crate::framework::StaticNodes]) -> Self {
+        let free = view.free.borrow();
+        let sums = view
+            .levels
+            .iter()
+            .map(|level| {
+                level
+                    .domains
+                    .iter()
+                    .map(|domain| {
+                        let mut sum = Resource::new();
+                        for n in domain.nodes.iter() {
+                            if usable.iter().any(|u| u.passes(*n)) {
+                                sum.add(&free[n.0 as usize]);
+                            }
+                        }
+                        sum
+                    })
+                    .collect()
+            })
+            .collect();
+        Restricted {
+            usable: usable.to_vec(),
+            sums,
+        }
+    }
+
+    fn is_for(&self, usable: &[crate::framework::StaticNodes]) -> bool {
+        self.usable.len() == usable.len() && self.usable.iter().zip(usable).all(|(a, b)| a.same(b))
+    }
+
+    fn uses(&self, node: NodeId) -> bool {
+        self.usable.iter().any(|u| u.passes(node))
     }
 }
 

@@ -109,6 +109,10 @@ impl VoteKind {
     }
 }
 
+/// The topology levels gpu-affinity uses in the default configuration (replace this text
+/// in `DEFAULT_CONF` for other levels).
+pub const DEFAULT_TOPOLOGY_LEVELS: &str = "nvidia.com/gpu.clique, topology.kubernetes.io/zone";
+
 /// Volcano's default volcano-scheduler.conf, used when no file is given, with gpu-affinity
 /// (one GPU model per gang; the narrowest NVLink clique or zone that holds it).
 pub const DEFAULT_CONF: &str = r#"actions: "enqueue, allocate, backfill"

@@ -23,26 +23,9 @@ use serde_json::{json, Value};
 
 /// Volcano's default configuration plus `gpu-affinity`, with the rack label as the only
 /// label level (HyperNodes are used whenever there are any).
-const TOPOLOGY_CONF: &str = r#"actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: gpu-affinity
-    arguments:
-      gpu-affinity.topologyLevels: "example.com/rack"
-      gpu-affinity.gpuModel: hard
-"#;
+fn topology_conf() -> String {
+    rust_batch::conf::DEFAULT_CONF.replace(rust_batch::conf::DEFAULT_TOPOLOGY_LEVELS, RACK_LABEL)
+}
 
 const RACK_LABEL: &str = "example.com/rack";
 const GPU_MODEL_LABEL: &str = "nvidia.com/gpu.product";
@@ -286,7 +269,7 @@ async fn a_hard_gang_lands_in_one_rack_and_one_bigger_than_any_rack_waits() {
     let client = client().await;
     install_crds(&client).await;
     let name = "rb-topo-hard";
-    let _scheduler = start(name, Some(TOPOLOGY_CONF)).await;
+    let _scheduler = start(name, Some(&topology_conf())).await;
     let shape = json!({"cpu": "4", "memory": "16Gi"});
 
     // One rack of 2 x 4 cpu holds the gang of 4 x 2 cpu; the other, 2 cpu short, does not.
@@ -405,7 +388,7 @@ async fn a_soft_gang_that_fits_no_rack_lands_in_the_fewest_racks() {
     let client = client().await;
     install_crds(&client).await;
     let name = "rb-topo-soft";
-    let _scheduler = start(name, Some(TOPOLOGY_CONF)).await;
+    let _scheduler = start(name, Some(&topology_conf())).await;
     let ns = "e2e-topo-soft";
     namespace(&client, ns).await;
     let shape = json!({"cpu": "4", "memory": "16Gi"});
@@ -481,7 +464,7 @@ async fn kueue_required_topology_keeps_a_gang_in_one_label_domain() {
     let client = client().await;
     install_crds(&client).await;
     let name = "rb-topo-kueue";
-    let _scheduler = start(name, Some(TOPOLOGY_CONF)).await;
+    let _scheduler = start(name, Some(&topology_conf())).await;
     let ns = "e2e-topo-kueue";
     namespace(&client, ns).await;
     let shape = json!({"cpu": "4", "memory": "16Gi"});
@@ -535,7 +518,7 @@ async fn a_gpu_gang_never_mixes_gpu_models() {
     let client = client().await;
     install_crds(&client).await;
     let name = "rb-topo-gpu";
-    let _scheduler = start(name, Some(TOPOLOGY_CONF)).await;
+    let _scheduler = start(name, Some(&topology_conf())).await;
     let shape = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
     let pools = |ns: &'static str| {
         let client = &client;

@@ -59,6 +59,11 @@ impl StaticNodes {
     pub fn passes(&self, node: NodeId) -> bool {
         self.0.pass[node.0 as usize]
     }
+
+    /// The same session's answer for the same placement (so the same nodes).
+    pub fn same(&self, other: &StaticNodes) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Nodes that may still fit one task template. Nodes that fail a (monotone) dynamic
