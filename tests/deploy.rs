@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use rust_batch::conf::SchedulerConf;
 use serde::Deserialize;
 
@@ -34,11 +34,38 @@ fn manifests_parse_and_the_shipped_config_loads() {
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
 
     let deployment: Deployment = of_kind("Deployment");
-    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
-        .args
-        .clone()
-        .unwrap();
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2), "a leader and a warm standby");
+    let container = spec.template.spec.unwrap().containers[0].clone();
+    let args = container.args.clone().unwrap();
     assert!(args.contains(&"--scheduler-name=volcano".to_string()));
+    assert!(args.contains(&"--leader-elect".to_string()));
+    let env = container.env.unwrap_or_default();
+    assert!(
+        env.iter().any(|e| e.name == "POD_NAMESPACE"
+            && e.value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| f.field_path.as_str())
+                == Some("metadata.namespace")),
+        "the lease's namespace comes from the downward API"
+    );
+    let lease_role: Role = of_kind("Role");
+    assert_eq!(
+        lease_role.metadata.namespace.as_deref(),
+        Some("rust-batch-system")
+    );
+    for verb in ["get", "create", "update", "patch"] {
+        assert!(
+            lease_role.rules.iter().flatten().any(|r| r
+                .resources
+                .iter()
+                .flatten()
+                .any(|x| x == "leases")
+                && r.verbs.iter().any(|v| v == verb)),
+            "leases {verb}"
+        );
+    }
 
     let role: ClusterRole = of_kind("ClusterRole");
     let can = |resource: &str, verb: &str| {

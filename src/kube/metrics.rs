@@ -30,6 +30,8 @@ pub struct Metrics {
     pub api_writes: IntCounterVec,
     /// Objects whose status waits to be written.
     pub status_backlog: IntGauge,
+    /// 1 while this replica holds the leader lease (always 1 without leader election).
+    pub leader: IntGauge,
     /// Set while every watched kind's list is complete (cycles run only then).
     pub ready: AtomicBool,
 }
@@ -72,6 +74,10 @@ impl Metrics {
                 "status_backlog",
                 "PodGroups and Queues whose status waits to be written",
             )?,
+            leader: IntGauge::new(
+                "leader",
+                "1 while this replica is the leader (schedules and writes), 0 on a standby",
+            )?,
             ready: AtomicBool::new(false),
             registry,
         };
@@ -84,6 +90,7 @@ impl Metrics {
             .register(Box::new(m.unschedulable_gangs.clone()))?;
         m.registry.register(Box::new(m.api_writes.clone()))?;
         m.registry.register(Box::new(m.status_backlog.clone()))?;
+        m.registry.register(Box::new(m.leader.clone()))?;
         Ok(Arc::new(m))
     }
 
@@ -107,6 +114,26 @@ impl Metrics {
     }
 }
 
+/// Ready once every watched kind is listed, leader or standby: a standby with a warm
+/// cache is what a rollout waits for (were a standby unready, a rolling update of a
+/// Deployment with a leader would never finish). Which one this is says the
+/// `X-Rust-Batch-Leader` header (`true`/`false`) and the body (`ok: leader`,
+/// `ok: standby`).
+fn readyz(m: &Metrics) -> impl axum::response::IntoResponse {
+    let leader = m.leader.get() == 1;
+    let header = [("x-rust-batch-leader", if leader { "true" } else { "false" })];
+    if m.ready.load(Ordering::Relaxed) {
+        let body = if leader { "ok: leader" } else { "ok: standby" };
+        (StatusCode::OK, header, body)
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            header,
+            "waiting for the lists of every watched kind",
+        )
+    }
+}
+
 /// Serves /metrics, /healthz and /readyz, plus the driver's `extra` routes (the gang debug
 /// API), until the process ends.
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> std::io::Result<()> {
@@ -115,19 +142,7 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> st
     let app = Router::new()
         .route("/metrics", get(move || async move { m.render() }))
         .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || async move {
-                if r.ready.load(Ordering::Relaxed) {
-                    (StatusCode::OK, "ok")
-                } else {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "waiting for the lists of every watched kind",
-                    )
-                }
-            }),
-        )
+        .route("/readyz", get(move || async move { readyz(&r) }))
         .merge(extra);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");

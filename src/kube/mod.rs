@@ -17,6 +17,7 @@ pub mod dialects;
 pub mod driver;
 pub mod events;
 pub mod index;
+pub mod leader;
 pub mod readiness;
 pub mod recovery;
 pub mod retry;
@@ -30,6 +31,8 @@ pub enum KubeError {
     Config(#[from] crate::conf::ConfError),
     #[error("cannot set up metrics: {0}")]
     Metrics(String),
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
     #[error("cannot reach the Kubernetes API: {0}")]
     Client(#[from] ::kube::Error),
 }
