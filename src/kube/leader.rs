@@ -288,6 +288,11 @@ impl Election {
 
 /// Takes the lease when it is free and keeps it renewed (inside `LeaseManager::changed`);
 /// tells `leadership` when we start or stop holding it.
+///
+/// A standby's lease manager sleeps until the expiry of the last renewal it saw, so on
+/// its own it would notice a lease released by a graceful shutdown only up to a lease
+/// duration later. So a standby starts over from a fresh read of the Lease every renew
+/// interval: a released lease is taken within that interval.
 async fn campaign(
     client: Client,
     cfg: ElectionConfig,
@@ -295,48 +300,73 @@ async fn campaign(
     slot: Arc<Mutex<Option<Arc<LeaseManager>>>>,
     confirm_now: Arc<tokio::sync::Notify>,
 ) {
-    let (min, max) = (Duration::from_millis(250), Duration::from_secs(5));
-    let mut failures = 0;
-    let manager = loop {
-        let built = LeaseManagerBuilder::new(client.clone(), &cfg.lease_name)
-            .with_namespace(&cfg.namespace)
-            .with_identity(&cfg.identity)
-            .with_duration(cfg.lease_duration.as_secs())
-            .with_grace(cfg.grace_secs())
-            .build()
-            .await;
-        match built {
-            Ok(m) => break Arc::new(m),
-            Err(e) => {
-                warn_limited(
-                    "cannot set up the leader lease",
-                    &format!("{}/{}: {e}", cfg.namespace, cfg.lease_name),
-                );
-                tokio::time::sleep(delay(failures, min, max)).await;
-                failures += 1;
-            }
-        }
-    };
+    let mut manager = lease_manager(&client, &cfg).await;
     *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager.clone());
     info!(lease = %format!("{}/{}", cfg.namespace, cfg.lease_name), identity = %cfg.identity,
         "standing by for the leader lease");
-    failures = 0;
+    let (min, max) = (Duration::from_millis(250), Duration::from_secs(5));
+    let mut failures = 0;
     loop {
-        match manager.changed().await {
-            Ok(true) => {
+        let holding = leadership.status.borrow().holding;
+        let changed = if holding {
+            Some(manager.changed().await)
+        } else {
+            tokio::time::timeout(cfg.renew_interval(), manager.changed())
+                .await
+                .ok()
+        };
+        match changed {
+            None => {
+                // A fresh manager reads the Lease now (same identity: a lock that went
+                // through just before the timeout is recognised as ours).
+                if let Ok(m) = build(&client, &cfg).await {
+                    manager = Arc::new(m);
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(manager.clone());
+                }
+            }
+            Some(Ok(true)) => {
                 failures = 0;
                 info!(identity = %cfg.identity, "acquired the leader lease");
                 leadership.set_holding(true);
                 confirm_now.notify_one();
             }
-            Ok(false) => {
+            Some(Ok(false)) => {
                 failures = 0;
                 if leadership.status.borrow().holding {
                     leadership.lose("another replica holds it".into());
                 }
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 warn_limited("leader lease not renewed", &e.to_string());
+                tokio::time::sleep(delay(failures, min, max)).await;
+                failures += 1;
+            }
+        }
+    }
+}
+
+async fn build(client: &Client, cfg: &ElectionConfig) -> kube_lease_manager::Result<LeaseManager> {
+    LeaseManagerBuilder::new(client.clone(), &cfg.lease_name)
+        .with_namespace(&cfg.namespace)
+        .with_identity(&cfg.identity)
+        .with_duration(cfg.lease_duration.as_secs())
+        .with_grace(cfg.grace_secs())
+        .build()
+        .await
+}
+
+/// A lease manager, retried (with back-off) until the Lease can be read or created.
+async fn lease_manager(client: &Client, cfg: &ElectionConfig) -> Arc<LeaseManager> {
+    let (min, max) = (Duration::from_millis(250), Duration::from_secs(5));
+    let mut failures = 0;
+    loop {
+        match build(client, cfg).await {
+            Ok(m) => return Arc::new(m),
+            Err(e) => {
+                warn_limited(
+                    "cannot set up the leader lease",
+                    &format!("{}/{}: {e}", cfg.namespace, cfg.lease_name),
+                );
                 tokio::time::sleep(delay(failures, min, max)).await;
                 failures += 1;
             }
