@@ -85,8 +85,7 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
         let placeable = already + placed + (tasks.len() - i) >= min;
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                let why = format!("queue {queue:?} would exceed its capability");
-                stmt.record_task_unfit(task, TaskUnfit::other(why));
+                stmt.record_task_unfit(task, TaskUnfit::over_capability(&queue));
                 failed += 1;
                 continue;
             }

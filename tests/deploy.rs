@@ -82,6 +82,10 @@ fn manifests_parse_and_the_shipped_config_loads() {
     assert!(can("nodes", "watch") && can("pods", "watch") && can("queues", "watch"));
     assert!(can("pods/eviction", "create"), "preempt and reclaim evict");
     assert!(
+        can("pods/status", "patch"),
+        "pending pods get PodScheduled=False"
+    );
+    assert!(
         can("poddisruptionbudgets", "watch"),
         "victims are chosen within disruption budgets"
     );

@@ -152,6 +152,8 @@ pub struct TaskUnfit {
     pub reason: String,
     /// The full per-node breakdown.
     pub detail: String,
+    /// Its queue, not the nodes, turned it away (more nodes would not help).
+    pub by_queue: bool,
 }
 
 impl TaskUnfit {
@@ -160,6 +162,15 @@ impl TaskUnfit {
         TaskUnfit {
             detail: reason.clone(),
             reason,
+            by_queue: false,
+        }
+    }
+
+    /// The task would take its queue beyond its capability.
+    pub fn over_capability(queue: &str) -> Self {
+        TaskUnfit {
+            by_queue: true,
+            ..Self::other(format!("queue {queue:?} would exceed its capability"))
         }
     }
 }

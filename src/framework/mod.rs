@@ -23,7 +23,7 @@ pub use crate::model::Hold;
 pub use crate::snapshot::{ClusterState, Slots, Snapshot};
 pub use node_search::{RunningIndex, StaticNodes};
 pub use outcome::{
-    Bind, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
+    Bind, Blocker, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
     SessionResult,
 };
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};

@@ -353,6 +353,16 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         };
         ix.verdicts
             .insert(u.job.to_string(), (Some(c.clone()), u.task_reasons.clone()));
+        // Each pending pod's PodScheduled=False condition: `Unschedulable` (what cluster
+        // autoscalers act on) only when more nodes would help; written on change only.
+        if let (ConditionKind::Unschedulable, Some(blocker)) = (c.kind, u.blocked_by) {
+            for (uid, _) in &u.task_reasons {
+                ix.pod_conditions.insert(
+                    uid.to_string(),
+                    (blocker.pod_reason().to_string(), c.message.clone()),
+                );
+            }
+        }
         // The PodGroup gets an event when its verdict changes (deduplicated); a gang
         // still forming (NotEnoughTasks) only updates its condition: an event per pod per
         // arriving sibling would flood the API server.
