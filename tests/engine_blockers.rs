@@ -7,7 +7,8 @@ use rust_batch::framework::{Blocker, SessionResult};
 use rust_batch::model::QueueInfo;
 use rust_batch::testkit::*;
 
-const CONF: &str = rust_batch::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
+const CONF: &str =
+    rust_batch::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
 
 fn blocker(result: &SessionResult, job: &str) -> Option<Blocker> {
     result

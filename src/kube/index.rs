@@ -140,7 +140,11 @@ impl Index {
     /// watch, or the answer to the status writer's own write); forgets it once bound.
     pub fn note_pod_status(&mut self, pod: &Pod) {
         let uid = pod.uid().unwrap_or_default();
-        let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some();
         if bound || pod.metadata.deletion_timestamp.is_some() || !self.ours(pod) {
             self.pending_pods.remove(&uid);
             self.pod_conditions.remove(&uid);

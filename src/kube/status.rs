@@ -504,7 +504,11 @@ mod tests {
         assert_eq!(rv.as_deref(), Some("5"));
         let c = &patch["status"]["conditions"][0];
         assert_eq!(
-            (c["type"].as_str(), c["status"].as_str(), c["reason"].as_str()),
+            (
+                c["type"].as_str(),
+                c["status"].as_str(),
+                c["reason"].as_str()
+            ),
             (Some("PodScheduled"), Some("False"), Some("Unschedulable"))
         );
         assert!(c["lastTransitionTime"].is_string(), "False is new");
@@ -523,7 +527,10 @@ mod tests {
         );
         ix.cache
             .assume("u1", crate::cache::Assumption::Bind("n1".into()));
-        assert!(patch_for(&ix, &t, 0).is_none(), "the bind sets PodScheduled");
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "the bind sets PodScheduled"
+        );
     }
 
     #[test]
