@@ -90,3 +90,59 @@ fn manifests_parse_and_the_shipped_config_loads() {
         "victims are chosen within disruption budgets"
     );
 }
+
+/// The metric names README's "Metrics" table documents.
+fn documented_metrics() -> std::collections::BTreeSet<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("<!-- metrics").expect("README's metrics table");
+    let end = readme[start..].find("<!-- /metrics -->").unwrap() + start;
+    readme[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_documented_metrics() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let documented = documented_metrics();
+    let metric = regex::Regex::new(r"\b(?:rust_batch|volcano)_[a-z0-9_]+").unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            for m in metric.find_iter(expr) {
+                let name = m.as_str();
+                // Histograms are queried through their series.
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| {
+                        name.strip_suffix(s)
+                            .filter(|b| documented.contains(*b) && !documented.contains(name))
+                    })
+                    .unwrap_or(name);
+                assert!(
+                    documented.contains(base),
+                    "panel {:?} queries {name}, which README does not document",
+                    panel["title"]
+                );
+                used.insert(base.to_string());
+            }
+        }
+    }
+    for name in [
+        "rust_batch_leader",
+        "volcano_queue_deserved_milli_cpu",
+        "volcano_schedule_attempts_total",
+    ] {
+        assert!(used.contains(name), "the dashboard shows {name}");
+    }
+}

@@ -221,7 +221,6 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
     .await;
     let binds = watch_binds(&client);
     let mut replicas = vec![replica("rb-le-0"), replica("rb-le-1")];
-    let mut next_instance = 2;
     let mut failovers = Vec::new();
     // Since when the current leader leads (for the first, since the test began).
     let mut led_since = SystemTime::now();
@@ -279,8 +278,7 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             eprintln!("{} exited {:?} after SIGTERM", old.instance, stop.elapsed());
         }
         // A fresh replica joins as the next standby.
-        replicas.push(replica(&format!("rb-le-{next_instance}")));
-        next_instance += 1;
+        replicas.push(replica(&format!("rb-le-{}", round + 2)));
         creator.await.unwrap();
         wait_for(
             Duration::from_secs(180),
@@ -318,10 +316,11 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         led_since = stopped_at;
     }
 
-    let b = binds.lock().unwrap();
-    assert!(b.twice.is_empty(), "pods bound twice: {:?}", b.twice);
-    assert_eq!(b.node.len(), total_pods, "every pod bound");
-    drop(b);
+    {
+        let b = binds.lock().unwrap();
+        assert!(b.twice.is_empty(), "pods bound twice: {:?}", b.twice);
+        assert_eq!(b.node.len(), total_pods, "every pod bound");
+    }
     let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
     for (pod, _, _) in scheduled_events(&client).await {
         *per_pod.entry(pod).or_default() += 1;

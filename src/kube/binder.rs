@@ -213,6 +213,11 @@ impl Binder {
             BindOutcome::Bound => {
                 debug!(pod = %b.name, node = %b.node, "bound");
                 self.metrics.pods_bound.inc();
+                self.metrics
+                    .volcano
+                    .schedule_attempts
+                    .with_label_values(&["scheduled"])
+                    .inc();
                 if let Some(created) = ix.cache.pod(&b.task).map(|p| p.task.created) {
                     if created > 0 {
                         self.metrics
@@ -238,6 +243,11 @@ impl Binder {
                     &format!("{}/{} to {}: {why}", b.namespace, b.name, b.node),
                 );
                 self.metrics.bind_failures.inc();
+                self.metrics
+                    .volcano
+                    .schedule_attempts
+                    .with_label_values(&["error"])
+                    .inc();
                 ix.cache.drop_assumption(&b.task);
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery

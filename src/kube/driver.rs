@@ -87,6 +87,7 @@ pub async fn run(
         gate.clone(),
         leadership.clone(),
     );
+    index.watch_lag = Some(metrics.watch_lag.clone());
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
     let index = Arc::new(Mutex::new(index));
@@ -235,6 +236,10 @@ impl Cycles<'_> {
                 (ix.cache.snapshot(), evictions)
             };
             if !releases.is_empty() {
+                metrics
+                    .victims
+                    .with_label_values(&["release"])
+                    .inc_by(releases.len() as u64);
                 binder.send(Vec::new(), releases).await;
             }
             let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
@@ -245,18 +250,24 @@ impl Cycles<'_> {
                     if starting {
                         action_start = Instant::now();
                     } else {
+                        let took = action_start.elapsed().as_secs_f64();
                         metrics
                             .action_latency
                             .with_label_values(&[action])
-                            .observe(action_start.elapsed().as_secs_f64());
+                            .observe(took);
+                        metrics
+                            .volcano
+                            .action_latency_ms
+                            .with_label_values(&[action])
+                            .observe(took * 1000.0);
                     }
                 };
             let result = self
                 .scheduler
                 .run_cycle_observed(snapshot, now_ms(), &mut observe);
-            metrics
-                .cycle_latency
-                .observe(cycle_start.elapsed().as_secs_f64());
+            let took = cycle_start.elapsed().as_secs_f64();
+            metrics.cycle_latency.observe(took);
+            metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
             let unschedulable = result
                 .job_updates
                 .iter()
@@ -267,6 +278,25 @@ impl Cycles<'_> {
                 })
                 .count();
             metrics.unschedulable_gangs.set(unschedulable as i64);
+            metrics
+                .volcano
+                .unschedule_job_count
+                .set(unschedulable as i64);
+            let unschedulable_pods: usize = result
+                .job_updates
+                .iter()
+                .filter(|u| {
+                    u.condition
+                        .as_ref()
+                        .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
+                })
+                .map(|u| u.task_reasons.len())
+                .sum();
+            metrics
+                .volcano
+                .schedule_attempts
+                .with_label_values(&["unschedulable"])
+                .inc_by(unschedulable_pods as u64);
             debug!(
                 nodes,
                 jobs,
@@ -283,12 +313,49 @@ impl Cycles<'_> {
                 let mut ix = lock(index);
                 binder.assume(&mut ix, &binds, &evictions);
                 record_verdicts(&mut ix, &job_updates);
+                count_victims(&ix, metrics, &evictions);
+                metrics
+                    .volcano
+                    .observe_queues(ix.cache.state(), self.scheduler.conf());
                 writer.mark_changed(&ix, now_ms());
                 metrics.status_backlog.set(writer.backlog() as i64);
             }
             binder.send(binds, evictions).await;
         }
     }
+}
+
+/// Counts a cycle's victims: preempt (the preemptor's queue is the victim's) or reclaim
+/// (another queue's), and Volcano's preemption gauges.
+fn count_victims(ix: &Index, metrics: &Metrics, evictions: &[Eviction]) {
+    let state = ix.cache.state();
+    let queue_of = |job: &str| state.job_by_uid(job).map(|id| state.job(id).queue.clone());
+    let (mut preempt, mut reclaim) = (0u64, 0u64);
+    let mut preemptors = HashSet::new();
+    for e in evictions {
+        let Some(preemptor) = &e.preemptor else {
+            continue;
+        };
+        if queue_of(preemptor) == queue_of(&e.job) {
+            preempt += 1;
+            preemptors.insert(preemptor.clone());
+        } else {
+            reclaim += 1;
+        }
+    }
+    metrics
+        .victims
+        .with_label_values(&["preempt"])
+        .inc_by(preempt);
+    metrics
+        .victims
+        .with_label_values(&["reclaim"])
+        .inc_by(reclaim);
+    metrics.volcano.preemption_victims.set(preempt as i64);
+    metrics
+        .volcano
+        .preemption_attempts
+        .inc_by(preemptors.len() as u64);
 }
 
 /// Evictions for the bound members of gangs whose recovery ran out, with a condition and

@@ -74,6 +74,8 @@ pub struct Index {
     /// from the last verdict on its gang, by uid.
     pub(super) pod_conditions: HashMap<String, (String, String)>,
     pub readiness: Readiness,
+    /// New pods' creation → watch event (None in tests).
+    pub watch_lag: Option<prometheus::Histogram>,
     pub events: Events,
     /// Gangs a refused bind left short of their minimum.
     pub recovery: Recovery,
@@ -179,11 +181,30 @@ impl Index {
         );
     }
 
+    /// A pod seen for the first time, unbound, once the pods are listed: a new pod; how
+    /// long it took the watch to bring it.
+    fn observe_watch_lag(&self, pod: &Pod, uid: &str) {
+        let Some(h) = &self.watch_lag else {
+            return;
+        };
+        let unbound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_none());
+        if !unbound || self.cache.pod(uid).is_some() || !self.readiness.complete() {
+            return;
+        }
+        if let Some(created) = &pod.metadata.creation_timestamp {
+            let created: std::time::SystemTime = created.0.into();
+            if let Ok(lag) = std::time::SystemTime::now().duration_since(created) {
+                h.observe(lag.as_secs_f64());
+            }
+        }
+    }
+
     pub fn apply_pod(&mut self, pod: &Pod) {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         self.note_pod_status(pod);
+        self.observe_watch_lag(pod, &uid);
         let ours = self.ours(pod);
         if ours && self.gated_pod(pod, &uid, &ns, &name) {
             return;
