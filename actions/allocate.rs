@@ -309,7 +309,7 @@ mod tests {
         );
         assert_eq!(
             cond.message,
-            "2/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node \
+            "2/5 tasks in gang unschedulable: 2 tasks: Insufficient nvidia.com/gpu (need 2, best node \
              has 0 free); gang is short of 4 nvidia.com/gpu"
         );
         assert_eq!(
@@ -388,7 +388,7 @@ mod tests {
         assert_eq!(
             condition_message(&result, &job2).as_deref(),
             Some(
-                "1/3 tasks in gang unschedulable: 1 Insufficient nvidia.com/gpu (need 1, best \
+                "1/3 tasks in gang unschedulable: 1 task: Insufficient nvidia.com/gpu (need 1, best \
                  node has 0 free); gang is short of 1 nvidia.com/gpu"
             )
         );
@@ -508,7 +508,7 @@ mod tests {
         assert_eq!(
             condition_message(&result, &second).as_deref(),
             Some(
-                "1/1 tasks in gang unschedulable: 1 Insufficient cpu (need 4, best node has 0 \
+                "1/1 tasks in gang unschedulable: 1 task: Insufficient cpu (need 4, best node has 0 \
                  free); gang is short of 4 cpu"
             )
         );
