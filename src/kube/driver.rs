@@ -101,13 +101,17 @@ pub async fn run(
             }
         });
     }
-    // A write like any other: only the leader creates the default queue.
-    {
+    if leadership.is_elected() {
+        // A write like any other: only the leader creates the default queue (it usually
+        // exists: an earlier leader made it).
         let (client, index, gate) = (client.clone(), index.clone(), gate.clone());
         tokio::spawn(async move {
             gate.pass().await;
             ensure_default_queue(&client, &index).await;
         });
+    } else {
+        // Before the watches: their first list already holds it.
+        ensure_default_queue(&client, &index).await;
     }
     spawn_watches(&client, &index, &wake, &gate);
     let election = opts
