@@ -93,7 +93,10 @@ mod tests {
         assert_eq!(place(&mut cache, selector("b")), Ok("b".into()));
         assert_eq!(
             place(&mut cache, selector("c")),
-            Err("1/1 tasks in gang unschedulable: 1 task: node(s) didn't match node selector".into())
+            Err(
+                "1/1 tasks in gang unschedulable: 1 task: node(s) didn't match node selector"
+                    .into()
+            )
         );
         let affinity = |op: SelectorOperator, value: &str| Placement {
             node_affinity: vec![NodeSelectorTerm {
