@@ -315,8 +315,28 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         )
         .await;
         check_invariants(&client, NS).await;
-        // Who bound what, and when.
-        let events = scheduled_events(&client).await;
+        // Who bound what, and when. Events are published from a queue after the binds:
+        // wait for the new leader's.
+        let (events, first) = wait_for(
+            Duration::from_secs(120),
+            "the new leader's Scheduled events",
+            || async {
+                let events = scheduled_events(&client).await;
+                // The new leader's first bind: the earliest the watch saw a pod bound that
+                // the new leader's Scheduled event claims (an event's own time is when it
+                // left the queue, after the bind).
+                let first = {
+                    let b = binds.lock().unwrap();
+                    events
+                        .iter()
+                        .filter(|(pod, who, _)| pod.starts_with(&prefix) && *who != old.instance)
+                        .filter_map(|(pod, who, _)| Some((b.seen.get(pod).copied()?, who.clone())))
+                        .min()
+                }?;
+                Some((events, first))
+            },
+        )
+        .await;
         let by_others_before: Vec<_> = events
             .iter()
             .filter(|(_, who, at)| *who != old.instance && *at > led_since && *at < stopped_at)
@@ -326,18 +346,6 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             "a replica bound while {} led: {by_others_before:?}",
             old.instance
         );
-        // The new leader's first bind: the earliest the watch saw a pod bound that the new
-        // leader's Scheduled event claims (events are published after the bind, from a
-        // queue: their own times lag).
-        let first = {
-            let b = binds.lock().unwrap();
-            events
-                .iter()
-                .filter(|(pod, who, _)| pod.starts_with(&prefix) && *who != old.instance)
-                .filter_map(|(pod, who, _)| Some((b.seen.get(pod).copied()?, who.clone())))
-                .min()
-                .expect("the new leader bound part of the round")
-        };
         let failover = first.0.duration_since(stopped_at).unwrap_or_default();
         eprintln!(
             "round {round}: {how} of {} with {bound_before}/{round_pods} bound; {} took over, first bind after {failover:?}",
