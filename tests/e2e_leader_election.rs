@@ -1,7 +1,8 @@
 //! Leader election on the real control plane: replicas of `rust-batch run --leader-elect`
 //! (as the shipped ServiceAccount), one leader binding gangs while a warm standby decides
-//! nothing. The leader is killed with SIGKILL in the middle of a backlog (twice), then
-//! stopped with SIGTERM (which releases the lease); each time the other replica takes over
+//! nothing. The leader is killed with SIGKILL in the middle of a backlog (twice), stopped
+//! with SIGTERM (which releases the lease), and frozen with SIGSTOP past its lease (resumed,
+//! it must write nothing and exit); each time another replica takes over
 //! and binds the rest (each round's gangs are created one member short, then completed all
 //! at once, so the leader dies with most of a round's binds still to do). Checked from what the API server says: no pod ever changes node
 //! (bound twice), no pod has two successful binds (Scheduled events), no replica binds
@@ -227,7 +228,9 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(40);
-    let rounds = ["SIGKILL", "SIGKILL", "SIGTERM"];
+    // SIGSTOP: the leader is frozen past its lease (as by a long pause), the other replica
+    // takes over, and the old one, resumed, must write nothing and exit.
+    let rounds = ["SIGKILL", "SIGKILL", "SIGTERM", "SIGSTOP"];
     let total_pods = gangs * GANG_SIZE * rounds.len();
     let client = client().await;
     install_crds(&client).await;
@@ -285,24 +288,67 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         let old = replicas.remove(leader);
         let stopped_at = SystemTime::now();
         let stop = Instant::now();
-        let signal = if *how == "SIGKILL" { "-KILL" } else { "-TERM" };
-        assert!(Command::new("kill")
-            .args([signal, &old.process.0.id().to_string()])
-            .status()
-            .unwrap()
-            .success());
+        let signal = |s: &str| {
+            assert!(Command::new("kill")
+                .args([s, &old.process.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success())
+        };
+        signal(match *how {
+            "SIGKILL" => "-KILL",
+            "SIGTERM" => "-TERM",
+            _ => "-STOP",
+        });
         let mut old = old;
-        let status = tokio::task::block_in_place(|| old.process.0.wait()).unwrap();
-        if *how == "SIGTERM" {
-            assert!(
-                status.success(),
-                "{} exits cleanly on SIGTERM: {status}",
-                old.instance
-            );
-            eprintln!("{} exited {:?} after SIGTERM", old.instance, stop.elapsed());
+        if *how != "SIGSTOP" {
+            let status = tokio::task::block_in_place(|| old.process.0.wait()).unwrap();
+            if *how == "SIGTERM" {
+                assert!(
+                    status.success(),
+                    "{} exits cleanly on SIGTERM: {status}",
+                    old.instance
+                );
+                eprintln!("{} exited {:?} after SIGTERM", old.instance, stop.elapsed());
+            }
         }
         // A fresh replica joins as the next standby.
         replicas.push(replica(&format!("rb-le-{}", round + 2)));
+        if *how == "SIGSTOP" {
+            // Frozen well past its lease (3 s): another replica leads meanwhile.
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            assert!(Command::new("kill")
+                .args(["-CONT", &old.process.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success());
+            let status = wait_for(
+                Duration::from_secs(20),
+                "the resumed old leader to exit",
+                || {
+                    let exited = old.process.0.try_wait().unwrap();
+                    async move { exited }
+                },
+            )
+            .await;
+            assert!(
+                !status.success(),
+                "a replica that lost its lease exits with an error"
+            );
+            let log = std::fs::read_to_string(
+                std::env::temp_dir().join(format!("rb-{}.log", old.instance)),
+            )
+            .unwrap();
+            assert!(
+                log.contains("lost the leader lease"),
+                "{} says why it stopped",
+                old.instance
+            );
+            eprintln!(
+                "{} resumed after 6 s frozen, wrote nothing, exited: {status}",
+                old.instance
+            );
+        }
         creator.await.unwrap();
         wait_for(
             Duration::from_secs(180),
@@ -346,6 +392,15 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             "a replica bound while {} led: {by_others_before:?}",
             old.instance
         );
+        let late: Vec<_> = events
+            .iter()
+            .filter(|(_, who, at)| *who == old.instance && *at > first.0)
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{} bound after the new leader took over: {late:?}",
+            old.instance
+        );
         let failover = first.0.duration_since(stopped_at).unwrap_or_default();
         eprintln!(
             "round {round}: {how} of {} with {bound_before}/{round_pods} bound; {} took over, first bind after {failover:?}",
@@ -372,8 +427,8 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
     assert!(partial_gangs(&client, NS).await.is_empty());
     eprintln!("failover times (lease 3s, renew deadline 2s): {failovers:?}");
     for (how, t) in &failovers {
-        // SIGKILL: the lease runs out (3 s) first; SIGTERM releases it.
-        let limit = if how == "SIGKILL" { 10 } else { 5 };
+        // SIGKILL and SIGSTOP: the lease runs out (3 s) first; SIGTERM releases it.
+        let limit = if how == "SIGTERM" { 5 } else { 10 };
         assert!(*t < Duration::from_secs(limit), "{how} failover took {t:?}");
     }
 }

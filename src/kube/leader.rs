@@ -528,4 +528,27 @@ mod tests {
         assert!(!l.is_leader(), "a lost lease is never written under again");
         assert!(Leadership::always().is_leader());
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_lets_no_write_through_on_a_standby() {
+        let l = Leadership::elected(None);
+        let gate = Arc::new(super::super::retry::Gate::new(l.clone()));
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass().await }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(!waiting.is_finished(), "a standby writes nothing");
+        l.set_holding(true);
+        l.confirm(Instant::now() + Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(waiting.is_finished(), "the leader writes");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let fenced = tokio::spawn(async move { gate.pass().await });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(
+            !fenced.is_finished(),
+            "fenced once its renewal is not seen in time"
+        );
+    }
 }
