@@ -33,6 +33,18 @@ const SCHEDULER: &str = "rb-leader";
 const LEASE: &str = "rb-e2e-leader";
 const GANG_SIZE: usize = 5;
 
+/// Lease duration and renew deadline, seconds: short by default (3 s, 2 s);
+/// `RB_LEADER_LEASE=15,10` measures the shipped setting.
+fn lease() -> (u64, u64) {
+    std::env::var("RB_LEADER_LEASE")
+        .ok()
+        .and_then(|v| {
+            let (d, r) = v.split_once(',')?;
+            Some((d.trim().parse().ok()?, r.trim().parse().ok()?))
+        })
+        .unwrap_or((3, 2))
+}
+
 struct Replica {
     instance: String,
     port: u16,
@@ -57,9 +69,9 @@ fn replica(instance: &str) -> Replica {
             "--leader-elect-namespace",
             "rust-batch-system",
             "--leader-elect-lease-duration",
-            "3s",
+            &format!("{}s", lease().0),
             "--leader-elect-renew-deadline",
-            "2s",
+            &format!("{}s", lease().1),
         ])
         .env("KUBECONFIG", scheduler_kubeconfig())
         // Events name the replica that bound (reportingInstance).
@@ -315,8 +327,8 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         // A fresh replica joins as the next standby.
         replicas.push(replica(&format!("rb-le-{}", round + 2)));
         if *how == "SIGSTOP" {
-            // Frozen well past its lease (3 s): another replica leads meanwhile.
-            tokio::time::sleep(Duration::from_secs(6)).await;
+            // Frozen well past its lease: another replica leads meanwhile.
+            tokio::time::sleep(Duration::from_secs(lease().0 * 2)).await;
             assert!(Command::new("kill")
                 .args(["-CONT", &old.process.0.id().to_string()])
                 .status()
@@ -345,8 +357,9 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
                 old.instance
             );
             eprintln!(
-                "{} resumed after 6 s frozen, wrote nothing, exited: {status}",
-                old.instance
+                "{} resumed after {} s frozen, wrote nothing, exited: {status}",
+                old.instance,
+                lease().0 * 2
             );
         }
         creator.await.unwrap();
@@ -425,10 +438,16 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         "pods with two successful binds: {twice:?}"
     );
     assert!(partial_gangs(&client, NS).await.is_empty());
-    eprintln!("failover times (lease 3s, renew deadline 2s): {failovers:?}");
+    let (duration, deadline) = lease();
+    eprintln!("failover times (lease {duration}s, renew deadline {deadline}s): {failovers:?}");
     for (how, t) in &failovers {
-        // SIGKILL and SIGSTOP: the lease runs out (3 s) first; SIGTERM releases it.
-        let limit = if how == "SIGTERM" { 5 } else { 10 };
+        // SIGKILL and SIGSTOP: the lease runs out first; SIGTERM releases it, and the
+        // standby rereads the lease every renew interval (half the deadline).
+        let limit = if how == "SIGTERM" {
+            deadline / 2 + 4
+        } else {
+            duration + 7
+        };
         assert!(*t < Duration::from_secs(limit), "{how} failover took {t:?}");
     }
 }
