@@ -2,8 +2,9 @@
 //! cannot hold get PodScheduled=False with reason `Unschedulable` and the gang message
 //! (what Cluster Autoscaler and Karpenter look for); pods held back only by their queue's
 //! capability or by admission get PodScheduled=False with reasons of their own
-//! (`QueueLimit`, `NotAdmitted`), so no autoscaler buys nodes for them. The condition is
-//! written once, not every cycle, and the bind replaces it (PodScheduled=True).
+//! (`QueueLimit`, `NotAdmitted`, `GangIncomplete`), so no autoscaler buys nodes for them.
+//! The condition is written once, not every cycle nor per arriving sibling, and the bind
+//! replaces it (PodScheduled=True).
 
 mod common;
 
@@ -124,7 +125,31 @@ async fn only_pods_more_nodes_would_help_say_unschedulable() {
         )
         .await;
 
+    // Two of its three pods: still forming.
+    pod_group(&client, NS, "forming", 3).await;
+    place
+        .pod(
+            "forming",
+            "forming-0",
+            "worker",
+            json!({"cpu": "100m"}),
+            None,
+        )
+        .await;
+
     let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    let (m, forming_rv) = wait_reason(&pods, "forming-0", "GangIncomplete").await;
+    assert_eq!(m, rust_batch::kube::driver::FORMING_MESSAGE);
+    place
+        .pod(
+            "forming",
+            "forming-1",
+            "worker",
+            json!({"cpu": "100m"}),
+            None,
+        )
+        .await;
+    wait_reason(&pods, "forming-1", "GangIncomplete").await;
     let (message, rv) = wait_reason(&pods, "big-0", "Unschedulable").await;
     eprintln!("big-0: Unschedulable: {message}");
     let gang_message = wait_for(
@@ -150,6 +175,11 @@ async fn only_pods_more_nodes_would_help_say_unschedulable() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (_, _, _, rv_later) = pod_scheduled(&pods, "big-0").await.unwrap();
     assert_eq!(rv, rv_later, "the condition is written on change only");
+    let (_, _, _, rv_later) = pod_scheduled(&pods, "forming-0").await.unwrap();
+    assert_eq!(
+        forming_rv, rv_later,
+        "a sibling's arrival does not rewrite a forming gang's pods"
+    );
 
     // A second node: the gang fits and binds, and the binding replaces the condition.
     fake_node(

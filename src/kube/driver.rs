@@ -30,7 +30,7 @@ use super::status::StatusWriter;
 use super::watch::{watch, Feed};
 use crate::conf::SchedulerConf;
 use crate::framework::{
-    ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
+    Blocker, ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
 };
 use crate::model::{PodGroupPhase, QueueInfo};
 
@@ -394,6 +394,10 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
     evictions
 }
 
+/// The PodScheduled message of a forming gang's pods (its condition has the counts).
+pub const FORMING_MESSAGE: &str =
+    "waiting for the rest of its gang: fewer of its pods exist than it needs";
+
 /// What a cycle decided about gangs: their verdicts (for status, events and the debug
 /// API), phases, runtimes and holds.
 fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
@@ -427,10 +431,16 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         // Each pending pod's PodScheduled=False condition: `Unschedulable` (what cluster
         // autoscalers act on) only when more nodes would help; written on change only.
         if let (ConditionKind::Unschedulable, Some(blocker)) = (c.kind, u.blocked_by) {
+            // A forming gang's message counts its pods, which would rewrite every member
+            // as each sibling arrives: its pods get a message that stays put.
+            let message = match blocker {
+                Blocker::Forming => FORMING_MESSAGE.to_string(),
+                _ => c.message.clone(),
+            };
             for (uid, _) in &u.task_reasons {
                 ix.pod_conditions.insert(
                     uid.to_string(),
-                    (blocker.pod_reason().to_string(), c.message.clone()),
+                    (blocker.pod_reason().to_string(), message.clone()),
                 );
             }
         }
