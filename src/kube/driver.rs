@@ -153,11 +153,12 @@ pub async fn run(
     };
     if let Some(election) = election {
         // Stop writing first: once the lease is free a standby may bind at once.
-        leadership.step_down();
-        if !binder.drained(Duration::from_secs(5)).await {
+        let holding = election.step_down();
+        if holding && !binder.drained(Duration::from_secs(5)).await {
             warn!("binds still in flight after 5 s; releasing the lease anyway");
         }
-        if outcome.is_ok() {
+        // A lease lost is not ours to release; a standby holds none.
+        if holding && outcome.is_ok() {
             election.release().await;
         }
     }

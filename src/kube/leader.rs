@@ -238,7 +238,7 @@ impl Leadership {
     }
 }
 
-/// The running election: release the lease with `release` on graceful shutdown.
+/// The running election: `step_down`, then `release` the lease on graceful shutdown.
 pub struct Election {
     manager: Arc<Mutex<Option<Arc<LeaseManager>>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -266,6 +266,15 @@ pub fn start(client: Client, cfg: ElectionConfig, leadership: Arc<Leadership>) -
 
 impl Election {
     /// Stops writing, then gives the lease up so a standby takes over at once.
+    /// Stops writing (graceful shutdown); whether this replica was holding the lease.
+    pub fn step_down(&self) -> bool {
+        let holding = self.leadership.status.borrow().holding;
+        self.leadership.step_down();
+        holding
+    }
+
+    /// Gives the lease up (after `step_down` said it was ours and the writes in flight are
+    /// done), so that a standby takes over without waiting for it to expire.
     pub async fn release(self) {
         self.leadership.step_down();
         for t in &self.tasks {
