@@ -110,8 +110,7 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
         let placeable = already + placed + (tasks.len() - i) >= min;
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                let why = format!("queue {queue:?} would exceed its capability");
-                stmt.record_task_unfit(task, TaskUnfit::other(why));
+                stmt.record_task_unfit(task, TaskUnfit::over_capability(&queue));
                 failed += 1;
                 continue;
             }
@@ -396,7 +395,7 @@ mod tests {
         );
         assert_eq!(
             cond.message,
-            "2/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node \
+            "2/5 tasks in gang unschedulable: 2 tasks: Insufficient nvidia.com/gpu (need 2, best node \
              has 0 free); gang is short of 4 nvidia.com/gpu"
         );
         assert_eq!(
@@ -475,7 +474,7 @@ mod tests {
         assert_eq!(
             condition_message(&result, &job2).as_deref(),
             Some(
-                "1/3 tasks in gang unschedulable: 1 Insufficient nvidia.com/gpu (need 1, best \
+                "1/3 tasks in gang unschedulable: 1 task: Insufficient nvidia.com/gpu (need 1, best \
                  node has 0 free); gang is short of 1 nvidia.com/gpu"
             )
         );
@@ -595,7 +594,7 @@ mod tests {
         assert_eq!(
             condition_message(&result, &second).as_deref(),
             Some(
-                "1/1 tasks in gang unschedulable: 1 Insufficient cpu (need 4, best node has 0 \
+                "1/1 tasks in gang unschedulable: 1 task: Insufficient cpu (need 4, best node has 0 \
                  free); gang is short of 4 cpu"
             )
         );
@@ -736,7 +735,7 @@ tiers:
         assert!(result.binds.is_empty());
         let msg = condition_message(&result, &job).unwrap();
         assert!(
-            msg.starts_with("1/2 tasks in gang unschedulable: 1 Insufficient cpu (need 4, best node has 2 free)"),
+            msg.starts_with("1/2 tasks in gang unschedulable: 1 task: Insufficient cpu (need 4, best node has 2 free)"),
             "{msg}"
         );
         assert!(
@@ -756,7 +755,7 @@ tiers:
         assert_eq!(
             condition_message(&result, &job).as_deref(),
             Some(
-                "1/3 tasks in gang unschedulable: 1 Insufficient cpu (need 3, best node has 1 \
+                "1/3 tasks in gang unschedulable: 1 task: Insufficient cpu (need 3, best node has 1 \
                  free); gang is short of 1 cpu"
             )
         );

@@ -158,8 +158,7 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize) {
     for &task in &tasks {
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                let why = format!("queue {queue:?} would exceed its capability");
-                stmt.record_task_unfit(task, TaskUnfit::other(why));
+                stmt.record_task_unfit(task, TaskUnfit::over_capability(&queue));
                 continue;
             }
         }

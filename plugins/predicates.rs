@@ -93,7 +93,10 @@ mod tests {
         assert_eq!(place(&mut cache, selector("b")), Ok("b".into()));
         assert_eq!(
             place(&mut cache, selector("c")),
-            Err("1/1 tasks in gang unschedulable: 1 node(s) didn't match node selector".into())
+            Err(
+                "1/1 tasks in gang unschedulable: 1 task: node(s) didn't match node selector"
+                    .into()
+            )
         );
         let affinity = |op: SelectorOperator, value: &str| Placement {
             node_affinity: vec![NodeSelectorTerm {
@@ -113,7 +116,7 @@ mod tests {
         assert_eq!(
             place(&mut cache, affinity(SelectorOperator::Gt, "8")),
             Err(
-                "1/1 tasks in gang unschedulable: 1 node(s) didn't match required node affinity"
+                "1/1 tasks in gang unschedulable: 1 task: node(s) didn't match required node affinity"
                     .into()
             )
         );
@@ -134,7 +137,7 @@ mod tests {
         assert_eq!(
             place(&mut cache, Placement::default()),
             Err(
-                "1/1 tasks in gang unschedulable: 1 node(s) had untolerated taint {gpu: yes}"
+                "1/1 tasks in gang unschedulable: 1 task: node(s) had untolerated taint {gpu: yes}"
                     .into()
             )
         );
@@ -170,7 +173,7 @@ mod tests {
         });
         assert_eq!(
             place(&mut cache, Placement::default()),
-            Err("1/1 tasks in gang unschedulable: 1 node(s) were not ready".into())
+            Err("1/1 tasks in gang unschedulable: 1 task: node(s) were not ready".into())
         );
         cache.apply_node(node("up", &[("cpu", "4")]));
         assert_eq!(place(&mut cache, Placement::default()), Ok("up".into()));
@@ -215,7 +218,7 @@ mod tests {
         assert!(result.binds.is_empty());
         assert_eq!(
             condition_message(&result, &job).as_deref(),
-            Some("1/3 tasks in gang unschedulable: 1 Too many pods")
+            Some("1/3 tasks in gang unschedulable: 1 task: Too many pods")
         );
 
         // No predicates plugin at all: resources are still fitted.
@@ -235,7 +238,7 @@ mod tests {
         assert_eq!(
             condition_message(&result, &job).as_deref(),
             Some(
-                "1/2 tasks in gang unschedulable: 1 Insufficient example.com/fpga (need 1, best \
+                "1/2 tasks in gang unschedulable: 1 task: Insufficient example.com/fpga (need 1, best \
                  node has 0 free); gang is short of 1 example.com/fpga"
             )
         );

@@ -83,6 +83,8 @@ enum Command {
         /// kept.
         #[arg(long, value_enum, default_value = "release")]
         short_gang_policy: rust_batch::kube::recovery::ShortGangPolicy,
+        #[command(flatten)]
+        leader: LeaderElectArgs,
     },
     /// Explain a gang from the live scheduler: its members, their states, and exactly why
     /// each pending member does not fit (resource and shortfall, selector, taint).
@@ -99,6 +101,72 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+}
+
+/// Leader election flags of `run`, named as kube-scheduler's.
+#[derive(clap::Args)]
+struct LeaderElectArgs {
+    /// Run as one of several replicas: only the holder of a Lease schedules and writes;
+    /// the others keep their caches warm and take over when it goes.
+    #[arg(long)]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = "rust-batch", value_name = "NAME")]
+    leader_elect_lease_name: String,
+    /// The Lease's namespace (default: $POD_NAMESPACE, else rust-batch-system).
+    #[arg(long, value_name = "NAMESPACE")]
+    leader_elect_namespace: Option<String>,
+    /// How long a standby waits after the leader's last renewal before taking over
+    /// (whole seconds).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    leader_elect_lease_duration: std::time::Duration,
+    /// How long the leader may go without renewing before it stops writing (and exits);
+    /// shorter than the lease duration, so it stops before anyone else may start.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    leader_elect_renew_deadline: std::time::Duration,
+}
+
+impl LeaderElectArgs {
+    fn config(self) -> anyhow::Result<Option<rust_batch::kube::leader::ElectionConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .leader_elect_namespace
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            })
+            .unwrap_or_else(|| "rust-batch-system".into());
+        Ok(Some(rust_batch::kube::leader::ElectionConfig::new(
+            self.leader_elect_lease_name,
+            namespace,
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            rust_batch::kube::leader::identity(),
+        )?))
+    }
+}
+
+/// Completes on SIGINT or SIGTERM (what a kubelet sends to stop a pod).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
 }
 
 /// The default log filter. kube's client logs every failed request at error level; the
@@ -172,7 +240,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             short_gang_policy,
             kubeconfig,
             context,
+            leader,
         } => {
+            let leader_election = leader.config()?;
             let http_address = match http_address.as_str() {
                 "off" | "" => None,
                 a => Some(a.parse().with_context(|| {
@@ -200,11 +270,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     http_address,
                     short_gang_timeout,
                     short_gang_policy,
+                    leader_election,
                 };
-                tokio::select! {
-                    r = rust_batch::kube::driver::run(client, opts) => r.map_err(anyhow::Error::from),
-                    _ = tokio::signal::ctrl_c() => Ok(()),
-                }
+                rust_batch::kube::driver::run(client, opts, shutdown_signal())
+                    .await
+                    .map_err(anyhow::Error::from)
             })?;
             Ok(ExitCode::SUCCESS)
         }

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use rust_batch::conf::SchedulerConf;
 use serde::Deserialize;
 
@@ -34,11 +34,38 @@ fn manifests_parse_and_the_shipped_config_loads() {
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
 
     let deployment: Deployment = of_kind("Deployment");
-    let args = deployment.spec.unwrap().template.spec.unwrap().containers[0]
-        .args
-        .clone()
-        .unwrap();
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2), "a leader and a warm standby");
+    let container = spec.template.spec.unwrap().containers[0].clone();
+    let args = container.args.clone().unwrap();
     assert!(args.contains(&"--scheduler-name=volcano".to_string()));
+    assert!(args.contains(&"--leader-elect".to_string()));
+    let env = container.env.unwrap_or_default();
+    assert!(
+        env.iter().any(|e| e.name == "POD_NAMESPACE"
+            && e.value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .map(|f| f.field_path.as_str())
+                == Some("metadata.namespace")),
+        "the lease's namespace comes from the downward API"
+    );
+    let lease_role: Role = of_kind("Role");
+    assert_eq!(
+        lease_role.metadata.namespace.as_deref(),
+        Some("rust-batch-system")
+    );
+    for verb in ["get", "create", "update", "patch"] {
+        assert!(
+            lease_role.rules.iter().flatten().any(|r| r
+                .resources
+                .iter()
+                .flatten()
+                .any(|x| x == "leases")
+                && r.verbs.iter().any(|v| v == verb)),
+            "leases {verb}"
+        );
+    }
 
     let role: ClusterRole = of_kind("ClusterRole");
     let can = |resource: &str, verb: &str| {
@@ -55,6 +82,10 @@ fn manifests_parse_and_the_shipped_config_loads() {
     assert!(can("nodes", "watch") && can("pods", "watch") && can("queues", "watch"));
     assert!(can("pods/eviction", "create"), "preempt and reclaim evict");
     assert!(
+        can("pods/status", "patch"),
+        "pending pods get PodScheduled=False"
+    );
+    assert!(
         can("poddisruptionbudgets", "watch"),
         "victims are chosen within disruption budgets"
     );
@@ -62,4 +93,60 @@ fn manifests_parse_and_the_shipped_config_loads() {
         can("hypernodes", "list") && can("hypernodes", "watch"),
         "topology-aware placement reads Volcano HyperNodes"
     );
+}
+
+/// The metric names README's "Metrics" table documents.
+fn documented_metrics() -> std::collections::BTreeSet<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("<!-- metrics").expect("README's metrics table");
+    let end = readme[start..].find("<!-- /metrics -->").unwrap() + start;
+    readme[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_documented_metrics() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let documented = documented_metrics();
+    let metric = regex::Regex::new(r"\b(?:rust_batch|volcano)_[a-z0-9_]+").unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("a PromQL expression");
+            for m in metric.find_iter(expr) {
+                let name = m.as_str();
+                // Histograms are queried through their series.
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| {
+                        name.strip_suffix(s)
+                            .filter(|b| documented.contains(*b) && !documented.contains(name))
+                    })
+                    .unwrap_or(name);
+                assert!(
+                    documented.contains(base),
+                    "panel {:?} queries {name}, which README does not document",
+                    panel["title"]
+                );
+                used.insert(base.to_string());
+            }
+        }
+    }
+    for name in [
+        "rust_batch_leader",
+        "volcano_queue_deserved_milli_cpu",
+        "volcano_schedule_attempts_total",
+    ] {
+        assert!(used.contains(name), "the dashboard shows {name}");
+    }
 }

@@ -152,6 +152,8 @@ pub struct TaskUnfit {
     pub reason: String,
     /// The full per-node breakdown.
     pub detail: String,
+    /// Its queue, not the nodes, turned it away (more nodes would not help).
+    pub by_queue: bool,
 }
 
 impl TaskUnfit {
@@ -160,12 +162,22 @@ impl TaskUnfit {
         TaskUnfit {
             detail: reason.clone(),
             reason,
+            by_queue: false,
+        }
+    }
+
+    /// The task would take its queue beyond its capability.
+    pub fn over_capability(queue: &str) -> Self {
+        TaskUnfit {
+            by_queue: true,
+            ..Self::other(format!("queue {queue:?} would exceed its capability"))
         }
     }
 }
 
-/// Builds the gang message: "3/5 tasks in gang unschedulable: 2 Insufficient
-/// nvidia.com/gpu (need 2, best node has 1 free), 1 node(s) didn't match node selector".
+/// Builds the gang message: "3/5 tasks in gang unschedulable: 2 tasks: Insufficient
+/// nvidia.com/gpu (need 2, best node has 1 free), 1 task: node(s) didn't match node
+/// selector".
 pub fn gang_message<'a>(
     total_tasks: usize,
     unfit: impl IntoIterator<Item = &'a TaskUnfit>,
@@ -179,7 +191,12 @@ pub fn gang_message<'a>(
     }
     let mut parts: Vec<(u32, &str)> = by_reason.into_iter().map(|(r, c)| (c, r)).collect();
     parts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let list: Vec<String> = parts.iter().map(|(c, r)| format!("{c} {r}")).collect();
+    // "5 tasks: node(s) had untolerated taint": the count is of tasks, whatever the
+    // reason counts inside (nodes).
+    let list: Vec<String> = parts
+        .iter()
+        .map(|(c, r)| format!("{c} {}: {r}", if *c == 1 { "task" } else { "tasks" }))
+        .collect();
     let mut msg = format!(
         "{n}/{total_tasks} tasks in gang unschedulable: {}",
         list.join(", ")
@@ -227,7 +244,7 @@ mod tests {
         let msg = gang_message(5, [&gpu, &gpu, &sel], None);
         assert_eq!(
             msg,
-            "3/5 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu (need 2, best node has 1 free), 1 node(s) didn't match node selector"
+            "3/5 tasks in gang unschedulable: 2 tasks: Insufficient nvidia.com/gpu (need 2, best node has 1 free), 1 task: node(s) didn't match node selector"
         );
     }
 }

@@ -25,8 +25,8 @@ pub use crate::snapshot::{ClusterState, Slots, Snapshot};
 pub use gang_search::{GangDomains, NodeRule, NodeSet, SearchBudget, SearchOutcome};
 pub use node_search::{RunningIndex, StaticNodes};
 pub use outcome::{
-    Bind, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes, SearchStats,
-    SessionResult,
+    Bind, Blocker, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
+    SearchStats, SessionResult,
 };
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use reservation::Reservation;

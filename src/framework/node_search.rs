@@ -250,6 +250,7 @@ impl Session {
         let unfit = TaskUnfit {
             reason,
             detail: all.summary(),
+            by_queue: false,
         };
         self.search
             .unfit_memo

@@ -98,6 +98,34 @@ impl Serialize for GangReason {
     }
 }
 
+/// What keeps an unschedulable gang's pending pods off the nodes, for the pods'
+/// PodScheduled condition: only `Capacity` is something more nodes would fix, so only it
+/// gets the reason cluster autoscalers (Cluster Autoscaler, Karpenter) act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Blocker {
+    /// The nodes cannot hold the gang: resources, selectors, taints.
+    Capacity,
+    /// Its queue may not take it now: capability, deserved share used up, closed, missing.
+    Queue,
+    /// Not admitted yet (enqueue): its PodGroup is still Pending.
+    Admission,
+    /// Fewer pods exist than its minimum: the gang is still forming.
+    Forming,
+}
+
+impl Blocker {
+    /// The PodScheduled=False reason: `Unschedulable` (Kubernetes' own, what autoscalers
+    /// look for) only for capacity.
+    pub fn pod_reason(self) -> &'static str {
+        match self {
+            Self::Capacity => "Unschedulable",
+            Self::Queue => "QueueLimit",
+            Self::Admission => "NotAdmitted",
+            Self::Forming => "GangIncomplete",
+        }
+    }
+}
+
 /// What a session decided about one gang.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobUpdate {
@@ -107,6 +135,9 @@ pub struct JobUpdate {
     pub condition: Option<JobCondition>,
     /// Why each pending task of an unschedulable gang did not fit (task uid, reason).
     pub task_reasons: Vec<(Arc<str>, String)>,
+    /// What keeps an unschedulable gang's pending tasks waiting (None if it is not
+    /// unschedulable, or after a waiting-time expiry, which says nothing new).
+    pub blocked_by: Option<Blocker>,
     /// What the engine must remember about the gang next session, when it changed.
     pub runtime: Option<GangRuntime>,
     /// The gang's tentative placements to keep until the next session (NonStrict gangs),

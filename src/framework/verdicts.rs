@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::fit::{gang_message, TaskUnfit};
-use super::outcome::{ConditionKind, GangReason, JobCondition, JobUpdate};
+use super::outcome::{Blocker, ConditionKind, GangReason, JobCondition, JobUpdate};
 use super::session::Session;
 use super::votes::Invalid;
 use crate::model::resource::format_amount;
@@ -73,6 +73,10 @@ impl Session {
             .get(&id)
             .map(|u| self.task_reasons(id, u))
             .unwrap_or_default();
+        let blocked_by = match self.verdicts.unschedulable.get(&id) {
+            Some(u) if !self.verdicts.scheduled.contains(&id) => self.blocker(id, u),
+            _ => None,
+        };
         let phase_change = (phase != original).then_some(phase);
         let runtime = self.next_runtime(id);
         let runtime = (runtime != job.runtime).then_some(runtime);
@@ -89,9 +93,39 @@ impl Session {
             phase: phase_change,
             condition,
             task_reasons,
+            blocked_by,
             runtime,
             holds,
             reservation,
+        })
+    }
+
+    /// What keeps an unschedulable gang waiting: its queue (or admission) when that alone
+    /// would stop it whatever nodes were added, otherwise the nodes.
+    fn blocker(&self, id: JobId, u: &GangUnfit) -> Option<Blocker> {
+        let job = self.state.job(id);
+        match u.invalid.as_ref().map(|i| i.reason) {
+            Some(GangReason::NotEnoughTasks) => return Some(Blocker::Forming),
+            Some(_) => return None,
+            None => {}
+        }
+        let enqueue = self.conf().actions.iter().any(|a| a == "enqueue");
+        if enqueue && job.phase == PodGroupPhase::Pending {
+            return Some(Blocker::Admission);
+        }
+        let Some(queue) = self.queue(&job.queue) else {
+            return Some(Blocker::Queue);
+        };
+        if self.queue_blocked(queue).is_some() || self.overused(queue) {
+            return Some(Blocker::Queue);
+        }
+        // Every task that found no place was turned away by its queue (the capability),
+        // as recorded when it was tried (its statement is undone by now).
+        let over_capability = !u.tasks.is_empty() && u.tasks.values().all(|t| t.by_queue);
+        Some(if over_capability {
+            Blocker::Queue
+        } else {
+            Blocker::Capacity
         })
     }
 

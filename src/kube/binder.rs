@@ -41,6 +41,25 @@ pub struct Binder {
     /// try again (the engine places such a pod again at once; the binder holds the call
     /// back, the room stays assumed meanwhile).
     pub refused: Arc<Mutex<Refusals>>,
+    /// Binds and evictions sent and not yet answered (a graceful shutdown waits for them
+    /// before releasing the leader lease).
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one call in flight while it lives.
+struct Sending<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Sending<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Sending(n)
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Per pod uid: binds refused in a row, and when the next may be sent.
@@ -68,6 +87,18 @@ pub fn already_on(message: &str, node: &str) -> bool {
 }
 
 impl Binder {
+    /// Waits until no bind or eviction is in flight, at most `limit`; whether none is.
+    pub async fn drained(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while self.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
     /// Marks a cycle's binds and evictions in the cache, before anything is sent, so that
     /// the next cycle (and the status written for this one) sees them.
     pub fn assume(&self, ix: &mut Index, binds: &[Bind], evictions: &[Eviction]) {
@@ -123,6 +154,7 @@ impl Binder {
             {
                 return BindOutcome::Refused(format!("node {} no longer exists", b.node));
             }
+            let sending = Sending::new(&self.in_flight);
             let sent = api
                 .create_subresource::<_, serde_json::Value>(
                     "binding",
@@ -131,6 +163,7 @@ impl Binder {
                     &body,
                 )
                 .await;
+            drop(sending);
             self.gate.record(&sent);
             self.metrics.api_write("binding", sent.as_ref().err());
             let err = match sent {
@@ -180,6 +213,11 @@ impl Binder {
             BindOutcome::Bound => {
                 debug!(pod = %b.name, node = %b.node, "bound");
                 self.metrics.pods_bound.inc();
+                self.metrics
+                    .volcano
+                    .schedule_attempts
+                    .with_label_values(&["scheduled"])
+                    .inc();
                 if let Some(created) = ix.cache.pod(&b.task).map(|p| p.task.created) {
                     if created > 0 {
                         self.metrics
@@ -205,6 +243,11 @@ impl Binder {
                     &format!("{}/{} to {}: {why}", b.namespace, b.name, b.node),
                 );
                 self.metrics.bind_failures.inc();
+                self.metrics
+                    .volcano
+                    .schedule_attempts
+                    .with_label_values(&["error"])
+                    .inc();
                 ix.cache.drop_assumption(&b.task);
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery
@@ -228,7 +271,9 @@ impl Binder {
         let r = pod_ref(&e.namespace, &e.name, &e.task);
         let refused = loop {
             self.gate.pass().await;
+            let sending = Sending::new(&self.in_flight);
             let sent = api.evict(&e.name, &EvictParams::default()).await;
+            drop(sending);
             self.gate.record(&sent);
             self.metrics.api_write("eviction", sent.as_ref().err());
             let err = match sent {

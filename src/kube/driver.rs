@@ -22,6 +22,7 @@ use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::{HyperNode, PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index};
+use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::metrics::Metrics;
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{warn_limited, Gate};
@@ -29,7 +30,7 @@ use super::status::StatusWriter;
 use super::watch::{watch, Feed};
 use crate::conf::SchedulerConf;
 use crate::framework::{
-    ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
+    Blocker, ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
 };
 use crate::model::{PodGroupPhase, QueueInfo};
 
@@ -47,6 +48,8 @@ pub struct DriverOptions {
     pub short_gang_timeout: Duration,
     /// What happens to it then.
     pub short_gang_policy: ShortGangPolicy,
+    /// Leader election (None: this process is the only scheduler).
+    pub leader_election: Option<ElectionConfig>,
 }
 
 pub fn now_ms() -> i64 {
@@ -56,16 +59,35 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Runs the scheduler until the process is stopped.
-pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeError> {
-    let mut scheduler =
-        Scheduler::new(opts.conf, &crate::REGISTRY).map_err(super::KubeError::Config)?;
-    let mut conf_version = opts.conf_path.as_deref().and_then(file_version);
+/// Runs the scheduler until `shutdown` completes (SIGTERM): then it stops writing, lets
+/// the binds in flight finish (a few seconds at most) and releases the leader lease, so a
+/// standby takes over at once. Returns an error if the lease is lost otherwise.
+pub async fn run(
+    client: Client,
+    opts: DriverOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), super::KubeError> {
+    let scheduler =
+        Scheduler::new(opts.conf.clone(), &crate::REGISTRY).map_err(super::KubeError::Config)?;
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
+    let leadership = match &opts.leader_election {
+        Some(_) => Leadership::elected(Some(metrics.leader.clone())),
+        None => {
+            metrics.leader.set(1);
+            Leadership::always()
+        }
+    };
     let instance = std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into());
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(Gate::new(leadership.clone()));
     let mut index = Index::new(opts.scheduler_names.clone());
-    index.events = Events::start(client.clone(), instance, metrics.clone(), gate.clone());
+    index.events = Events::start(
+        client.clone(),
+        instance,
+        metrics.clone(),
+        gate.clone(),
+        leadership.clone(),
+    );
+    index.watch_lag = Some(metrics.watch_lag.clone());
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
     let index = Arc::new(Mutex::new(index));
@@ -79,8 +101,23 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
             }
         });
     }
-    ensure_default_queue(&client, &index).await;
+    if leadership.is_elected() {
+        // A write like any other: only the leader creates the default queue (it usually
+        // exists: an earlier leader made it).
+        let (client, index, gate) = (client.clone(), index.clone(), gate.clone());
+        tokio::spawn(async move {
+            gate.pass().await;
+            ensure_default_queue(&client, &index).await;
+        });
+    } else {
+        // Before the watches: their first list already holds it.
+        ensure_default_queue(&client, &index).await;
+    }
     spawn_watches(&client, &index, &wake, &gate);
+    let election = opts
+        .leader_election
+        .clone()
+        .map(|cfg| super::leader::start(client.clone(), cfg, leadership.clone()));
 
     let writer = StatusWriter::default();
     tokio::spawn(
@@ -96,102 +133,236 @@ pub async fn run(client: Client, opts: DriverOptions) -> Result<(), super::KubeE
         gate: gate.clone(),
         permits: Arc::new(Semaphore::new(opts.bind_concurrency.max(1))),
         refused: Default::default(),
+        in_flight: Default::default(),
     };
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
-    // Gangs marked as recovering in the cache, to unmark once they are whole again.
-    let mut recovering: HashSet<String> = HashSet::new();
-    loop {
-        if let Some(path) = &opts.conf_path {
-            reload_if_changed(path, &mut conf_version, &mut scheduler);
+    let cycles = Cycles {
+        scheduler,
+        conf_version: opts.conf_path.as_deref().and_then(file_version),
+        opts: &opts,
+        index: &index,
+        wake: &wake,
+        metrics: &metrics,
+        leadership: &leadership,
+        writer: &writer,
+        binder: &binder,
+    };
+    let outcome = tokio::select! {
+        r = cycles.run() => r,
+        _ = shutdown => Ok(()),
+    };
+    if let Some(election) = election {
+        // Stop writing first: once the lease is free a standby may bind at once.
+        let holding = election.step_down();
+        if holding && !binder.drained(Duration::from_secs(5)).await {
+            warn!("binds still in flight after 5 s; releasing the lease anyway");
         }
-        tokio::select! {
-            _ = tokio::time::sleep(opts.schedule_period) => {}
-            _ = wake.notified() => {
-                // Let a burst of changes (a gang's pods arriving) land before deciding.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+        // A lease lost is not ours to release; a standby holds none.
+        if holding && outcome.is_ok() {
+            election.release().await;
         }
-        let (snapshot, releases) = {
-            let mut ix = lock(&index);
-            let ready = ix.readiness.complete();
-            metrics
-                .ready
-                .store(ready, std::sync::atomic::Ordering::Relaxed);
-            if !ready {
-                // Deciding on a partial list would hand out room that pods not listed yet
-                // already hold.
-                debug!(waiting_for = ?ix.readiness.waiting_for(), "no cycle until every list is in");
-                continue;
-            }
-            ix.report_missing_groups();
-            let before = ix.cache.snapshot();
-            ix.report_topology_problems(&before);
-            let releases = ix.recovery.review(&before, now_ms());
-            let now_short: HashSet<String> = ix.recovery.gangs().map(String::from).collect();
-            for gang in recovering.difference(&now_short) {
-                ix.cache.set_gang_recovering(gang, false);
-            }
-            for gang in &now_short {
-                ix.cache.set_gang_recovering(gang, true);
-            }
-            recovering = now_short;
-            let evictions = release_evictions(&mut ix, &releases);
-            // The released members are on their way out before this cycle decides.
-            binder.assume(&mut ix, &[], &evictions);
-            (ix.cache.snapshot(), evictions)
-        };
-        if !releases.is_empty() {
-            binder.send(Vec::new(), releases).await;
-        }
-        let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
-        let cycle_start = Instant::now();
-        let mut action_start = Instant::now();
-        let mut observe = |action: &'static str, starting: bool, _: &crate::framework::Session| {
-            if starting {
-                action_start = Instant::now();
-            } else {
-                metrics
-                    .action_latency
-                    .with_label_values(&[action])
-                    .observe(action_start.elapsed().as_secs_f64());
-            }
-        };
-        let result = scheduler.run_cycle_observed(snapshot, now_ms(), &mut observe);
-        metrics
-            .cycle_latency
-            .observe(cycle_start.elapsed().as_secs_f64());
-        let unschedulable = result
-            .job_updates
-            .iter()
-            .filter(|u| {
-                u.condition
-                    .as_ref()
-                    .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
-            })
-            .count();
-        metrics.unschedulable_gangs.set(unschedulable as i64);
-        debug!(
-            nodes,
-            jobs,
-            binds = result.binds.len(),
-            updates = result.job_updates.len(),
-            "cycle"
-        );
-        let SessionResult {
-            binds,
-            evictions,
-            job_updates,
-            ..
-        } = result;
-        {
-            let mut ix = lock(&index);
-            binder.assume(&mut ix, &binds, &evictions);
-            record_verdicts(&mut ix, &job_updates);
-            writer.mark_changed(&ix, now_ms());
-            metrics.status_backlog.set(writer.backlog() as i64);
-        }
-        binder.send(binds, evictions).await;
     }
+    outcome
+}
+
+/// The scheduling loop and what it works with.
+struct Cycles<'a> {
+    scheduler: Scheduler,
+    conf_version: Option<(SystemTime, u64)>,
+    opts: &'a DriverOptions,
+    index: &'a Arc<Mutex<Index>>,
+    wake: &'a Arc<Notify>,
+    metrics: &'a Arc<Metrics>,
+    leadership: &'a Arc<Leadership>,
+    writer: &'a StatusWriter,
+    binder: &'a Binder,
+}
+
+impl Cycles<'_> {
+    /// Runs cycles while this replica leads; returns only if the lease is lost.
+    async fn run(mut self) -> Result<(), super::KubeError> {
+        let (opts, index, wake, metrics, writer, binder) = (
+            self.opts,
+            self.index,
+            self.wake,
+            self.metrics,
+            self.writer,
+            self.binder,
+        );
+        let mut leader_changes = self.leadership.subscribe();
+        // Gangs marked as recovering in the cache, to unmark once they are whole again.
+        let mut recovering: HashSet<String> = HashSet::new();
+        loop {
+            if let Some(path) = &opts.conf_path {
+                reload_if_changed(path, &mut self.conf_version, &mut self.scheduler);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(opts.schedule_period) => {}
+                _ = wake.notified() => {
+                    // Let a burst of changes (a gang's pods arriving) land before deciding.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                // A new leader starts its cycles at once.
+                _ = leader_changes.changed() => {}
+            }
+            if let Some(why) = self.leadership.lost() {
+                return Err(LeaderError::Lost(why).into());
+            }
+            let (snapshot, releases) = {
+                let mut ix = lock(index);
+                let ready = ix.readiness.complete();
+                metrics
+                    .ready
+                    .store(ready, std::sync::atomic::Ordering::Relaxed);
+                if !ready {
+                    // Deciding on a partial list would hand out room that pods not listed yet
+                    // already hold.
+                    debug!(waiting_for = ?ix.readiness.waiting_for(), "no cycle until every list is in");
+                    continue;
+                }
+                if !self.leadership.is_leader() {
+                    // A standby keeps its cache warm and decides nothing.
+                    continue;
+                }
+                ix.report_missing_groups();
+                let before = ix.cache.snapshot();
+                ix.report_topology_problems(&before);
+                let releases = ix.recovery.review(&before, now_ms());
+                let now_short: HashSet<String> = ix.recovery.gangs().map(String::from).collect();
+                for gang in recovering.difference(&now_short) {
+                    ix.cache.set_gang_recovering(gang, false);
+                }
+                for gang in &now_short {
+                    ix.cache.set_gang_recovering(gang, true);
+                }
+                recovering = now_short;
+                let evictions = release_evictions(&mut ix, &releases);
+                // The released members are on their way out before this cycle decides.
+                binder.assume(&mut ix, &[], &evictions);
+                (ix.cache.snapshot(), evictions)
+            };
+            if !releases.is_empty() {
+                metrics
+                    .victims
+                    .with_label_values(&["release"])
+                    .inc_by(releases.len() as u64);
+                binder.send(Vec::new(), releases).await;
+            }
+            let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
+            let cycle_start = Instant::now();
+            let mut action_start = Instant::now();
+            let mut observe =
+                |action: &'static str, starting: bool, _: &crate::framework::Session| {
+                    if starting {
+                        action_start = Instant::now();
+                    } else {
+                        let took = action_start.elapsed().as_secs_f64();
+                        metrics
+                            .action_latency
+                            .with_label_values(&[action])
+                            .observe(took);
+                        metrics
+                            .volcano
+                            .action_latency_ms
+                            .with_label_values(&[action])
+                            .observe(took * 1000.0);
+                    }
+                };
+            let result = self
+                .scheduler
+                .run_cycle_observed(snapshot, now_ms(), &mut observe);
+            let took = cycle_start.elapsed().as_secs_f64();
+            metrics.cycle_latency.observe(took);
+            metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
+            let unschedulable = result
+                .job_updates
+                .iter()
+                .filter(|u| {
+                    u.condition
+                        .as_ref()
+                        .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
+                })
+                .count();
+            metrics.unschedulable_gangs.set(unschedulable as i64);
+            metrics
+                .volcano
+                .unschedule_job_count
+                .set(unschedulable as i64);
+            let unschedulable_pods: usize = result
+                .job_updates
+                .iter()
+                .filter(|u| {
+                    u.condition
+                        .as_ref()
+                        .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
+                })
+                .map(|u| u.task_reasons.len())
+                .sum();
+            metrics
+                .volcano
+                .schedule_attempts
+                .with_label_values(&["unschedulable"])
+                .inc_by(unschedulable_pods as u64);
+            debug!(
+                nodes,
+                jobs,
+                binds = result.binds.len(),
+                updates = result.job_updates.len(),
+                "cycle"
+            );
+            let SessionResult {
+                binds,
+                evictions,
+                job_updates,
+                ..
+            } = result;
+            {
+                let mut ix = lock(index);
+                binder.assume(&mut ix, &binds, &evictions);
+                record_verdicts(&mut ix, &job_updates);
+                count_victims(&ix, metrics, &evictions);
+                metrics
+                    .volcano
+                    .observe_queues(ix.cache.state(), self.scheduler.conf());
+                writer.mark_changed(&ix, now_ms());
+                metrics.status_backlog.set(writer.backlog() as i64);
+            }
+            binder.send(binds, evictions).await;
+        }
+    }
+}
+
+/// Counts a cycle's victims: preempt (the preemptor's queue is the victim's) or reclaim
+/// (another queue's), and Volcano's preemption gauges.
+fn count_victims(ix: &Index, metrics: &Metrics, evictions: &[Eviction]) {
+    let state = ix.cache.state();
+    let queue_of = |job: &str| state.job_by_uid(job).map(|id| state.job(id).queue.clone());
+    let (mut preempt, mut reclaim) = (0u64, 0u64);
+    let mut preemptors = HashSet::new();
+    for e in evictions {
+        let Some(preemptor) = &e.preemptor else {
+            continue;
+        };
+        if queue_of(preemptor) == queue_of(&e.job) {
+            preempt += 1;
+            preemptors.insert(preemptor.clone());
+        } else {
+            reclaim += 1;
+        }
+    }
+    metrics
+        .victims
+        .with_label_values(&["preempt"])
+        .inc_by(preempt);
+    metrics
+        .victims
+        .with_label_values(&["reclaim"])
+        .inc_by(reclaim);
+    metrics.volcano.preemption_victims.set(preempt as i64);
+    metrics
+        .volcano
+        .preemption_attempts
+        .inc_by(preemptors.len() as u64);
 }
 
 /// Evictions for the bound members of gangs whose recovery ran out, with a condition and
@@ -226,6 +397,10 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
     evictions
 }
 
+/// The PodScheduled message of a forming gang's pods (its condition has the counts).
+pub const FORMING_MESSAGE: &str =
+    "waiting for the rest of its gang: fewer of its pods exist than it needs";
+
 /// What a cycle decided about gangs: their verdicts (for status, events and the debug
 /// API), phases, runtimes and holds.
 fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
@@ -256,6 +431,22 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         };
         ix.verdicts
             .insert(u.job.to_string(), (Some(c.clone()), u.task_reasons.clone()));
+        // Each pending pod's PodScheduled=False condition: `Unschedulable` (what cluster
+        // autoscalers act on) only when more nodes would help; written on change only.
+        if let (ConditionKind::Unschedulable, Some(blocker)) = (c.kind, u.blocked_by) {
+            // A forming gang's message counts its pods, which would rewrite every member
+            // as each sibling arrives: its pods get a message that stays put.
+            let message = match blocker {
+                Blocker::Forming => FORMING_MESSAGE.to_string(),
+                _ => c.message.clone(),
+            };
+            for (uid, _) in &u.task_reasons {
+                ix.pod_conditions.insert(
+                    uid.to_string(),
+                    (blocker.pod_reason().to_string(), message.clone()),
+                );
+            }
+        }
         // The PodGroup gets an event when its verdict changes (deduplicated); a gang
         // still forming (NotEnoughTasks) only updates its condition: an event per pod per
         // arriving sibling would flood the API server.

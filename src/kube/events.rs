@@ -16,6 +16,7 @@ use k8s_openapi::api::events::v1::Event as ApiEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use tokio::sync::mpsc;
 
+use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::retry::{cause_of, warn_limited, Failure, Gate};
 
@@ -46,6 +47,9 @@ pub struct Events {
     /// Last message sent per object uid and reason.
     reported: HashMap<String, HashMap<String, String>>,
     queue: Option<mpsc::Sender<Event>>,
+    /// A standby tells nobody anything (the leader does), and does not remember what it
+    /// did not say.
+    leadership: Option<Arc<Leadership>>,
     /// Events reported where no publisher runs (unit tests), newest last.
     #[cfg(test)]
     pub(super) kept: Vec<Event>,
@@ -53,13 +57,24 @@ pub struct Events {
 
 impl Events {
     /// Starts the publisher task.
-    pub fn start(client: Client, instance: String, metrics: Arc<Metrics>, gate: Arc<Gate>) -> Self {
+    pub fn start(
+        client: Client,
+        instance: String,
+        metrics: Arc<Metrics>,
+        gate: Arc<Gate>,
+        leadership: Arc<Leadership>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_BOUND);
         tokio::spawn(publish_all(client, instance, metrics, gate, rx));
         Events {
             queue: Some(tx),
+            leadership: Some(leadership),
             ..Default::default()
         }
+    }
+
+    fn standby(&self) -> bool {
+        self.leadership.as_ref().is_some_and(|l| !l.is_leader())
     }
 
     /// Reports an event unless the object already got this reason with this message.
@@ -70,6 +85,9 @@ impl Events {
         reason: &str,
         note: String,
     ) {
+        if self.standby() {
+            return;
+        }
         let uid = regarding.uid.clone().unwrap_or_default();
         let last = self.reported.entry(uid).or_default();
         if last.get(reason) == Some(&note) {
@@ -86,6 +104,9 @@ impl Events {
 
     /// Sends an event even if it repeats the last one (something happened again: a bind).
     pub fn send(&mut self, event: Event) {
+        if self.standby() {
+            return;
+        }
         let Some(tx) = &self.queue else {
             #[cfg(test)]
             self.kept.push(event);

@@ -35,6 +35,16 @@ pub const INVALID_HYPERNODE: &str = "InvalidHyperNode";
 /// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
 pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
 
+/// A pending pod of ours as last seen: where it is, its version, and its PodScheduled
+/// condition (status, reason, message).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingPod {
+    pub namespace: String,
+    pub name: String,
+    pub resource_version: Option<String>,
+    pub scheduled: Option<(String, String, String)>,
+}
+
 /// Everything the watches know.
 #[derive(Default)]
 pub struct Index {
@@ -70,7 +80,14 @@ pub struct Index {
     /// and the topology that was checked last: problems are reported when it changes.
     hypernode_problems: BTreeMap<String, String>,
     topology_checked: Option<Arc<Topology>>,
+    /// Pending pods of ours as last seen (for the PodScheduled condition), by uid.
+    pub(super) pending_pods: HashMap<String, PendingPod>,
+    /// The PodScheduled=False (reason, message) each pending pod of ours should carry,
+    /// from the last verdict on its gang, by uid.
+    pub(super) pod_conditions: HashMap<String, (String, String)>,
     pub readiness: Readiness,
+    /// New pods' creation → watch event (None in tests).
+    pub watch_lag: Option<prometheus::Histogram>,
     pub events: Events,
     /// Gangs a refused bind left short of their minimum.
     pub recovery: Recovery,
@@ -133,10 +150,73 @@ impl Index {
 
     // ----- pods ----------------------------------------------------------------------
 
+    /// Notes a pod's PodScheduled condition while it is a pending pod of ours (from the
+    /// watch, or the answer to the status writer's own write); forgets it once bound.
+    pub fn note_pod_status(&mut self, pod: &Pod) {
+        let uid = pod.uid().unwrap_or_default();
+        let bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some();
+        if bound || pod.metadata.deletion_timestamp.is_some() || !self.ours(pod) {
+            self.pending_pods.remove(&uid);
+            self.pod_conditions.remove(&uid);
+            return;
+        }
+        let rv = pod.resource_version();
+        if let Some(seen) = self.pending_pods.get(&uid) {
+            if older(rv.as_deref(), seen.resource_version.as_deref()) {
+                return;
+            }
+        }
+        let scheduled = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .map(|c| {
+                (
+                    c.status.clone(),
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            });
+        self.pending_pods.insert(
+            uid,
+            PendingPod {
+                namespace: pod.namespace().unwrap_or_default(),
+                name: pod.name_any(),
+                resource_version: rv,
+                scheduled,
+            },
+        );
+    }
+
+    /// A pod seen for the first time, unbound, once the pods are listed: a new pod; how
+    /// long it took the watch to bring it.
+    fn observe_watch_lag(&self, pod: &Pod, uid: &str) {
+        let Some(h) = &self.watch_lag else {
+            return;
+        };
+        let unbound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_none());
+        if !unbound || self.cache.pod(uid).is_some() || !self.readiness.complete() {
+            return;
+        }
+        if let Some(created) = &pod.metadata.creation_timestamp {
+            let created: std::time::SystemTime = created.0.into();
+            if let Ok(lag) = std::time::SystemTime::now().duration_since(created) {
+                h.observe(lag.as_secs_f64());
+            }
+        }
+    }
+
     pub fn apply_pod(&mut self, pod: &Pod) {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
+        self.note_pod_status(pod);
+        self.observe_watch_lag(pod, &uid);
         let ours = self.ours(pod);
         if ours && self.gated_pod(pod, &uid, &ns, &name) {
             return;
@@ -284,6 +364,8 @@ impl Index {
     }
 
     pub fn delete_pod(&mut self, uid: &str) {
+        self.pending_pods.remove(uid);
+        self.pod_conditions.remove(uid);
         for members in self.foreign_members.values_mut() {
             members.remove(uid);
         }

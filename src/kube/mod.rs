@@ -2,9 +2,10 @@
 //! PodGroup kind, pod key and CRD), Kubernetes objects as the engine's model (`convert`,
 //! `budgets`), and the parts that connect the engine to
 //! an API server, each with one job: `watch` (one task per kind) feeds the `index`;
-//! `driver` runs cycles on it once every list is complete; `binder` sends binds and
-//! evictions, `status` writes PodGroup and Queue status, `events` publishes events —
-//! all through the back-off and log limits of `retry`; `recovery` completes or releases
+//! `driver` runs cycles on it once every list is complete (and, with `leader`, only while
+//! this replica holds the lease); `binder` sends binds and evictions, `status` writes
+//! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
+//! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
 //! gangs a refused bind left short; `debug` and `metrics` serve HTTP.
 //!
 //! Inside this module tree the name `kube` means this module; the external crate is
@@ -17,6 +18,7 @@ pub mod dialects;
 pub mod driver;
 pub mod events;
 pub mod index;
+pub mod leader;
 pub mod readiness;
 pub mod recovery;
 pub mod retry;
@@ -30,6 +32,8 @@ pub enum KubeError {
     Config(#[from] crate::conf::ConfError),
     #[error("cannot set up metrics: {0}")]
     Metrics(String),
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
     #[error("cannot reach the Kubernetes API: {0}")]
     Client(#[from] ::kube::Error),
 }

@@ -61,9 +61,13 @@ pub fn delay(attempt: u32, min: Duration, max: Duration) -> Duration {
 /// events). After a transient failure the gate closes; it reopens for one probe after a
 /// back-off (growing per failure, capped, jittered) while the others wait, and for everyone
 /// once a call succeeds. So an outage costs a handful of calls, not one per pod per retry.
+///
+/// The gate is also the leadership fence: with leader election on, nothing passes unless
+/// this replica holds the lease and has seen its renewal within the renew deadline.
 pub struct Gate {
     state: Mutex<GateState>,
     reopened: tokio::sync::Notify,
+    leadership: std::sync::Arc<super::leader::Leadership>,
 }
 
 #[derive(Default)]
@@ -79,22 +83,31 @@ const GATE_MAX_DELAY: Duration = Duration::from_secs(10);
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate {
-            state: Mutex::new(GateState::default()),
-            reopened: tokio::sync::Notify::new(),
-        }
+        Gate::new(super::leader::Leadership::always())
     }
 }
 
 impl Gate {
+    pub fn new(leadership: std::sync::Arc<super::leader::Leadership>) -> Self {
+        Gate {
+            state: Mutex::new(GateState::default()),
+            reopened: tokio::sync::Notify::new(),
+            leadership,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits until a call may go out: at once while the API server answers; while it does
-    /// not, until this caller is the next probe.
+    /// Waits until a call may go out: at once while the API server answers (and this
+    /// replica leads); while it does not, until this caller is the next probe.
     pub async fn pass(&self) {
         loop {
+            if !self.leadership.is_leader() {
+                self.leadership.wait_leading().await;
+                continue;
+            }
             let wait = {
                 let mut st = self.lock();
                 let now = tokio::time::Instant::now();

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use ::kube::api::{Api, Patch, PatchParams};
 use ::kube::{Client, ResourceExt};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -34,6 +35,8 @@ pub enum Target {
     Group(Dialect, String),
     /// A Queue, by name.
     Queue(String),
+    /// A pending pod of ours (its PodScheduled condition), by uid.
+    Pod(String),
 }
 
 /// Targets waiting to be written: each at most once (a later mark coalesces with it).
@@ -148,6 +151,12 @@ impl StatusWriter {
                 self.mark(t);
             }
         }
+        for uid in ix.pod_conditions.keys() {
+            let t = Target::Pod(uid.clone());
+            if patch_for(ix, &t, now_ms).is_some() {
+                self.mark(t);
+            }
+        }
     }
 
     /// Writes marked targets until the process ends.
@@ -241,6 +250,7 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
                 }
             }
         }
+        Target::Pod(uid) => pod_condition_patch(ix, uid),
         Target::Queue(name) => {
             let q = ix.queues.get(name)?;
             let jobs = snapshot
@@ -250,6 +260,42 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
             Some((queue_status_patch(q, jobs)?, q.resource_version()))
         }
     }
+}
+
+/// The PodScheduled=False condition a pending pod of ours lacks, if any: not for a pod
+/// being bound (the binding sets PodScheduled=True), nor one that already says it. Merged
+/// by condition type (strategic merge), its transition time kept while it stays False.
+fn pod_condition_patch(ix: &Index, uid: &str) -> Option<(Value, Option<String>)> {
+    let seen = ix.pending_pods.get(uid)?;
+    let (reason, message) = ix.pod_conditions.get(uid)?;
+    if ix.cache.assumption(uid).is_some() || ix.cache.pod(uid)?.task.node.is_some() {
+        return None;
+    }
+    let was_false = match &seen.scheduled {
+        Some((status, r, m)) if status == "False" => {
+            if r == reason && m == message {
+                return None;
+            }
+            true
+        }
+        _ => false,
+    };
+    let mut condition = serde_json::json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+    });
+    if !was_false {
+        condition["lastTransitionTime"] =
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string()
+                .into();
+    }
+    Some((
+        serde_json::json!({ "status": { "conditions": [condition] } }),
+        seen.resource_version.clone(),
+    ))
 }
 
 async fn write(
@@ -267,6 +313,16 @@ async fn write(
         patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
     }
     let pp = PatchParams::default();
+    if let Target::Pod(uid) = t {
+        let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+            return Written::Done;
+        };
+        let r = Api::<Pod>::namespaced(client.clone(), &seen.namespace)
+            .patch_status(&seen.name, &pp, &Patch::Strategic(&patch))
+            .await
+            .map(|p| lock(index).note_pod_status(&p));
+        return outcome_of(gate, metrics, t, "pod condition", r);
+    }
     let patch = Patch::Merge(&patch);
     let (what, outcome) = match t {
         Target::Group(Dialect::Volcano, key) => {
@@ -298,7 +354,19 @@ async fn write(
             let r = r.map(|q| lock(index).apply_queue(&q));
             ("queue status", r)
         }
+        Target::Pod(_) => return Written::Done,
     };
+    outcome_of(gate, metrics, t, what, outcome)
+}
+
+/// What a write's answer means for the writer.
+fn outcome_of(
+    gate: &Gate,
+    metrics: &Metrics,
+    t: &Target,
+    what: &str,
+    outcome: Result<(), ::kube::Error>,
+) -> Written {
     gate.record(&outcome);
     metrics.api_write(what, outcome.as_ref().err());
     match outcome {
@@ -355,6 +423,15 @@ async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, t: &Target) 
             .get(name)
             .await
             .map(|q| lock(index).apply_queue(&q)),
+        Target::Pod(uid) => {
+            let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+                return;
+            };
+            Api::<Pod>::namespaced(client.clone(), &seen.namespace)
+                .get(&seen.name)
+                .await
+                .map(|p| lock(index).note_pod_status(&p))
+        }
     };
     gate.record(&outcome);
 }
@@ -404,6 +481,55 @@ mod tests {
         assert!(
             patch_for(&ix, &t, 0).is_none(),
             "gone from the index: nothing to write"
+        );
+    }
+
+    #[test]
+    fn a_pending_pod_gets_its_condition_once_and_never_while_binding() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        let pod = |rv: &str, cond: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": rv},
+                "spec": {"schedulerName": "rb", "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Pending", "conditions": cond}
+            }))
+            .unwrap()
+        };
+        ix.apply_pod(&pod("5", serde_json::json!([])));
+        let t = Target::Pod("u1".into());
+        assert!(patch_for(&ix, &t, 0).is_none(), "no verdict yet");
+        ix.pod_conditions
+            .insert("u1".into(), ("Unschedulable".into(), "gang msg".into()));
+        let (patch, rv) = patch_for(&ix, &t, 0).expect("the condition is missing");
+        assert_eq!(rv.as_deref(), Some("5"));
+        let c = &patch["status"]["conditions"][0];
+        assert_eq!(
+            (
+                c["type"].as_str(),
+                c["status"].as_str(),
+                c["reason"].as_str()
+            ),
+            (Some("PodScheduled"), Some("False"), Some("Unschedulable"))
+        );
+        assert!(c["lastTransitionTime"].is_string(), "False is new");
+        ix.apply_pod(&pod(
+            "6",
+            serde_json::json!([{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "gang msg"}]),
+        ));
+        assert!(patch_for(&ix, &t, 0).is_none(), "written only on change");
+        ix.pod_conditions
+            .insert("u1".into(), ("QueueLimit".into(), "queue full".into()));
+        let (patch, _) = patch_for(&ix, &t, 0).unwrap();
+        assert!(
+            patch["status"]["conditions"][0]["lastTransitionTime"].is_null(),
+            "still False: its transition time stays"
+        );
+        ix.cache
+            .assume("u1", crate::cache::Assumption::Bind("n1".into()));
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "the bind sets PodScheduled"
         );
     }
 

@@ -1,0 +1,453 @@
+//! Leader election on the real control plane: replicas of `rust-batch run --leader-elect`
+//! (as the shipped ServiceAccount), one leader binding gangs while a warm standby decides
+//! nothing. The leader is killed with SIGKILL in the middle of a backlog (twice), stopped
+//! with SIGTERM (which releases the lease), and frozen with SIGSTOP past its lease (resumed,
+//! it must write nothing and exit); each time another replica takes over
+//! and binds the rest (each round's gangs are created one member short, then completed all
+//! at once, so the leader dies with most of a round's binds still to do). Checked from what the API server says: no pod ever changes node
+//! (bound twice), no pod has two successful binds (Scheduled events), no replica binds
+//! while another leads, no partial gang and no over-committed node once settled. Prints
+//! each failover time: the leader stopped → the new leader's first bind.
+//!
+//! `RB_LEADER_GANGS=400` (2,000 pods per round) for the size; the default is 40
+//! gangs of 5 per round.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::*;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+const NS: &str = "e2e-leader";
+const POOL: &str = "e2e-leader";
+const SCHEDULER: &str = "rb-leader";
+const LEASE: &str = "rb-e2e-leader";
+const GANG_SIZE: usize = 5;
+
+/// Lease duration and renew deadline, seconds: short by default (3 s, 2 s);
+/// `RB_LEADER_LEASE=15,10` measures the shipped setting.
+fn lease() -> (u64, u64) {
+    std::env::var("RB_LEADER_LEASE")
+        .ok()
+        .and_then(|v| {
+            let (d, r) = v.split_once(',')?;
+            Some((d.trim().parse().ok()?, r.trim().parse().ok()?))
+        })
+        .unwrap_or((3, 2))
+}
+
+struct Replica {
+    instance: String,
+    port: u16,
+    process: Scheduler,
+}
+
+fn replica(instance: &str) -> Replica {
+    let port = free_port();
+    let log = std::env::temp_dir().join(format!("rb-{instance}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
+        .args([
+            "run",
+            "--scheduler-name",
+            SCHEDULER,
+            "--schedule-period",
+            "500ms",
+            "--http-address",
+            &format!("127.0.0.1:{port}"),
+            "--leader-elect",
+            "--leader-elect-lease-name",
+            LEASE,
+            "--leader-elect-namespace",
+            "rust-batch-system",
+            "--leader-elect-lease-duration",
+            &format!("{}s", lease().0),
+            "--leader-elect-renew-deadline",
+            &format!("{}s", lease().1),
+        ])
+        .env("KUBECONFIG", scheduler_kubeconfig())
+        // Events name the replica that bound (reportingInstance).
+        .env("POD_NAME", instance)
+        .env(
+            "RUST_LOG",
+            "info,kube=warn,kube_client=error,kube_client::client::builder=off",
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .expect("rust-batch starts");
+    eprintln!("started {instance} (log {})", log.display());
+    Replica {
+        instance: instance.into(),
+        port,
+        process: Scheduler(child),
+    }
+}
+
+/// What a replica's /readyz says: Some(true) leader, Some(false) ready standby.
+async fn role(port: u16) -> Option<bool> {
+    let (code, body) = http_get(port, "/readyz").await?;
+    match (code, body.trim()) {
+        (200, "ok: leader") => Some(true),
+        (200, "ok: standby") => Some(false),
+        _ => None,
+    }
+}
+
+async fn leader_metric(port: u16) -> Option<String> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    body.lines()
+        .find(|l| l.starts_with("rust_batch_leader "))
+        .map(|l| l.trim_start_matches("rust_batch_leader ").to_string())
+}
+
+/// Waits until exactly one replica leads and every other one is a ready standby; fails
+/// if two ever say they lead. Returns the leader's index.
+async fn one_leader(replicas: &[Replica]) -> usize {
+    wait_for(
+        Duration::from_secs(60),
+        "one leader and ready standbys",
+        || async {
+            let mut roles = Vec::new();
+            for r in replicas {
+                roles.push(role(r.port).await);
+            }
+            let leaders: Vec<usize> = (0..roles.len())
+                .filter(|i| roles[*i] == Some(true))
+                .collect();
+            assert!(leaders.len() <= 1, "two replicas lead at once: {roles:?}");
+            (leaders.len() == 1 && roles.iter().all(|r| r.is_some())).then(|| leaders[0])
+        },
+    )
+    .await
+}
+
+/// Per pod: the node it was seen bound to, and every other node it was later seen on.
+#[derive(Default)]
+struct Binds {
+    node: HashMap<String, String>,
+    /// When the watch first showed each pod bound.
+    seen: HashMap<String, SystemTime>,
+    twice: Vec<String>,
+}
+
+fn watch_binds(client: &kube::Client) -> Arc<Mutex<Binds>> {
+    let binds = Arc::new(Mutex::new(Binds::default()));
+    let seen = binds.clone();
+    let api = Api::<Pod>::namespaced(client.clone(), NS);
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        while let Ok(Some(event)) = stream.try_next().await {
+            let pods: Vec<Pod> = match event {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => vec![p],
+                _ => continue,
+            };
+            let mut b = seen.lock().unwrap();
+            for p in pods {
+                let (Some(name), Some(node)) = (p.metadata.name.clone(), node_of(&p)) else {
+                    continue;
+                };
+                match b.node.get(&name) {
+                    Some(n) if *n != node => {
+                        let line = format!("{name}: {n} then {node}");
+                        b.twice.push(line);
+                    }
+                    Some(_) => {}
+                    None => {
+                        b.seen.insert(name.clone(), SystemTime::now());
+                        b.node.insert(name, node);
+                    }
+                }
+            }
+        }
+    });
+    binds
+}
+
+/// The pods' Scheduled events (one per successful bind): (pod, replica, time).
+async fn scheduled_events(client: &kube::Client) -> Vec<(String, String, SystemTime)> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scheduled"))
+        .filter_map(|e| {
+            // Pods only: a PodGroup's Scheduled event says its gang runs, not a bind.
+            let regarding = e.regarding.as_ref()?;
+            if regarding.kind.as_deref() != Some("Pod") {
+                return None;
+            }
+            let pod = regarding.name.clone()?;
+            let instance = e.reporting_instance.clone()?;
+            let at: SystemTime = e.event_time.as_ref()?.0.into();
+            Some((pod, instance, at))
+        })
+        .collect()
+}
+
+/// Creates the round's gangs: their PodGroups and all members but the last (the gangs
+/// are incomplete: nothing binds), then, with `complete`, the last member of each, so the
+/// whole round becomes a backlog of bindable gangs at once.
+async fn create_round(client: kube::Client, round: usize, gangs: usize, complete: bool) {
+    let place = Place {
+        client: &client,
+        ns: NS,
+        pool: POOL,
+        scheduler: SCHEDULER,
+    };
+    let members = if complete {
+        GANG_SIZE - 1..GANG_SIZE
+    } else {
+        0..GANG_SIZE - 1
+    };
+    let groups: Vec<String> = (0..gangs).map(|g| format!("r{round}-g{g}")).collect();
+    futures::stream::iter(groups.iter())
+        .for_each_concurrent(8, |group| {
+            let (place, client, members) = (&place, &client, members.clone());
+            async move {
+                if !complete {
+                    pod_group(client, NS, group, GANG_SIZE as i32).await;
+                }
+                for i in members {
+                    place
+                        .pod(
+                            group,
+                            &format!("{group}-{i}"),
+                            "worker",
+                            json!({"cpu": "100m"}),
+                            None,
+                        )
+                        .await;
+                }
+            }
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_without_ever_binding_twice() {
+    let gangs: usize = std::env::var("RB_LEADER_GANGS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    // SIGSTOP: the leader is frozen past its lease (as by a long pause), the other replica
+    // takes over, and the old one, resumed, must write nothing and exit.
+    let rounds = ["SIGKILL", "SIGKILL", "SIGTERM", "SIGSTOP"];
+    let total_pods = gangs * GANG_SIZE * rounds.len();
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    // 100m per pod, 8 cpu and 110 pods per node: room for every round's pods.
+    let nodes = (total_pods / 70).max(4);
+    fake_nodes(
+        &client,
+        "leader",
+        1..=nodes,
+        POOL,
+        &json!({"cpu": "8", "memory": "64Gi"}),
+    )
+    .await;
+    let binds = watch_binds(&client);
+    let mut replicas = vec![replica("rb-le-0"), replica("rb-le-1")];
+    let mut failovers = Vec::new();
+    // Since when the current leader leads (for the first, since the test began).
+    let mut led_since = SystemTime::now();
+
+    for (round, how) in rounds.iter().enumerate() {
+        let leader = one_leader(&replicas).await;
+        let standby = 1 - leader;
+        assert_eq!(
+            leader_metric(replicas[leader].port).await.as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            leader_metric(replicas[standby].port).await.as_deref(),
+            Some("0")
+        );
+        let prefix = format!("r{round}-");
+        let round_pods = gangs * GANG_SIZE;
+        create_round(client.clone(), round, gangs, false).await;
+        let creator = tokio::spawn(create_round(client.clone(), round, gangs, true));
+        // Mid-backlog: some of this round's gangs bound, most still to bind.
+        let threshold = (round_pods / 6).max(5);
+        wait_for(
+            Duration::from_secs(120),
+            "the leader binding this round",
+            || async {
+                let b = binds.lock().unwrap();
+                (b.node.keys().filter(|n| n.starts_with(&prefix)).count() >= threshold)
+                    .then_some(())
+            },
+        )
+        .await;
+        let bound_before = binds
+            .lock()
+            .unwrap()
+            .node
+            .keys()
+            .filter(|n| n.starts_with(&prefix))
+            .count();
+        let old = replicas.remove(leader);
+        let stopped_at = SystemTime::now();
+        let stop = Instant::now();
+        let signal = |s: &str| {
+            assert!(Command::new("kill")
+                .args([s, &old.process.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success())
+        };
+        signal(match *how {
+            "SIGKILL" => "-KILL",
+            "SIGTERM" => "-TERM",
+            _ => "-STOP",
+        });
+        let mut old = old;
+        if *how != "SIGSTOP" {
+            let status = tokio::task::block_in_place(|| old.process.0.wait()).unwrap();
+            if *how == "SIGTERM" {
+                assert!(
+                    status.success(),
+                    "{} exits cleanly on SIGTERM: {status}",
+                    old.instance
+                );
+                eprintln!("{} exited {:?} after SIGTERM", old.instance, stop.elapsed());
+            }
+        }
+        // A fresh replica joins as the next standby.
+        replicas.push(replica(&format!("rb-le-{}", round + 2)));
+        if *how == "SIGSTOP" {
+            // Frozen well past its lease: another replica leads meanwhile.
+            tokio::time::sleep(Duration::from_secs(lease().0 * 2)).await;
+            assert!(Command::new("kill")
+                .args(["-CONT", &old.process.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success());
+            let status = wait_for(
+                Duration::from_secs(20),
+                "the resumed old leader to exit",
+                || {
+                    let exited = old.process.0.try_wait().unwrap();
+                    async move { exited }
+                },
+            )
+            .await;
+            assert!(
+                !status.success(),
+                "a replica that lost its lease exits with an error"
+            );
+            let log = std::fs::read_to_string(
+                std::env::temp_dir().join(format!("rb-{}.log", old.instance)),
+            )
+            .unwrap();
+            assert!(
+                log.contains("lost the leader lease"),
+                "{} says why it stopped",
+                old.instance
+            );
+            eprintln!(
+                "{} resumed after {} s frozen, wrote nothing, exited: {status}",
+                old.instance,
+                lease().0 * 2
+            );
+        }
+        creator.await.unwrap();
+        wait_for(
+            Duration::from_secs(180),
+            "every pod of the round bound by the new leader",
+            || async {
+                let b = binds.lock().unwrap();
+                (b.node.keys().filter(|n| n.starts_with(&prefix)).count() == round_pods)
+                    .then_some(())
+            },
+        )
+        .await;
+        check_invariants(&client, NS).await;
+        // Who bound what, and when. Events are published from a queue after the binds:
+        // wait for the new leader's.
+        let (events, first) = wait_for(
+            Duration::from_secs(120),
+            "the new leader's Scheduled events",
+            || async {
+                let events = scheduled_events(&client).await;
+                // The new leader's first bind: the earliest the watch saw a pod bound that
+                // the new leader's Scheduled event claims (an event's own time is when it
+                // left the queue, after the bind).
+                let first = {
+                    let b = binds.lock().unwrap();
+                    events
+                        .iter()
+                        .filter(|(pod, who, _)| pod.starts_with(&prefix) && *who != old.instance)
+                        .filter_map(|(pod, who, _)| Some((b.seen.get(pod).copied()?, who.clone())))
+                        .min()
+                }?;
+                Some((events, first))
+            },
+        )
+        .await;
+        let by_others_before: Vec<_> = events
+            .iter()
+            .filter(|(_, who, at)| *who != old.instance && *at > led_since && *at < stopped_at)
+            .collect();
+        assert!(
+            by_others_before.is_empty(),
+            "a replica bound while {} led: {by_others_before:?}",
+            old.instance
+        );
+        let late: Vec<_> = events
+            .iter()
+            .filter(|(_, who, at)| *who == old.instance && *at > first.0)
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{} bound after the new leader took over: {late:?}",
+            old.instance
+        );
+        let failover = first.0.duration_since(stopped_at).unwrap_or_default();
+        eprintln!(
+            "round {round}: {how} of {} with {bound_before}/{round_pods} bound; {} took over, first bind after {failover:?}",
+            old.instance, first.1
+        );
+        failovers.push((how.to_string(), failover));
+        led_since = stopped_at;
+    }
+
+    {
+        let b = binds.lock().unwrap();
+        assert!(b.twice.is_empty(), "pods bound twice: {:?}", b.twice);
+        assert_eq!(b.node.len(), total_pods, "every pod bound");
+    }
+    let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
+    for (pod, _, _) in scheduled_events(&client).await {
+        *per_pod.entry(pod).or_default() += 1;
+    }
+    let twice: Vec<_> = per_pod.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "pods with two successful binds: {twice:?}"
+    );
+    assert!(partial_gangs(&client, NS).await.is_empty());
+    let (duration, deadline) = lease();
+    eprintln!("failover times (lease {duration}s, renew deadline {deadline}s): {failovers:?}");
+    for (how, t) in &failovers {
+        // SIGKILL and SIGSTOP: the lease runs out first; SIGTERM releases it, and the
+        // standby rereads the lease every renew interval (half the deadline).
+        let limit = if how == "SIGTERM" {
+            deadline / 2 + 4
+        } else {
+            duration + 7
+        };
+        assert!(*t < Duration::from_secs(limit), "{how} failover took {t:?}");
+    }
+}
