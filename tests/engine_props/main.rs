@@ -232,10 +232,12 @@ fn check_evicting_worlds(worlds: impl Strategy<Value = World>, cases: u32) {
     );
 }
 
-/// (e) over 256 worlds (evictions are rarer than binds).
+/// (e) over 512 worlds (evictions are rarer than binds, and rarer still since allocate
+/// searches for a placement of a whole gang before leaving it to starve: with 256 worlds a
+/// run without a single preemption or reclaim came up).
 #[test]
 fn evictions_respect_priorities_shares_and_gangs() {
-    check_evicting_worlds(evicting_world(), 256);
+    check_evicting_worlds(evicting_world(), 512);
 }
 
 /// (e) in crowded worlds.
