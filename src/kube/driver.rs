@@ -284,6 +284,7 @@ impl Cycles<'_> {
                 })
                 .count();
             metrics.unschedulable_gangs.set(unschedulable as i64);
+            metrics.placement_search(&result.placement_search);
             metrics
                 .volcano
                 .unschedule_job_count

@@ -47,6 +47,9 @@ pub struct Metrics {
     pub watch_lag: Histogram,
     /// Pods chosen for eviction, by action: preempt, reclaim, release (a short gang's).
     pub victims: IntCounterVec,
+    /// Whole-gang placement searches, by result (placed, none, gave_up), and their tries.
+    pub placement_searches: IntCounterVec,
+    pub placement_search_tries: IntCounter,
     /// Volcano's metrics (no prefix of ours).
     pub volcano: VolcanoMetrics,
     volcano_registry: Registry,
@@ -107,6 +110,17 @@ impl Metrics {
                 ),
                 &["action"],
             )?,
+            placement_searches: IntCounterVec::new(
+                Opts::new(
+                    "placement_searches_total",
+                    "Whole-gang placement searches, by result (placed, none, gave_up)",
+                ),
+                &["result"],
+            )?,
+            placement_search_tries: IntCounter::new(
+                "placement_search_tries_total",
+                "Tries the whole-gang placement searches spent",
+            )?,
             volcano: VolcanoMetrics::new()?,
             volcano_registry: Registry::new(),
             ready: AtomicBool::new(false),
@@ -127,8 +141,30 @@ impl Metrics {
         for action in ["preempt", "reclaim", "release"] {
             m.victims.with_label_values(&[action]);
         }
+        m.registry
+            .register(Box::new(m.placement_searches.clone()))?;
+        m.registry
+            .register(Box::new(m.placement_search_tries.clone()))?;
+        for result in ["placed", "none", "gave_up"] {
+            m.placement_searches.with_label_values(&[result]);
+        }
         m.volcano.register(&m.volcano_registry)?;
         Ok(Arc::new(m))
+    }
+
+    /// Counts what a cycle's placement searches did.
+    pub fn placement_search(&self, stats: &crate::framework::SearchStats) {
+        let none = stats.searches - stats.placed - stats.gave_up;
+        for (result, n) in [
+            ("placed", stats.placed),
+            ("none", none),
+            ("gave_up", stats.gave_up),
+        ] {
+            self.placement_searches
+                .with_label_values(&[result])
+                .inc_by(u64::from(n));
+        }
+        self.placement_search_tries.inc_by(stats.tries);
     }
 
     /// Counts one API write and how it ended.
