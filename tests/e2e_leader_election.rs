@@ -448,8 +448,15 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
                 "{} says why it stopped",
                 old.instance
             );
+            // Calls it had on their way when frozen went out on resume: the API server's
+            // fence refused each (how many depends on the moment it froze).
+            let fenced = log
+                .lines()
+                .filter(|l| l.contains("rust-batch-leader-fence"))
+                .count();
             eprintln!(
-                "{} resumed after {} s frozen, wrote nothing, exited: {status}",
+                "{} resumed after {} s frozen, wrote nothing ({fenced} late call(s) refused by \
+                 the API server's fence), exited: {status}",
                 old.instance,
                 lease().0 * 2
             );
