@@ -183,7 +183,8 @@ impl Leadership {
         self.status.borrow().lost.clone()
     }
 
-    /// Changes of holding or losing the lease (not of the fence moving).
+    /// Changes of holding or losing the lease, and the moment writes may start (not each
+    /// move of the fence).
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
     }
@@ -210,7 +211,12 @@ impl Leadership {
 
     /// A renewal of ours was seen: writes are allowed until `until`.
     fn confirm(&self, until: Instant) {
+        let before = self.is_leader();
         *self.fence() = Some(until);
+        if !before && self.is_leader() {
+            // Writes may start: wake whoever waits (the driver starts its cycles at once).
+            self.status.send_modify(|_| {});
+        }
         self.update_gauge();
     }
 
