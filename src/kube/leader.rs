@@ -14,6 +14,12 @@
 //! the lease (which waits for `renewTime + duration` by its clock): never two binders.
 //! A replica that lost the lease exits (as kube-scheduler does), so decisions it made as
 //! leader can never be sent in a later term; its restart comes back as a warm standby.
+//!
+//! A fence in the process cannot stop a call that had passed it when the process froze
+//! (a stall, a paused VM) and goes out on waking. So binds and evictions also carry the
+//! lease and this replica's identity (`binder::fence_annotations`), and deploy/'s
+//! ValidatingAdmissionPolicy has the API server refuse them unless the Lease names this
+//! replica at that moment.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
