@@ -6,7 +6,9 @@
 //! and binds the rest (each round's gangs are created one member short, then completed all
 //! at once, so the leader dies with most of a round's binds still to do). Checked from what the API server says: no pod ever changes node
 //! (bound twice), no pod has two successful binds (Scheduled events), no replica binds
-//! while another leads, no partial gang and no over-committed node once settled. Prints
+//! while another leads (and the API server refuses a bind under the lease by a replica that
+//! does not hold it: deploy/'s fence policy), no partial gang and no over-committed node
+//! once settled. Prints
 //! each failover time: the leader stopped → the new leader's first bind.
 //!
 //! `RB_LEADER_GANGS=400` (2,000 pods per round) for the issue's size; the default is 40
@@ -23,7 +25,7 @@ use common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -109,6 +111,74 @@ async fn leader_metric(port: u16) -> Option<String> {
         .map(|l| l.trim_start_matches("rust_batch_leader ").to_string())
 }
 
+/// Binds the shipped fence policy (deploy/'s `rust-batch-leader-fence`) to this test's
+/// lease, as deploy/ binds it to `rust-batch`, and waits until the API server enforces it:
+/// a bind made under the lease by a replica that does not hold it is refused.
+async fn fence_this_lease(client: &kube::Client) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let gvk = GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+    );
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "validatingadmissionpolicybindings"),
+    );
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "rb-e2e-leader-fence"},
+        "spec": {
+            "policyName": "rust-batch-leader-fence",
+            "validationActions": ["Deny"],
+            "paramRef": {"name": LEASE, "namespace": "rust-batch-system",
+                         "parameterNotFoundAction": "Allow"}
+        }
+    });
+    api.patch(
+        "rb-e2e-leader-fence",
+        &PatchParams::apply("rust-batch-e2e").force(),
+        &Patch::Apply(&binding),
+    )
+    .await
+    .expect("the fence binding applies");
+    // Pods no scheduler of this test owns, bound by hand under the lease as a replica that
+    // does not lead: allowed until the binding takes effect, refused from then on.
+    let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    let mut probes = 0;
+    let refused = wait_for(Duration::from_secs(30), "the fence enforced", || {
+        probes += 1;
+        let (pods, name) = (pods.clone(), format!("fence-probe-{probes}"));
+        async move {
+            let probe: Pod = serde_json::from_value(json!({
+                "metadata": {"name": &name, "namespace": NS},
+                "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]}
+            }))
+            .unwrap();
+            pods.create(&PostParams::default(), &probe).await.unwrap();
+            let body = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": &name, "annotations": rust_batch::kube::binder::fence_annotations(
+                    "rust-batch-system", LEASE, "a-replica-that-does-not-lead")},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "leader-n1"}});
+            let r = pods
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await;
+            pods.delete(&name, &Default::default()).await.unwrap();
+            r.err()
+                .map(|e| e.to_string())
+                .filter(|e| e.contains("no longer holds lease"))
+        }
+    })
+    .await;
+    eprintln!("fence enforced after {probes} probe(s): {refused}");
+}
+
 /// Waits until exactly one replica leads and every other one is a ready standby; fails
 /// if two ever say they lead. Returns the leader's index.
 async fn one_leader(replicas: &[Replica]) -> usize {
@@ -170,6 +240,26 @@ fn watch_binds(client: &kube::Client) -> Arc<Mutex<Binds>> {
         }
     });
     binds
+}
+
+/// Every event in the namespace: (reason and object, replica, time).
+async fn all_events(client: &kube::Client) -> Vec<(String, String, SystemTime)> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| {
+            let what = format!(
+                "{} {}",
+                e.reason.clone().unwrap_or_default(),
+                e.regarding.as_ref()?.name.clone()?
+            );
+            let at: SystemTime = e.event_time.as_ref()?.0.into();
+            Some((what, e.reporting_instance.clone()?, at))
+        })
+        .collect()
 }
 
 /// The pods' Scheduled events (one per successful bind): (pod, replica, time).
@@ -259,6 +349,8 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
     .await;
     let binds = watch_binds(&client);
     let mut replicas = vec![replica("rb-le-0"), replica("rb-le-1")];
+    one_leader(&replicas).await; // the lease exists: the fence has its parameter
+    fence_this_lease(&client).await;
     let mut failovers = Vec::new();
     // Since when the current leader leads (for the first, since the test began).
     let mut led_since = SystemTime::now();
@@ -356,8 +448,15 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
                 "{} says why it stopped",
                 old.instance
             );
+            // Calls it had on their way when frozen went out on resume: the API server's
+            // fence refused each (how many depends on the moment it froze).
+            let fenced = log
+                .lines()
+                .filter(|l| l.contains("rust-batch-leader-fence"))
+                .count();
             eprintln!(
-                "{} resumed after {} s frozen, wrote nothing, exited: {status}",
+                "{} resumed after {} s frozen, wrote nothing ({fenced} late call(s) refused by \
+                 the API server's fence), exited: {status}",
                 old.instance,
                 lease().0 * 2
             );
@@ -396,13 +495,16 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             },
         )
         .await;
-        let by_others_before: Vec<_> = events
-            .iter()
+        // Not a word from anyone else while it led: no bind, and no event of any kind (a
+        // standby tells nobody anything).
+        let by_others_before: Vec<_> = all_events(&client)
+            .await
+            .into_iter()
             .filter(|(_, who, at)| *who != old.instance && *at > led_since && *at < stopped_at)
             .collect();
         assert!(
             by_others_before.is_empty(),
-            "a replica bound while {} led: {by_others_before:?}",
+            "another replica wrote while {} led: {by_others_before:?}",
             old.instance
         );
         let late: Vec<_> = events
@@ -420,13 +522,21 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             old.instance, first.1
         );
         failovers.push((how.to_string(), failover));
-        led_since = stopped_at;
+        // The next leader's term, as far as anyone else is concerned, starts with its first
+        // bind (until the old one has stepped down it may still write: SIGTERM takes a
+        // moment to be handled).
+        led_since = first.0;
     }
 
     {
         let b = binds.lock().unwrap();
         assert!(b.twice.is_empty(), "pods bound twice: {:?}", b.twice);
-        assert_eq!(b.node.len(), total_pods, "every pod bound");
+        let bound = b
+            .node
+            .keys()
+            .filter(|n| !n.starts_with("fence-probe"))
+            .count();
+        assert_eq!(bound, total_pods, "every pod bound");
     }
     let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
     for (pod, _, _) in scheduled_events(&client).await {
@@ -438,6 +548,23 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         "pods with two successful binds: {twice:?}"
     );
     assert!(partial_gangs(&client, NS).await.is_empty());
+    // Every bind was made under the lease (the fence could refuse it).
+    let unfenced: Vec<String> = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| node_of(p).is_some())
+        .filter(|p| {
+            !p.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(rust_batch::kube::binder::LEADER_ANNOTATION))
+        })
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert!(unfenced.is_empty(), "bound without the fence: {unfenced:?}");
     let (duration, deadline) = lease();
     eprintln!("failover times (lease {duration}s, renew deadline {deadline}s): {failovers:?}");
     for (how, t) in &failovers {

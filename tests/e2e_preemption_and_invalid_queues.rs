@@ -80,7 +80,14 @@ fn running(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usiz
 /// A namespace with priority classes `{prefix}-1` and `{prefix}-100` (prefix: the
 /// namespace without `e2e-`), the given queues, `nodes` fake nodes of 4 CPUs and its own
 /// scheduler running `CONF` (with preempt).
-async fn preemption_cluster(client: &Client, ns: &str, queues: &[&str], nodes: usize) -> Scheduler {
+/// The cluster of a preemption scenario and its scheduler, serving HTTP on `port` (0: off).
+async fn preemption_cluster(
+    client: &Client,
+    ns: &str,
+    queues: &[&str],
+    nodes: usize,
+    port: u16,
+) -> Scheduler {
     let prefix = ns.trim_start_matches("e2e-");
     install_crds(client).await;
     namespace(client, ns).await;
@@ -109,11 +116,15 @@ async fn preemption_cluster(client: &Client, ns: &str, queues: &[&str], nodes: u
     }
     let conf = std::env::temp_dir().join(format!("rb-{prefix}-{}.conf", std::process::id()));
     std::fs::write(&conf, CONF).unwrap();
+    let http = match port {
+        0 => "off".to_string(),
+        p => format!("127.0.0.1:{p}"),
+    };
     start_scheduler_with(
         &scheduler_of(ns),
         &[
             "--http-address",
-            "off",
+            &http,
             "--scheduler-conf",
             conf.to_str().unwrap(),
         ],
@@ -124,7 +135,8 @@ async fn preemption_cluster(client: &Client, ns: &str, queues: &[&str], nodes: u
 async fn s6_priority_preemption_within_a_queue() {
     let ns = "e2e-s6";
     let client = client().await;
-    let _scheduler = preemption_cluster(&client, ns, &["s6-q", "s6-other"], 3).await;
+    let port = free_port();
+    let _scheduler = preemption_cluster(&client, ns, &["s6-q", "s6-other"], 3, port).await;
 
     gang(&client, ns, "low-a", "s6-q", "s6-1", 2, 4).await;
     gang(&client, ns, "low-b", "s6-q", "s6-1", 2, 4).await;
@@ -178,6 +190,23 @@ async fn s6_priority_preemption_within_a_queue() {
         }
     }
     assert_eq!(preempted, 4, "four victims, each told who preempted it");
+    // The metrics say the same: four victims of preempt (same queue), none of reclaim.
+    let (_, metrics) = http_get(port, "/metrics").await.expect("/metrics");
+    let value = |series: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{series} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    assert_eq!(
+        value("rust_batch_victims_total{action=\"preempt\"}"),
+        Some(4.0)
+    );
+    assert_eq!(
+        value("rust_batch_victims_total{action=\"reclaim\"}"),
+        Some(0.0)
+    );
+    assert!(value("volcano_total_preemption_attempts").is_some_and(|n| n >= 1.0));
 }
 
 /// S6 with a PodDisruptionBudget over one of the victim gangs. No disruption controller runs
@@ -190,7 +219,7 @@ async fn preemption_never_picks_a_victim_its_disruption_budget_protects() {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     let ns = "e2e-pdb";
     let client = client().await;
-    let _scheduler = preemption_cluster(&client, ns, &["pdb-q"], 2).await;
+    let _scheduler = preemption_cluster(&client, ns, &["pdb-q"], 2, 0).await;
     create(
         &Api::<PodDisruptionBudget>::namespaced(client.clone(), ns),
         json!({"metadata": {"name": "protect-a", "namespace": ns},

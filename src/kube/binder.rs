@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::{Api, EvictParams, PostParams};
+use ::kube::api::{Api, PostParams};
 use ::kube::Client;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{Notify, Semaphore};
@@ -44,6 +44,29 @@ pub struct Binder {
     /// Binds and evictions sent and not yet answered (a graceful shutdown waits for them
     /// before releasing the leader lease).
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// With leader election: annotations that name the lease and this replica on every
+    /// Binding and Eviction, so the API server refuses them once another replica holds the
+    /// lease (deploy/'s ValidatingAdmissionPolicy `rust-batch-leader-fence`): a replica
+    /// paused with calls already on their way cannot bind or evict after its successor
+    /// took over.
+    pub fence: Option<Arc<serde_json::Value>>,
+}
+
+/// The annotation naming the lease (`namespace/name`) a bind or eviction is made under.
+pub const LEASE_ANNOTATION: &str = "rust-batch.io/leader-lease";
+/// The annotation naming the replica (its identity in the lease) that made it.
+pub const LEADER_ANNOTATION: &str = "rust-batch.io/leader";
+
+/// The fence annotations for binds and evictions made under `lease` by `identity`.
+pub fn fence_annotations(
+    lease_namespace: &str,
+    lease_name: &str,
+    identity: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        LEASE_ANNOTATION: format!("{lease_namespace}/{lease_name}"),
+        LEADER_ANNOTATION: identity,
+    })
 }
 
 /// Counts one call in flight while it lives.
@@ -137,12 +160,15 @@ impl Binder {
 
     async fn bind_until_answered(&self, b: &Bind) -> BindOutcome {
         let api = Api::<Pod>::namespaced(self.client.clone(), &b.namespace);
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": {"name": &*b.name, "namespace": &*b.namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": &*b.node}
         });
+        if let Some(fence) = &self.fence {
+            body["metadata"]["annotations"] = (**fence).clone();
+        }
         loop {
             self.gate.pass().await;
             // A node deleted since the decision would take the bind and never run the pod.
@@ -269,10 +295,25 @@ impl Binder {
     async fn evict(&self, e: Eviction) {
         let api = Api::<Pod>::namespaced(self.client.clone(), &e.namespace);
         let r = pod_ref(&e.namespace, &e.name, &e.task);
+        let mut body = serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": &*e.name, "namespace": &*e.namespace},
+        });
+        if let Some(fence) = &self.fence {
+            body["metadata"]["annotations"] = (**fence).clone();
+        }
         let refused = loop {
             self.gate.pass().await;
             let sending = Sending::new(&self.in_flight);
-            let sent = api.evict(&e.name, &EvictParams::default()).await;
+            let sent = api
+                .create_subresource::<_, serde_json::Value>(
+                    "eviction",
+                    &e.name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await;
             drop(sending);
             self.gate.record(&sent);
             self.metrics.api_write("eviction", sent.as_ref().err());

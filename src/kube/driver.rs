@@ -134,6 +134,13 @@ pub async fn run(
         permits: Arc::new(Semaphore::new(opts.bind_concurrency.max(1))),
         refused: Default::default(),
         in_flight: Default::default(),
+        fence: opts.leader_election.as_ref().map(|c| {
+            Arc::new(super::binder::fence_annotations(
+                &c.namespace,
+                &c.lease_name,
+                &c.identity,
+            ))
+        }),
     };
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     let cycles = Cycles {

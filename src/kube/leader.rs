@@ -14,6 +14,12 @@
 //! the lease (which waits for `renewTime + duration` by its clock): never two binders.
 //! A replica that lost the lease exits (as kube-scheduler does), so decisions it made as
 //! leader can never be sent in a later term; its restart comes back as a warm standby.
+//!
+//! A fence in the process cannot stop a call that had passed it when the process froze
+//! (a stall, a paused VM) and goes out on waking. So binds and evictions also carry the
+//! lease and this replica's identity (`binder::fence_annotations`), and deploy/'s
+//! ValidatingAdmissionPolicy has the API server refuse them unless the Lease names this
+//! replica at that moment.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -183,7 +189,8 @@ impl Leadership {
         self.status.borrow().lost.clone()
     }
 
-    /// Changes of holding or losing the lease (not of the fence moving).
+    /// Changes of holding or losing the lease, and the moment writes may start (not each
+    /// move of the fence).
     pub fn subscribe(&self) -> watch::Receiver<Status> {
         self.status.subscribe()
     }
@@ -210,7 +217,12 @@ impl Leadership {
 
     /// A renewal of ours was seen: writes are allowed until `until`.
     fn confirm(&self, until: Instant) {
+        let before = self.is_leader();
         *self.fence() = Some(until);
+        if !before && self.is_leader() {
+            // Writes may start: wake whoever waits (the driver starts its cycles at once).
+            self.status.send_modify(|_| {});
+        }
         self.update_gauge();
     }
 
