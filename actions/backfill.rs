@@ -17,7 +17,9 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::TaskUnfit;
-use crate::framework::{Action, Reservation, Session, Statement};
+use crate::framework::{
+    Action, NodeRule, NodeSet, Reservation, SearchBudget, SearchOutcome, Session, Statement,
+};
 use crate::model::{JobId, NodeId, PodGroupPhase, TaskStatus};
 
 use super::allocate::best_node;
@@ -64,8 +66,9 @@ impl Action for Backfill {
             return;
         };
         let want = (ssn.state().node_slots() * 5 / 100).max(100);
+        let mut budget = SearchBudget::new(SEARCH_TRIES, SEARCH_CYCLE_TRIES);
         for id in deferred {
-            easy(ssn, id, &reservation, want);
+            easy(ssn, id, &reservation, want, &mut budget);
         }
         // Backfilled gangs may have moved the reserved gang to other nodes (same time).
         if let Some(now) = ssn.reservation().cloned() {
@@ -128,9 +131,42 @@ fn best_effort(ssn: &mut Session, id: JobId) {
     }
 }
 
+/// The placement search's budget here: per gang and per cycle (backfill searches only for
+/// gangs task-by-task placement could not fit beside a reservation).
+const SEARCH_TRIES: u64 = 2_000;
+const SEARCH_CYCLE_TRIES: u64 = 50_000;
+
+/// When task-by-task placement left the gang short: undoes it and searches for a placement
+/// of the whole gang on idle room off the reserved nodes (where it cannot delay the
+/// reserved gang). True if it placed the gang.
+fn search_off_reserved(
+    stmt: &mut Statement,
+    id: JobId,
+    tasks: &[crate::model::TaskRef],
+    r: &Reservation,
+    budget: &mut SearchBudget,
+) -> bool {
+    let slots = stmt.state().node_slots();
+    let off: Vec<NodeId> = stmt
+        .state()
+        .nodes()
+        .map(|(n, _)| n)
+        .filter(|n| r.nodes.binary_search(n).is_err())
+        .collect();
+    let set = NodeSet {
+        name: "off the reserved nodes".into(),
+        rules: vec![NodeRule::new(None, std::sync::Arc::new(off), slots)],
+    };
+    stmt.rollback_to(0);
+    matches!(
+        stmt.search_gang_on_idle(id, tasks, Some(&set), budget),
+        SearchOutcome::Placed { .. }
+    )
+}
+
 /// Part 2: a gang allocate left behind a reservation, placed whole on idle resources only
 /// if that does not delay the reservation.
-fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize) {
+fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut SearchBudget) {
     let reserved = ssn.job(r.job).uid.clone();
     let job = ssn.job(id);
     // Holds from earlier sessions (NonStrict gangs) stay as they are; see `best_effort`.
@@ -196,13 +232,23 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize) {
         stmt.allocate(task, node);
     }
     if !stmt.job_ready(id) {
-        if let Some(shortage) = stmt.describe_shortage(id) {
-            stmt.record_job_note(id, shortage);
+        // Said as task-by-task placement left it, while its placements still count.
+        let shortage = stmt.describe_shortage(id);
+        if !search_off_reserved(&mut stmt, id, &tasks, r, budget) {
+            if let Some(shortage) = shortage {
+                stmt.record_job_note(id, shortage);
+            }
+            stmt.discard();
+            return;
         }
-        stmt.discard();
-        return;
     }
     if stmt.keeps_reservation(id) {
+        stmt.commit();
+        return;
+    }
+    // Placed task by task it would delay the reserved gang; placed whole off the reserved
+    // nodes it may not.
+    if search_off_reserved(&mut stmt, id, &tasks, r, budget) && stmt.keeps_reservation(id) {
         stmt.commit();
         return;
     }
@@ -297,6 +343,40 @@ mod tests {
             .contains("reserved: nodes"));
         let greedy = run_cycle(&cache, Some(NO_BACKFILL));
         assert_eq!(binds_by_job(&greedy).get(&long).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_gang_placed_whole_off_the_reserved_nodes_is_backfilled_where_task_by_task_is_not() {
+        // Off the reservation: a 4-cpu node and a 5-cpu node with 2 GPUs. Task by task the
+        // PS takes the GPU node and the worker goes to a reserved node (delaying the big
+        // gang); placed whole, the PS takes the cpu node and the worker the GPU node.
+        let (mut cache, big) = reserved_cluster(true);
+        cache.apply_node(node("x-cpu", &[("cpu", "4"), ("memory", "16Gi")]));
+        cache.apply_node(node(
+            "x-gpu",
+            &[("cpu", "5"), ("memory", "16Gi"), ("nvidia.com/gpu", "2")],
+        ));
+        let tf = Gang::new("tfjob", 2)
+            .created(2)
+            .tasks("ps", 1, &[("cpu", "2")])
+            .tasks("worker", 1, &[("cpu", "4"), ("nvidia.com/gpu", "2")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(EASY));
+        let mut placed: Vec<(String, String)> = result
+            .binds
+            .iter()
+            .filter(|b| *b.job == *tf)
+            .map(|b| (b.task.to_string(), b.node.to_string()))
+            .collect();
+        placed.sort();
+        assert_eq!(
+            placed,
+            [
+                ("default/tfjob-ps-0".to_string(), "x-cpu".to_string()),
+                ("default/tfjob-worker-0".to_string(), "x-gpu".to_string())
+            ]
+        );
+        assert_eq!(binds_by_job(&result).get(&big), None);
     }
 
     #[test]

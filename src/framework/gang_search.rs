@@ -138,6 +138,8 @@ struct Search<'a> {
     /// Per node slot, the bits of the units whose static predicates (and set) it passes.
     masks: Vec<u64>,
     within: Option<&'a NodeSet>,
+    /// Only room that is free now counts (backfill binds what it places at once).
+    idle_only: bool,
     tries: u64,
     limit: u64,
 }
@@ -177,8 +179,31 @@ impl Statement<'_> {
         within: Option<&NodeSet>,
         budget: &mut SearchBudget,
     ) -> SearchOutcome {
+        self.search_counted(job, tasks, within, false, budget)
+    }
+
+    /// As `search_gang`, with every task placed on room that is free now (allocated,
+    /// never pipelined): for backfill, which binds what it places at once.
+    pub fn search_gang_on_idle(
+        &mut self,
+        job: JobId,
+        tasks: &[TaskRef],
+        within: Option<&NodeSet>,
+        budget: &mut SearchBudget,
+    ) -> SearchOutcome {
+        self.search_counted(job, tasks, within, true, budget)
+    }
+
+    fn search_counted(
+        &mut self,
+        job: JobId,
+        tasks: &[TaskRef],
+        within: Option<&NodeSet>,
+        idle_only: bool,
+        budget: &mut SearchBudget,
+    ) -> SearchOutcome {
         let limit = budget.per_gang.min(budget.left_in_cycle);
-        let outcome = self.search_gang_within(job, tasks, within, limit);
+        let outcome = self.search_gang_within(job, tasks, within, idle_only, limit);
         budget.left_in_cycle = budget.left_in_cycle.saturating_sub(outcome.tries());
         let stats = &mut self.search_stats;
         stats.searches += 1;
@@ -196,6 +221,7 @@ impl Statement<'_> {
         job: JobId,
         tasks: &[TaskRef],
         within: Option<&NodeSet>,
+        idle_only: bool,
         limit: u64,
     ) -> SearchOutcome {
         let j = self.job(job);
@@ -225,6 +251,7 @@ impl Statement<'_> {
             need,
             masks,
             within,
+            idle_only,
             tries: 0,
             limit,
         };
@@ -392,7 +419,7 @@ impl Statement<'_> {
                 if !self.spend(s, 1) {
                     return Step::OutOfBudget;
                 }
-                if !self.may_place(task, node) {
+                if !self.may_place(task, node, s.idle_only) {
                     continue 'nodes;
                 }
                 if self.node(node).fits_idle(&self.task(task).resreq) {
@@ -417,8 +444,11 @@ impl Statement<'_> {
 
     /// Whether `task` may go on `node` now: its queue takes it, and every dynamic
     /// predicate passes (static ones were checked when the unit's candidates were chosen).
-    fn may_place(&self, task: TaskRef, node: NodeId) -> bool {
+    fn may_place(&self, task: TaskRef, node: NodeId, idle_only: bool) -> bool {
         let t = self.task(task);
+        if idle_only && !self.node(node).fits_idle(&t.resreq) {
+            return false;
+        }
         let job = self.job(task.job);
         if let Some(q) = self.queue(&job.queue) {
             if !self.allocatable(q, task) {
@@ -444,7 +474,9 @@ impl Statement<'_> {
                 break;
             }
             let node = self.node(n);
-            if dynamic_fit(&self.votes, t, node).is_err() {
+            if dynamic_fit(&self.votes, t, node).is_err()
+                || s.idle_only && !node.fits_idle(&t.resreq)
+            {
                 continue;
             }
             found += 1;
