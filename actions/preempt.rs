@@ -5,7 +5,9 @@
 //! space being released, and the statement is committed only if the whole gang becomes
 //! pipelined — otherwise nothing is evicted.
 //!
-//! For each pending task of the preemptor, in task order: a node where it fits once what is
+//! For each pending task of the preemptor, most constrained first (fewest nodes it may run
+//! on, then the largest share of the scarcest resource, so a small task does not take the
+//! only room a large one could have): a node where it fits once what is
 //! already releasing is gone; else a node where victims allowed one by one (a gang's
 //! surplus) make room, the lowest priority first; else a node where evicting whole victim
 //! gangs (all their placed tasks, on every node) makes room, the fewest and lowest-priority
@@ -338,7 +340,8 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
         index: stmt.running_index(),
         whole: HashMap::new(),
     };
-    let pending = stmt.tasks_in(job, TaskStatus::Pending);
+    let mut pending = stmt.tasks_in(job, TaskStatus::Pending);
+    stmt.most_constrained_first(&mut pending);
     let mut failed: Vec<u64> = Vec::new();
     for (i, &task) in pending.iter().enumerate() {
         if stmt.job_pipelined(job) {
@@ -501,6 +504,42 @@ mod tests {
         assert!(
             result.binds.is_empty(),
             "the preemptor waits for the release"
+        );
+    }
+
+    #[test]
+    fn the_most_constrained_task_of_the_preemptor_chooses_first() {
+        // The TFJob as a preemptor: a 2-cpu PS and a 4-cpu/2-GPU worker, on a 4-cpu
+        // node and a 5-cpu/2-GPU node each filled by a low-priority pod. In task order the
+        // PS may take the GPU node's room and strand the worker; the worker, which can only
+        // go there, chooses first.
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(node("cpu-node", &[("cpu", "4")]));
+        cache.apply_node(node("gpu-node", &[("cpu", "5"), ("nvidia.com/gpu", "2")]));
+        for (name, node, cpu) in [("low-a", "cpu-node", "4"), ("low-b", "gpu-node", "5")] {
+            Gang::new(name, 1)
+                .priority(1)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("cpu", cpu)])
+                .running_on(&[node])
+                .apply(&mut cache);
+        }
+        // A gang with no pods yet, so that the preemptor's scan of nodes starts at the GPU
+        // node (preempt starts each gang's scan at an offset of its slot).
+        Gang::new("no-pods-yet", 1).created(3).apply(&mut cache);
+        let high = Gang::new("high", 2)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("ps", 1, &[("cpu", "2")])
+            .tasks("worker", 1, &[("cpu", "4"), ("nvidia.com/gpu", "2")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low-a".into(), 1), ("default/low-b".into(), 1)]),
+            "room for both members of {high}"
         );
     }
 

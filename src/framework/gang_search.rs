@@ -275,6 +275,36 @@ impl Statement<'_> {
         }
     }
 
+    /// Orders a gang's tasks most constrained first, as the search places roles: fewest
+    /// nodes passing their static predicates, then the largest share of the scarcest
+    /// resource; tasks of one template stay together, in their order. For actions that place
+    /// task by task with their own means (preempt), so that a small task does not take the
+    /// only room a large one could have.
+    pub fn most_constrained_first(&mut self, tasks: &mut [TaskRef]) {
+        let total = self.total_allocatable().clone();
+        let mut keys: HashMap<u64, (usize, f64)> = HashMap::new();
+        for &t in tasks.iter() {
+            let template = self.task(t).template;
+            if keys.contains_key(&template) {
+                continue;
+            }
+            let nodes = self.static_nodes(t).nodes().len();
+            let share = self
+                .task(t)
+                .resreq
+                .dimensions()
+                .filter(|(name, _)| *name != crate::model::resource::PODS)
+                .map(|(name, v)| v as f64 / total.get(name).max(1) as f64)
+                .fold(0.0, f64::max);
+            keys.insert(template, (nodes, share));
+        }
+        tasks.sort_by(|a, b| {
+            let (na, sa) = keys[&self.task(*a).template];
+            let (nb, sb) = keys[&self.task(*b).template];
+            na.cmp(&nb).then_with(|| sb.total_cmp(&sa))
+        });
+    }
+
     /// The gang's tasks grouped by template, most constrained first: fewest feasible nodes,
     /// then the largest share of the scarcest resource.
     fn units(&mut self, tasks: &[TaskRef], within: Option<&NodeSet>) -> Vec<Unit> {
