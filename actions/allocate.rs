@@ -156,6 +156,18 @@ pub fn place_whole_gang(
             }
         }
         if domains.hard {
+            // Placed task by task anyway: for what each task lacks (the gang's message), and
+            // in case that placement keeps the rule (JobReady asks the plugin) where the
+            // search ran out of budget. One that breaks it is taken back: the gang is then
+            // told only the rule.
+            let start = stmt.mark();
+            place_gang(stmt, tasks, want_nodes);
+            if stmt.job_ready(id) {
+                return None;
+            }
+            if stmt.job_pipelined(id) {
+                stmt.rollback_to(start);
+            }
             let mut note = format!("{}: no allowed domain holds the whole gang", domains.rule);
             if let Some(s) = &domains.shortfall {
                 note = format!("{note} ({s})");

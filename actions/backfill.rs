@@ -158,10 +158,11 @@ fn search_off_reserved(
         rules: vec![NodeRule::new(None, std::sync::Arc::new(off), slots)],
     };
     stmt.rollback_to(0);
+    // Backfill binds what it commits: pipelined is not enough (the search settles for it).
     matches!(
         stmt.search_gang_on_idle(id, tasks, Some(&set), budget),
         SearchOutcome::Placed { .. }
-    )
+    ) && stmt.job_ready(id)
 }
 
 /// Part 2: a gang allocate left behind a reservation, placed whole on idle resources only

@@ -62,6 +62,9 @@ const KEYS: &[&str] = &[
     "gpu-affinity.weight",
 ];
 
+/// The group of GPU nodes without the model label.
+const UNLABELLED: &str = "(unlabelled)";
+
 /// At most this many single domains per level are offered for one gang (the tightest
 /// fits): the search tries each, and a gang that fits none of the best few rarely fits a
 /// worse one.
@@ -197,17 +200,27 @@ impl Plugin for GpuAffinity {
             if node.allocatable.get(&self.gpu_resource) <= 0 {
                 continue;
             }
-            if let Some(model) = node.labels.get(&self.model_label) {
-                let i = match models.iter().position(|(m, _)| **m == **model) {
-                    Some(i) => i,
-                    None => {
-                        models.push((Arc::from(model.as_str()), Vec::new()));
-                        models.len() - 1
-                    }
-                };
-                models[i].1.push(id);
-                model_of[id.0 as usize] = Some(i as u32);
-            }
+            // GPU nodes without the label are one more group: their model is unknown, so
+            // a gang is not mixed across them and labelled ones.
+            let model = node
+                .labels
+                .get(&self.model_label)
+                .map(String::as_str)
+                .unwrap_or(UNLABELLED);
+            let i = match models.iter().position(|(m, _)| **m == *model) {
+                Some(i) => i,
+                None => {
+                    models.push((Arc::from(model), Vec::new()));
+                    models.len() - 1
+                }
+            };
+            models[i].1.push(id);
+            model_of[id.0 as usize] = Some(i as u32);
+        }
+        // Without a labelled GPU node there is nothing to tell models apart by.
+        if models.iter().all(|(m, _)| &**m == UNLABELLED) {
+            models.clear();
+            model_of.iter_mut().for_each(|m| *m = None);
         }
         let domain_free = levels
             .iter()
@@ -440,7 +453,19 @@ impl GpuAffinity {
         if job.tasks().len() < 2 && request.is_none_or(|r| r.mode == TopologyMode::Soft) {
             return None;
         }
-        let model = self.model_rule(view, job);
+        let unconstrained = usable.iter().any(|u| u.nodes().len() == view.node_count);
+        // The rule binds only where the gang's pods could mix models: on nodes they can use.
+        let model = self.model_rule(view, job).and_then(|placed| {
+            if placed.is_some() || unconstrained {
+                return Some(placed);
+            }
+            let usable_models = view
+                .models
+                .iter()
+                .filter(|(_, nodes)| nodes.iter().any(|n| usable.iter().any(|u| u.passes(*n))))
+                .count();
+            (usable_models > 1).then_some(None)
+        });
         let wanted = match self.wanted(view, request) {
             Ok(w) => w,
             Err(why) => {
@@ -460,7 +485,6 @@ impl GpuAffinity {
         let placed = placed_nodes(view, job);
         // Room on nodes the gang's pods cannot use (another pool, a taint) is no room: sum
         // only usable nodes unless the gang can use every node.
-        let unconstrained = usable.iter().any(|u| u.nodes().len() == view.node_count);
         let owned;
         let all_sums = view.domain_free.borrow();
         let restricted = view.restricted.borrow();
@@ -638,7 +662,9 @@ impl GpuAffinity {
                 models.push(view.model_of[id.0 as usize]);
             }
         }
-        if nodes.len() < 2 {
+        // Even one pod breaks a hard request when it lands outside every allowed domain
+        // (or the request is malformed).
+        if nodes.is_empty() {
             return true;
         }
         if self.model_rule == ModelRule::Hard
@@ -1047,6 +1073,57 @@ tiers:
             "example.com/rack\n      gpu-affinity.gpuModel: soft\n",
         );
         assert_eq!(nodes_of(&run_cycle(&cache, Some(&soft)), &job).len(), 4);
+    }
+
+    #[test]
+    fn gpu_nodes_without_a_model_label_are_a_group_of_their_own() {
+        // Labelled pools elsewhere, and an unlabelled pool the gang is pinned to by its
+        // nodeSelector: the gang is placed there when it fits, and told what it lacks when
+        // it does not (not only the model rule).
+        let mut cache = cache_with_default_queue();
+        gpu_pools(&mut cache);
+        for i in 0..2 {
+            cache.apply_node(labelled(
+                &format!("u{i}"),
+                &[("cpu", "8"), ("memory", "32Gi"), ("nvidia.com/gpu", "2")],
+                &[("pool", "plain")],
+            ));
+        }
+        let pinned = |name: &str, workers: usize| {
+            let mut gang = Gang::new(name, workers as u32).tasks(
+                "worker",
+                workers,
+                &[("nvidia.com/gpu", "2")],
+            );
+            for t in &mut gang.tasks {
+                let mut p = (*t.placement).clone();
+                p.node_selector = BTreeMap::from([("pool".to_string(), "plain".to_string())]);
+                t.set_placement(p);
+            }
+            gang
+        };
+        let fits = pinned("fits", 2).apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert_eq!(nodes_of(&result, &fits), ["u0", "u1"]);
+        let mut cache2 = cache_with_default_queue();
+        gpu_pools(&mut cache2);
+        for i in 0..2 {
+            cache2.apply_node(labelled(
+                &format!("u{i}"),
+                &[("cpu", "8"), ("memory", "32Gi"), ("nvidia.com/gpu", "2")],
+                &[("pool", "plain")],
+            ));
+        }
+        let big = pinned("big", 4).apply(&mut cache2);
+        let result = run_cycle(&cache2, Some(CONF));
+        assert!(result.binds.is_empty());
+        let msg = condition_message(&result, &big).unwrap();
+        assert!(
+            msg.contains("Insufficient nvidia.com/gpu")
+                && !msg.contains("GPU model rule")
+                && msg.contains("gang is short of 4 nvidia.com/gpu"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub(super) struct NodeSearch {
     /// with the length of `touched` it was summed at: every gang allocate gives up on asks
     /// for it, and summing every node each time made allocate quadratic in a full cluster.
     cluster_free: RefCell<Option<(usize, Resource)>>,
+    /// The same, over the nodes some placements (their keys, sorted) pass: a gang's
+    /// shortfall counts only room its pods could use.
+    usable_free: RefCell<HashMap<Vec<u64>, (usize, Resource)>>,
 }
 
 /// Nodes that pass a placement's static predicates.
@@ -125,6 +128,40 @@ impl Session {
         std::cell::Ref::map(self.search.cluster_free.borrow(), |c| {
             &c.as_ref().expect("summed above").1
         })
+    }
+
+    /// What the schedulable nodes that pass any of these placements' static predicates will
+    /// have free; None when one of them passes every node (then it is `cluster_free`) or
+    /// was not looked at this session.
+    pub(super) fn usable_free(&self, placement_keys: &[u64]) -> Option<Resource> {
+        let mut keys = placement_keys.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        let fits: Vec<&Arc<StaticFit>> = keys
+            .iter()
+            .map(|k| self.search.static_fit.get(k))
+            .collect::<Option<_>>()?;
+        let all = self.state.nodes().count();
+        if fits.iter().any(|f| f.nodes.len() == all) {
+            return None;
+        }
+        let version = self.search.touched.len();
+        if let Some((at, free)) = self.search.usable_free.borrow().get(&keys) {
+            if *at == version {
+                return Some(free.clone());
+            }
+        }
+        let mut free = Resource::new();
+        for (id, n) in self.state.nodes() {
+            if n.schedulable() && fits.iter().any(|f| f.pass[id.0 as usize]) {
+                free.add(&n.future_free());
+            }
+        }
+        self.search
+            .usable_free
+            .borrow_mut()
+            .insert(keys, (version, free.clone()));
+        Some(free)
     }
 
     /// Nodes on which the task could run if they had room: every static predicate passes

@@ -240,13 +240,19 @@ impl Session {
     }
 
     /// "gang is short of 4 nvidia.com/gpu": per insufficient resource, what the unplaced
-    /// tasks need beyond what is free in the whole cluster.
+    /// tasks need beyond what is free on every node they could use (room in a pool their
+    /// selectors or taints keep them from is none of theirs).
     fn shortage(&self, job: &JobInfo, u: &GangUnfit) -> Option<String> {
         let mut need = Resource::new();
+        let mut keys = Vec::new();
         for index in u.tasks.keys() {
-            need.add(&job.task(*index).resreq);
+            let t = job.task(*index);
+            need.add(&t.resreq);
+            keys.push(t.placement_key);
         }
-        let free = self.cluster_free();
+        let usable = self.usable_free(&keys);
+        let cluster = self.cluster_free();
+        let free = usable.as_ref().unwrap_or(&cluster);
         let mut parts = Vec::new();
         for (name, amount) in need.dimensions() {
             if name == crate::model::resource::PODS {
