@@ -227,13 +227,7 @@ fn benches(c: &mut Criterion) {
         "most gangs should fit: {gangs_bound}"
     );
 
-    let mut group = c.benchmark_group("engine");
-    // Flat sampling: ten cycles, not 1 + 2 + … + 10 of them.
-    group
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(5));
+    let mut group = cycle_group(c);
     group.bench_function("allocate_5000_nodes_50000_pods", |b| {
         b.iter_batched(
             || cache.snapshot(),
@@ -258,6 +252,19 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
+/// The group whole cycles are timed in: flat sampling, ten cycles (not 1 + 2 + … + 10).
+fn cycle_group(
+    c: &mut Criterion,
+) -> criterion::BenchmarkGroup<'_, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group("engine");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group
+}
+
 /// One untimed cycle, described; then the timed cycles.
 fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
     let scheduler = testkit::scheduler(Some(conf));
@@ -270,12 +277,7 @@ fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
         result.placement_search,
         start.elapsed()
     );
-    let mut group = c.benchmark_group("engine");
-    group
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(5));
+    let mut group = cycle_group(c);
     group.bench_function(name, |b| {
         b.iter_batched(
             || cache.snapshot(),

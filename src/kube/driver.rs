@@ -281,7 +281,7 @@ impl Cycles<'_> {
             let took = cycle_start.elapsed().as_secs_f64();
             metrics.cycle_latency.observe(took);
             metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
-            let unschedulable = result
+            let stuck: Vec<_> = result
                 .job_updates
                 .iter()
                 .filter(|u| {
@@ -289,23 +289,15 @@ impl Cycles<'_> {
                         .as_ref()
                         .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
                 })
-                .count();
+                .collect();
+            let unschedulable = stuck.len();
             metrics.unschedulable_gangs.set(unschedulable as i64);
             metrics.placement_search(&result.placement_search);
             metrics
                 .volcano
                 .unschedule_job_count
                 .set(unschedulable as i64);
-            let unschedulable_pods: usize = result
-                .job_updates
-                .iter()
-                .filter(|u| {
-                    u.condition
-                        .as_ref()
-                        .is_some_and(|c| c.kind == ConditionKind::Unschedulable)
-                })
-                .map(|u| u.task_reasons.len())
-                .sum();
+            let unschedulable_pods: usize = stuck.iter().map(|u| u.task_reasons.len()).sum();
             metrics
                 .volcano
                 .schedule_attempts
