@@ -148,6 +148,17 @@ impl Metrics {
         for result in ["placed", "none", "gave_up"] {
             m.placement_searches.with_label_values(&[result]);
         }
+        // Served from the start (a scrape right after the first bind must not miss it).
+        for kind in [
+            "binding",
+            "eviction",
+            "podgroup status",
+            "queue status",
+            "pod condition",
+            "event",
+        ] {
+            m.api_writes.with_label_values(&[kind, "ok"]);
+        }
         m.volcano.register(&m.volcano_registry)?;
         Ok(Arc::new(m))
     }
