@@ -147,7 +147,7 @@ pub fn place_whole_gang(
 ) -> Option<String> {
     let placed = |s: &Statement| s.job_ready(id) || s.job_pipelined(id);
     let mut gave_up = 0u64;
-    if let Some(domains) = stmt.gang_domains(id) {
+    if let Some(domains) = stmt.gang_domains(id, tasks) {
         for set in &domains.options {
             match stmt.search_gang(id, tasks, Some(set), budget) {
                 SearchOutcome::Placed { .. } => return None,
@@ -183,6 +183,14 @@ pub fn place_whole_gang(
     if placed(stmt) {
         return None;
     }
+    let greedy: Vec<(TaskRef, NodeId, TaskStatus)> = stmt
+        .placed()
+        .filter_map(|t| {
+            let task = stmt.task(t);
+            let node = stmt.state().node_by_name(task.node.as_deref()?)?;
+            Some((t, node, task.status))
+        })
+        .collect();
     stmt.rollback_to(start);
     let outcome = stmt.search_gang(id, tasks, None, budget);
     let note = match outcome {
@@ -196,9 +204,15 @@ pub fn place_whole_gang(
             "no combination of nodes holds the whole gang (searched {tries} placements)"
         )),
     };
-    // What the greedy pass held is what a NonStrict gang keeps across sessions, and its
-    // per-task reasons are what the gang's message reports.
-    place_gang(stmt, tasks, want_nodes);
+    // What the greedy pass held is what a NonStrict gang keeps across sessions, and what
+    // its message is computed against (its per-task reasons are recorded already).
+    for (task, node, status) in greedy {
+        if status == TaskStatus::Pipelined {
+            stmt.pipeline(task, node);
+        } else {
+            stmt.allocate(task, node);
+        }
+    }
     note
 }
 

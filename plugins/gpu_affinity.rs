@@ -35,6 +35,7 @@ use crate::model::{
     JobInfo, NodeId, Resource, TaskInfo, TaskStatus, Topology, TopologyBound, TopologyLevel,
     TopologyMode, TopologyRequest,
 };
+use crate::snapshot::ClusterState;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelRule {
@@ -158,8 +159,6 @@ struct View {
     model_of: Vec<Option<u32>>,
     models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
     node_ids: HashMap<Arc<str>, NodeId>,
-    /// Per node slot, what it will have free (schedulable nodes only).
-    free: RefCell<Vec<Resource>>,
 }
 
 impl Plugin for GpuAffinity {
@@ -191,12 +190,8 @@ impl Plugin for GpuAffinity {
         let mut model_of = vec![None; slots];
         let mut models: Vec<(Arc<str>, Vec<NodeId>)> = Vec::new();
         let mut node_ids = HashMap::new();
-        let mut free = vec![Resource::new(); slots];
         for (id, node) in state.nodes() {
             node_ids.insert(node.name.clone(), id);
-            if node.schedulable() {
-                free[id.0 as usize] = node.future_free();
-            }
             if node.allocatable.get(&self.gpu_resource) <= 0 {
                 continue;
             }
@@ -222,21 +217,7 @@ impl Plugin for GpuAffinity {
             models.clear();
             model_of.iter_mut().for_each(|m| *m = None);
         }
-        let domain_free = levels
-            .iter()
-            .map(|l| {
-                l.domains
-                    .iter()
-                    .map(|d| {
-                        let mut sum = Resource::new();
-                        for n in &d.nodes {
-                            sum.add(&free[n.0 as usize]);
-                        }
-                        sum
-                    })
-                    .collect()
-            })
-            .collect();
+        let domain_free = domain_sums(&levels, state, None);
         let view = Rc::new(View {
             slots,
             node_count: state.nodes().count(),
@@ -252,7 +233,6 @@ impl Plugin for GpuAffinity {
                 .map(|(m, ns)| (m, Arc::new(ns)))
                 .collect(),
             node_ids,
-            free: RefCell::new(free),
         });
         let track = |sign: i64, view: Rc<View>| {
             Box::new(move |e: &crate::framework::Event| {
@@ -272,7 +252,6 @@ impl Plugin for GpuAffinity {
                         r.add(&e.task.resreq);
                     }
                 };
-                change(&mut view.free.borrow_mut()[id.0 as usize]);
                 let mut sums = view.domain_free.borrow_mut();
                 let mut restricted = view.restricted.borrow_mut();
                 for (l, level) in view.levels.iter().enumerate() {
@@ -290,7 +269,7 @@ impl Plugin for GpuAffinity {
         let v = view.clone();
         ssn.add(
             vote::GangDomains,
-            Box::new(move |state, id, usable| plugin.gang_domains(&v, state.job(id), usable)),
+            Box::new(move |state, id, usable| plugin.gang_domains(&v, state, id, usable)),
         );
         let plugin = self.clone();
         let v = view.clone();
@@ -441,9 +420,11 @@ impl GpuAffinity {
     fn gang_domains(
         &self,
         view: &View,
-        job: &JobInfo,
+        state: &ClusterState,
+        id: crate::model::JobId,
         usable: &[crate::framework::StaticNodes],
     ) -> Option<GangDomains> {
+        let job = state.job(id);
         if job.pending_count() == 0 {
             return None;
         }
@@ -494,7 +475,10 @@ impl GpuAffinity {
             match restricted.iter().position(|r| r.is_for(usable)) {
                 Some(i) => &restricted[i].sums,
                 None => {
-                    let r = Restricted::new(view, usable);
+                    let r = Restricted {
+                        usable: usable.to_vec(),
+                        sums: domain_sums(&view.levels, state, Some(usable)),
+                    };
                     drop(restricted);
                     let mut cached = view.restricted.borrow_mut();
                     if cached.len() < RESTRICTED_CACHED {
@@ -505,7 +489,7 @@ impl GpuAffinity {
                 }
             }
         };
-        let domain_free = |l: usize, d: usize| sums[l][d].clone();
+        let domain_free = |l: usize, d: usize| &sums[l][d];
         let models: Vec<u32> = match model {
             None => Vec::new(),
             Some(Some(m)) => vec![m],
@@ -537,7 +521,7 @@ impl GpuAffinity {
                     if best.is_none_or(|(b, _)| left > b) {
                         best = Some((left, d));
                     }
-                    if need.fits(&room) {
+                    if need.fits(room) {
                         fits.push((left, d));
                     }
                 }
@@ -564,7 +548,7 @@ impl GpuAffinity {
             if !w.hard {
                 if let Some(&l) = w.levels.first() {
                     let level = &view.levels[l];
-                    let rooms: Vec<Resource> = (0..level.domains.len())
+                    let rooms: Vec<&Resource> = (0..level.domains.len())
                         .map(|d| domain_free(l, d))
                         .collect();
                     let mut by_room: Vec<(i64, usize)> = rooms
@@ -579,7 +563,7 @@ impl GpuAffinity {
                     for (k, &(_, d)) in by_room.iter().enumerate() {
                         let domain = &level.domains[d];
                         nodes.extend(&domain.nodes);
-                        room.add(&rooms[d]);
+                        room.add(rooms[d]);
                         names.push(domain.name.to_string());
                         if k >= 1 && need.fits(&room) {
                             nodes.sort_unstable();
@@ -695,34 +679,36 @@ struct Restricted {
     sums: Vec<Vec<Resource>>,
 }
 
-impl Restricted {
-    fn new(view: &View, usable: &[crate::framework::StaticNodes]) -> Self {
-        let free = view.free.borrow();
-        let sums = view
-            .levels
-            .iter()
-            .map(|level| {
-                level
-                    .domains
-                    .iter()
-                    .map(|domain| {
-                        let mut sum = Resource::new();
-                        for n in domain.nodes.iter() {
-                            if usable.iter().any(|u| u.passes(*n)) {
-                                sum.add(&free[n.0 as usize]);
-                            }
+/// Per level, per domain, what its schedulable nodes will have free: all of them, or only
+/// those `usable` lets some pod pass.
+fn domain_sums(
+    levels: &[TopologyLevel],
+    state: &ClusterState,
+    usable: Option<&[crate::framework::StaticNodes]>,
+) -> Vec<Vec<Resource>> {
+    levels
+        .iter()
+        .map(|level| {
+            level
+                .domains
+                .iter()
+                .map(|domain| {
+                    let mut sum = Resource::new();
+                    for &n in &domain.nodes {
+                        let node = state.node(n);
+                        let counted = usable.is_none_or(|us| us.iter().any(|u| u.passes(n)));
+                        if node.schedulable() && counted {
+                            sum.add(&node.future_free());
                         }
-                        sum
-                    })
-                    .collect()
-            })
-            .collect();
-        Restricted {
-            usable: usable.to_vec(),
-            sums,
-        }
-    }
+                    }
+                    sum
+                })
+                .collect()
+        })
+        .collect()
+}
 
+impl Restricted {
     fn is_for(&self, usable: &[crate::framework::StaticNodes]) -> bool {
         self.usable.len() == usable.len() && self.usable.iter().zip(usable).all(|(a, b)| a.same(b))
     }

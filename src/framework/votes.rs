@@ -484,13 +484,14 @@ impl Session {
             && victim_set_allowed(per_task, per_set, &self.state, preemptor, set)
     }
 
-    /// Where the gang should go: the first plugin's answer that does not abstain.
-    pub fn gang_domains(&mut self, job: JobId) -> Option<GangDomains> {
+    /// Where the gang should go, given the tasks to place: the first plugin's answer that
+    /// does not abstain.
+    pub fn gang_domains(&mut self, job: JobId, tasks: &[TaskRef]) -> Option<GangDomains> {
         if self.votes.gang_domains.is_empty() {
             return None;
         }
         let mut usable: Vec<(u64, super::StaticNodes)> = Vec::new();
-        for task in self.tasks_in(job, crate::model::TaskStatus::Pending) {
+        for &task in tasks {
             let key = self.task(task).placement_key;
             if !usable.iter().any(|(k, _)| *k == key) {
                 let nodes = self.static_nodes(task);
