@@ -612,8 +612,19 @@ impl GpuAffinity {
     /// bound, one GPU model), whichever action placed it. Members bound before the rule
     /// applied (e.g. before the HyperNodes existed) are not held against new ones.
     fn hard_rules_hold(&self, view: &View, job: &JobInfo) -> bool {
+        let model_hard = self.model_rule == ModelRule::Hard && self.model_rule(view, job).is_some();
+        // The levels of a hard topology request (Err: a hard request nothing can meet).
+        let levels = match self.wanted(view, job.topology_request()) {
+            Ok(Some(w)) if w.hard => Ok(Some(w.levels)),
+            Ok(_) => Ok(None),
+            Err(_) => Err(()),
+        };
+        if !model_hard && matches!(levels, Ok(None)) {
+            return true;
+        }
+        let rules = HardRules { model_hard, levels };
         let placed = |t: &TaskInfo| t.status.is_allocated() || t.status == TaskStatus::Pipelined;
-        if self.placement_keeps_rules(view, job, &placed) {
+        if self.placement_keeps_rules(view, job, &rules, &placed) {
             return true;
         }
         let earlier = |t: &TaskInfo| {
@@ -624,8 +635,8 @@ impl GpuAffinity {
         };
         let fresh =
             |t: &TaskInfo| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined);
-        !self.placement_keeps_rules(view, job, &earlier)
-            && self.placement_keeps_rules(view, job, &fresh)
+        !self.placement_keeps_rules(view, job, &rules, &earlier)
+            && self.placement_keeps_rules(view, job, &rules, &fresh)
     }
 
     /// Whether the members `which` selects keep the gang's hard rules.
@@ -633,6 +644,7 @@ impl GpuAffinity {
         &self,
         view: &View,
         job: &JobInfo,
+        rules: &HardRules,
         which: &dyn Fn(&TaskInfo) -> bool,
     ) -> bool {
         let mut nodes = Vec::new();
@@ -651,21 +663,25 @@ impl GpuAffinity {
         if nodes.is_empty() {
             return true;
         }
-        if self.model_rule == ModelRule::Hard
-            && self.model_rule(view, job).is_some()
-            && models.windows(2).any(|w| w[0] != w[1])
-        {
+        if rules.model_hard && models.windows(2).any(|w| w[0] != w[1]) {
             return false;
         }
-        match self.wanted(view, job.topology_request()) {
-            Ok(Some(w)) if w.hard => w.levels.iter().map(|l| &view.levels[*l]).any(|l| {
+        match &rules.levels {
+            Ok(Some(levels)) => levels.iter().map(|l| &view.levels[*l]).any(|l| {
                 let d = l.domain_of[nodes[0].0 as usize];
                 d.is_some() && nodes.iter().all(|n| l.domain_of[n.0 as usize] == d)
             }),
-            Ok(_) => true,
-            Err(_) => false,
+            Ok(None) => true,
+            Err(()) => false,
         }
     }
+}
+
+/// A gang's hard rules, as JobReady checks them.
+struct HardRules {
+    model_hard: bool,
+    /// The levels of a hard topology request; Err for a hard request nothing can meet.
+    levels: Result<Option<Vec<usize>>, ()>,
 }
 
 /// At most this many distinct static fits have their domain room kept per session; more
