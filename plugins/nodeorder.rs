@@ -1,6 +1,8 @@
 //! nodeorder: kube-scheduler's scoring, each on 0..=100 and weighted: least requested
-//! (spread), most requested (pack), balanced allocation (cpu and memory used alike) and
-//! taint toleration (avoid PreferNoSchedule taints the pod does not tolerate).
+//! (spread), most requested (pack), balanced allocation (cpu and memory used alike), taint
+//! toleration (avoid PreferNoSchedule taints the pod does not tolerate), preferred node
+//! affinity, preferred inter-pod affinity and anti-affinity (-100..=100) and soft topology
+//! spread (ScheduleAnyway: fewer matching pods in the node's domain score higher).
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Plugin, Session};
@@ -12,6 +14,9 @@ pub struct NodeOrder {
     pub most_requested: f64,
     pub balanced: f64,
     pub taint_toleration: f64,
+    pub node_affinity: f64,
+    pub pod_affinity: f64,
+    pub pod_topology_spread: f64,
 }
 
 const KNOWN: &[&str] = &[
@@ -19,6 +24,9 @@ const KNOWN: &[&str] = &[
     "mostrequested.weight",
     "balancedresource.weight",
     "tainttoleration.weight",
+    "nodeaffinity.weight",
+    "podaffinity.weight",
+    "podtopologyspread.weight",
 ];
 
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
@@ -30,6 +38,10 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
         most_requested: w("mostrequested.weight", 0.0)?,
         balanced: w("balancedresource.weight", 1.0)?,
         taint_toleration: w("tainttoleration.weight", 1.0)?,
+        node_affinity: w("nodeaffinity.weight", 1.0)?,
+        pod_affinity: w("podaffinity.weight", 1.0)?,
+        // kube-scheduler's default weight for PodTopologySpread.
+        pod_topology_spread: w("podtopologyspread.weight", 2.0)?,
     }))
 }
 
@@ -105,6 +117,21 @@ pub fn taint_toleration(task: &TaskInfo, node: &NodeInfo) -> f64 {
     100.0 / (1.0 + untolerated as f64)
 }
 
+/// Preferred node affinity: 0..=100, the weights of the preferred terms the node matches
+/// over all the pod's preferred weights.
+pub fn preferred_node_affinity(task: &TaskInfo, node: &NodeInfo) -> f64 {
+    let p = &task.placement;
+    let total: i64 = p
+        .preferred_node_affinity
+        .iter()
+        .map(|t| i64::from(t.weight))
+        .sum();
+    if total == 0 {
+        return 0.0;
+    }
+    100.0 * p.preferred_node_weight(&node.name, &node.labels) as f64 / total as f64
+}
+
 impl Plugin for NodeOrder {
     fn name(&self) -> &'static str {
         "nodeorder"
@@ -134,22 +161,31 @@ impl Plugin for NodeOrder {
                 score
             }),
         );
+        let used = ssn.pod_rules_in_use();
+        if w.node_affinity > 0.0 && used.preferred_node_affinity {
+            ssn.add(
+                vote::NodeOrder,
+                Box::new(move |t, n| w.node_affinity * preferred_node_affinity(t, n)),
+            );
+        }
+        if used.pending_rules && (w.pod_affinity > 0.0 || w.pod_topology_spread > 0.0) {
+            ssn.add(
+                vote::PodNodeOrder,
+                Box::new(move |pods, t, id, _| match pods.fit(t) {
+                    Some(fit) => {
+                        w.pod_affinity * fit.affinity_score(id)
+                            + w.pod_topology_spread * fit.spread_score(id)
+                    }
+                    None => 0.0,
+                }),
+            );
+        }
     }
 
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        // Volcano's other weights (nodeaffinity, podaffinity, imagelocality, …) score things
-        // this engine does not model; they are accepted and have no effect.
-        args.unknown_keys(
-            KNOWN,
-            &[
-                "nodeaffinity.",
-                "podaffinity.",
-                "imagelocality.",
-                "podtopologyspread.",
-                "selectorspread.",
-                "volumebinding.",
-            ],
-        )
+        // Volcano's other weights (imagelocality, …) score things this engine does not
+        // model; they are accepted and have no effect.
+        args.unknown_keys(KNOWN, &["imagelocality.", "selectorspread.", "volumebinding."])
     }
 }
 

@@ -1,12 +1,17 @@
 //! predicates: a node must be ready and schedulable, match the pod's node selector and
 //! required node affinity, and carry no taint the pod does not tolerate. These are static
-//! (cached per placement for the session). Room for the pod's requests, extended resources
+//! (cached per placement for the session). Then, relative to other pods (running ones of
+//! every scheduler and those placed earlier in the session alike): the pod's host ports
+//! must be free on the node, its required inter-pod affinity and anti-affinity must hold,
+//! existing pods' required anti-affinity must not shun it, and its DoNotSchedule topology
+//! spread constraints must keep their skew (kube-scheduler's NodePorts, InterPodAffinity
+//! and PodTopologySpread filters, which Volcano's predicates plugin runs too). Room for the pod's requests, extended resources
 //! and one more pod is checked by the framework on every placement, with or without this
 //! plugin (`framework::fit::resource_fit`): an over-committed node is never a matter of
 //! configuration.
 
 use crate::conf::{ArgError, Arguments};
-use crate::framework::fit::Unfit;
+use crate::framework::fit::{PodMismatch, Unfit};
 use crate::framework::{vote, Plugin, Session};
 use crate::model::{NodeInfo, TaskInfo};
 
@@ -28,6 +33,25 @@ pub fn static_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
         .map_err(Unfit::Placement)
 }
 
+/// The node has none of the pod's host ports taken by a pod on it (a releasing pod holds
+/// its ports until it is gone).
+pub fn host_ports_free(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    let wanted = &task.placement.host_ports;
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let taken = node
+        .tasks
+        .values()
+        .flat_map(|t| t.placement.host_ports.iter());
+    for port in taken {
+        if wanted.iter().any(|w| w.conflicts(port)) {
+            return Err(Unfit::Pod(PodMismatch::HostPorts));
+        }
+    }
+    Ok(())
+}
+
 impl Plugin for Predicates {
     fn name(&self) -> &'static str {
         "predicates"
@@ -35,6 +59,19 @@ impl Plugin for Predicates {
 
     fn on_session_open(&self, ssn: &mut Session) {
         ssn.add(vote::StaticPredicate, Box::new(static_fit));
+        let used = ssn.pod_rules_in_use();
+        if used.pending_host_ports {
+            ssn.add(vote::Predicate, Box::new(host_ports_free));
+        }
+        if used.pod_relative() {
+            ssn.add(
+                vote::PodPredicate,
+                Box::new(|pods, t, id, _| match pods.fit(t) {
+                    Some(fit) => fit.check(id).map_err(Unfit::Pod),
+                    None => Ok(()),
+                }),
+            );
+        }
     }
 
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {

@@ -458,6 +458,21 @@ impl Cache {
         Arc::make_mut(&mut self.state.queues).remove(name);
     }
 
+    // ----- namespaces -----------------------------------------------------------------
+
+    /// Records a namespace's labels (pod affinity terms select namespaces by them).
+    pub fn apply_namespace(&mut self, name: &str, labels: crate::model::pod_rules::Labels) {
+        if self.state.namespaces.get(name) != Some(&labels) {
+            Arc::make_mut(&mut self.state.namespaces).insert(Arc::from(name), labels);
+        }
+    }
+
+    pub fn delete_namespace(&mut self, name: &str) {
+        if self.state.namespaces.contains_key(name) {
+            Arc::make_mut(&mut self.state.namespaces).remove(name);
+        }
+    }
+
     // ----- disruption budgets ----------------------------------------------------------
 
     /// A PodDisruptionBudget (`namespace/name`) and how many more pods it lets go.
@@ -495,12 +510,7 @@ fn node_task(update: &PodUpdate) -> (Arc<str>, NodeTask) {
     let t = &update.task;
     (
         t.uid.clone(),
-        NodeTask {
-            resreq: t.resreq.clone(),
-            status: t.status,
-            job: update.job.as_deref().map(Arc::from),
-            priority: t.priority,
-        },
+        NodeTask::of(t, update.job.as_deref().map(Arc::from)),
     )
 }
 

@@ -435,8 +435,7 @@ pub fn node_using(
             crate::model::NodeTask {
                 resreq: res(used),
                 status: crate::model::TaskStatus::Running,
-                job: None,
-                priority: 0,
+                ..crate::model::NodeTask::of(&lone_task(&[]), None)
             },
         );
     }

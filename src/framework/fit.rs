@@ -30,8 +30,52 @@ pub enum Unfit {
     Placement(PlacementMismatch),
     NodeUnschedulable,
     NodeNotReady,
+    /// A rule relative to other pods.
+    Pod(PodMismatch),
     /// Any other plugin's reason.
     Other(String),
+}
+
+/// Why other pods keep a pod off a node, in kube-scheduler's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodMismatch {
+    Affinity,
+    AntiAffinity,
+    ExistingAntiAffinity,
+    Spread,
+    /// The node lacks a spread constraint's topology key.
+    SpreadLabel(String),
+    HostPorts,
+}
+
+impl PodMismatch {
+    /// Whether the node stays unfit for the task until something is released on it (so a
+    /// node search may drop it until then): true of host ports; inter-pod rules can change
+    /// when pods come or go on other nodes of the domain.
+    pub fn until_release(&self) -> bool {
+        matches!(self, Self::HostPorts)
+    }
+}
+
+impl fmt::Display for PodMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Affinity => write!(f, "node(s) didn't match pod affinity rules"),
+            Self::AntiAffinity => write!(f, "node(s) didn't match pod anti-affinity rules"),
+            Self::ExistingAntiAffinity => {
+                write!(f, "node(s) didn't satisfy existing pods anti-affinity rules")
+            }
+            Self::Spread => write!(f, "node(s) didn't match pod topology spread constraints"),
+            Self::SpreadLabel(key) => write!(
+                f,
+                "node(s) didn't match pod topology spread constraints (missing required label {key})"
+            ),
+            Self::HostPorts => write!(
+                f,
+                "node(s) didn't have free ports for the requested pod ports"
+            ),
+        }
+    }
 }
 
 impl Unfit {
@@ -43,6 +87,7 @@ impl Unfit {
             Unfit::Placement(m) => m.to_string(),
             Unfit::NodeUnschedulable => "node(s) were unschedulable".to_string(),
             Unfit::NodeNotReady => "node(s) were not ready".to_string(),
+            Unfit::Pod(m) => m.to_string(),
             Unfit::Other(s) => s.clone(),
         }
     }

@@ -350,9 +350,10 @@ impl Statement<'_> {
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1))
                     .unwrap_or((None, 0.0));
+                let pods = self.pod_view();
                 let feasible = candidates
                     .iter()
-                    .filter(|n| dynamic_fit(&self.votes, t, self.node(**n)).is_ok())
+                    .filter(|n| dynamic_fit(&self.votes, &pods, t, **n, self.node(**n)).is_ok())
                     .take(FEASIBLE_COUNTED)
                     .count();
                 (
@@ -485,7 +486,7 @@ impl Statement<'_> {
                 return false;
             }
         }
-        dynamic_fit(&self.votes, t, self.node(node)).is_ok()
+        dynamic_fit(&self.votes, &self.pod_view(), t, node, self.node(node)).is_ok()
     }
 
     /// Unit `u`'s candidate nodes where one of its tasks fits now, grouped into classes of
@@ -499,12 +500,13 @@ impl Statement<'_> {
         let mut classes: Vec<(f64, f64, Vec<NodeId>)> = Vec::new();
         let enough = MIN_NODES_SCANNED.max(4 * unit.tasks.len());
         let mut found = 0;
+        let pods = self.pod_view();
         for &n in &unit.candidates {
             if found >= enough {
                 break;
             }
             let node = self.node(n);
-            if dynamic_fit(&self.votes, t, node).is_err()
+            if dynamic_fit(&self.votes, &pods, t, n, node).is_err()
                 || s.idle_only && !node.fits_idle(&t.resreq)
             {
                 continue;

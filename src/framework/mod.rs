@@ -12,6 +12,8 @@ mod gang_search;
 mod node_search;
 mod outcome;
 mod plugin;
+mod pod_fit;
+mod pod_index;
 mod reservation;
 mod scheduler;
 mod session;
@@ -28,6 +30,8 @@ pub use outcome::{
     Bind, Blocker, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
     SearchStats, SessionResult,
 };
+pub use pod_fit::PodFit;
+pub use pod_index::{Domains, IndexedPod, PodView};
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use reservation::Reservation;
 pub use scheduler::Scheduler;

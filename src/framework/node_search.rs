@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::fit::{NodeRejections, TaskUnfit};
+use super::fit::{NodeRejections, TaskUnfit, Unfit};
 use super::session::Session;
 use super::votes::{dynamic_fit, node_score};
 use crate::model::{JobId, NodeId, Resource, TaskRef, TaskStatus};
@@ -255,7 +255,8 @@ impl Session {
     /// rotating offset so that load spreads; or why none does.
     pub fn feasible_nodes(&mut self, task: TaskRef, want: usize) -> Result<Vec<NodeId>, TaskUnfit> {
         let template = self.state.task(task).template;
-        if let Some((epoch, unfit)) = self.search.unfit_memo.get(&template) {
+        let memo = self.template_answers(self.state.task(task), true);
+        if let Some((epoch, unfit)) = self.search.unfit_memo.get(&template).filter(|_| memo) {
             if *epoch == self.search.epoch {
                 return Err(unfit.clone());
             }
@@ -271,9 +272,10 @@ impl Session {
         // current load (what the user can act on); selector or taint misses on other pools
         // only when no node passes those.
         let mut near = NodeRejections::default();
+        let pods = self.pod_view();
         for &id in &fit.nodes {
             let node = self.state.node(id);
-            if let Err(unfit) = dynamic_fit(&self.votes, t, node) {
+            if let Err(unfit) = dynamic_fit(&self.votes, &pods, t, id, node) {
                 near.add(&unfit);
             }
         }
@@ -289,9 +291,11 @@ impl Session {
             detail: all.summary(),
             by_queue: false,
         };
-        self.search
-            .unfit_memo
-            .insert(template, (self.search.epoch, unfit.clone()));
+        if memo {
+            self.search
+                .unfit_memo
+                .insert(template, (self.search.epoch, unfit.clone()));
+        }
         Err(unfit)
     }
 
@@ -299,7 +303,8 @@ impl Session {
     /// than `feasible_nodes` when nothing fits: preempt asks for every starving task).
     pub fn feasible_nodes_quiet(&mut self, task: TaskRef, want: usize) -> Vec<NodeId> {
         let template = self.state.task(task).template;
-        if let Some((epoch, _)) = self.search.unfit_memo.get(&template) {
+        let memo = self.template_answers(self.state.task(task), true);
+        if let Some((epoch, _)) = self.search.unfit_memo.get(&template).filter(|_| memo) {
             if *epoch == self.search.epoch {
                 return Vec::new();
             }
@@ -333,6 +338,10 @@ impl Session {
         debug_assert_eq!(cands.present.len(), slots);
 
         let t = self.state.task(task);
+        let pods = super::pod_index::PodView {
+            index: &self.pods,
+            state: &self.state,
+        };
         let len = cands.nodes.len();
         let mut found = Vec::with_capacity(want.min(len));
         let mut dropped = Vec::new();
@@ -346,10 +355,11 @@ impl Session {
             let pos = (start + visited) % len;
             let id = cands.nodes[pos];
             let node = self.state.node(id);
-            if dynamic_fit(&self.votes, t, node).is_ok() {
-                found.push(id);
-            } else {
-                dropped.push(pos);
+            match dynamic_fit(&self.votes, &pods, t, id, node) {
+                Ok(()) => found.push(id),
+                // Another pod's coming or going elsewhere in a domain may change this.
+                Err(Unfit::Pod(m)) if !m.until_release() => {}
+                Err(_) => dropped.push(pos),
             }
             visited += 1;
         }
@@ -368,21 +378,26 @@ impl Session {
     /// `feasible_nodes`.
     pub fn best_feasible_node(&mut self, task: TaskRef, want: usize) -> Result<NodeId, TaskUnfit> {
         let template = self.state.task(task).template;
-        if let Some(mut w) = self.search.window.take() {
+        let shared = self.template_answers(self.state.task(task), false);
+        if let Some(mut w) = self.search.window.take().filter(|_| shared) {
             let changed = &self.search.touched[w.synced..];
             if w.job == task.job && w.template == template && changed.len() <= WINDOW_MAX_CHANGES {
                 let t = self.state.task(task);
                 if !changed.is_empty() {
                     let (state, votes) = (&self.state, &self.votes);
+                    let pods = super::pod_index::PodView {
+                        index: &self.pods,
+                        state,
+                    };
                     w.nodes.retain_mut(|(id, score)| {
                         if !changed.contains(id) {
                             return true;
                         }
                         let node = state.node(*id);
-                        if dynamic_fit(votes, t, node).is_err() {
+                        if dynamic_fit(votes, &pods, t, *id, node).is_err() {
                             return false;
                         }
-                        *score = node_score(votes, t, node);
+                        *score = node_score(votes, &pods, t, *id, node);
                         true
                     });
                 }
@@ -395,9 +410,10 @@ impl Session {
         }
         let nodes = self.feasible_nodes(task, want)?;
         let t = self.state.task(task);
+        let pods = self.pod_view();
         let scored: Vec<(NodeId, f64)> = nodes
             .iter()
-            .map(|&n| (n, node_score(&self.votes, t, self.state.node(n))))
+            .map(|&n| (n, node_score(&self.votes, &pods, t, n, self.state.node(n))))
             .collect();
         let best = highest(&scored).expect("feasible_nodes returns at least one node");
         self.search.window = Some(Window {

@@ -291,10 +291,8 @@ impl Session {
             node.add_task(
                 t.uid.clone(),
                 NodeTask {
-                    resreq: t.resreq.clone(),
                     status: TaskStatus::Allocated,
-                    job: Some(job_uid.clone()),
-                    priority: t.priority,
+                    ..NodeTask::of(t, Some(job_uid.clone()))
                 },
             );
             missing -= 1;

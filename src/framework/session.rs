@@ -48,6 +48,9 @@ pub struct Session {
     pub(super) budget_spent: HashMap<Arc<str>, u32>,
     /// What the whole-gang placement search did (see `gang_search.rs`).
     pub(super) search_stats: super::outcome::SearchStats,
+    /// Where pods are by their labels, for pod votes (see `pod_index.rs`).
+    pub(super) pods: super::pod_index::PodIndex,
+    pod_rules_in_use: std::cell::OnceCell<crate::snapshot::PodRulesInUse>,
 }
 
 impl Session {
@@ -77,6 +80,8 @@ impl Session {
             reservations: Default::default(),
             budget_spent: HashMap::new(),
             search_stats: Default::default(),
+            pods: Default::default(),
+            pod_rules_in_use: Default::default(),
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -115,6 +120,13 @@ impl Session {
     /// plugins need it).
     pub fn total_allocatable(&self) -> &Resource {
         &self.total_allocatable
+    }
+
+    /// Which pod-relative rules the session's pods carry (worked out once).
+    pub fn pod_rules_in_use(&self) -> crate::snapshot::PodRulesInUse {
+        *self
+            .pod_rules_in_use
+            .get_or_init(|| self.state.pod_rules_in_use())
     }
 
     /// The queue hierarchy (parents, children, broken chains).
@@ -285,21 +297,14 @@ impl Session {
         let node_name = node.map(|n| self.state.node(n).name.clone());
         let job = self.state.job_mut(task.job);
         job.set_task_status(task.index, status, node_name);
-        let (job_uid, resreq, priority) = {
+        let on_node = node.map(|n| {
             let j = self.state.job(task.job);
-            let t = j.task(task.index);
-            (j.uid.clone(), t.resreq.clone(), t.priority)
-        };
-        if let Some(n) = node {
-            self.state.node_mut(n).add_task(
-                uid,
-                NodeTask {
-                    resreq,
-                    status,
-                    job: Some(job_uid),
-                    priority,
-                },
-            );
+            (n, NodeTask::of(j.task(task.index), Some(j.uid.clone())))
+        });
+        self.pods
+            .moved(&uid, on_node.as_ref().map(|(n, t)| (*n, t)));
+        if let Some((n, t)) = on_node {
+            self.state.node_mut(n).add_task(uid, t);
         }
         (prev_status, prev_node)
     }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::fit::{resource_fit, Unfit};
 use super::gang_search::GangDomains;
 use super::outcome::GangReason;
+use super::pod_index::PodView;
 use super::session::Session;
 use crate::conf::VoteKind;
 use crate::model::{JobId, JobInfo, NodeId, NodeInfo, QueueInfo, TaskInfo, TaskRef};
@@ -64,6 +65,13 @@ pub type PredicateFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> Result<(), Unfit>>;
 /// placement rules) and the node: the session reuses scores across identical tasks of a gang
 /// and re-scores only nodes whose usage changed.
 pub type NodeOrderFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> f64>;
+/// A predicate relative to other pods (inter-pod affinity, topology spread), read from the
+/// session's pod index. Not monotone in general: a node it fails may pass once another pod
+/// is placed, so node searches never drop a node for it (unless the reason says the node
+/// stays unfit until a release, `PodMismatch::until_release`).
+pub type PodPredicateFn = Box<dyn Fn(&PodView, &TaskInfo, NodeId, &NodeInfo) -> Result<(), Unfit>>;
+/// A score relative to other pods (preferred inter-pod affinity, soft topology spread).
+pub type PodNodeOrderFn = Box<dyn Fn(&PodView, &TaskInfo, NodeId, &NodeInfo) -> f64>;
 pub type JobValidFn = Box<dyn Fn(&JobInfo) -> Option<Invalid>>;
 pub type JobCheckFn = Box<dyn Fn(&JobInfo) -> bool>;
 pub type JobVoteFn = Box<dyn Fn(&JobInfo) -> Vote>;
@@ -273,6 +281,10 @@ pub mod vote {
         StaticPredicate(StaticPredicateFn) = Predicate in static_predicate;
         Predicate(PredicateFn) = Predicate in predicate;
         NodeOrder(NodeOrderFn) = NodeOrder in node_order;
+        /// Switched by `enablePredicate`, like `Predicate`.
+        PodPredicate(PodPredicateFn) = Predicate in pod_predicate;
+        /// Switched by `enableNodeOrder`, like `NodeOrder`.
+        PodNodeOrder(PodNodeOrderFn) = NodeOrder in pod_node_order;
         JobValid(JobValidFn) = JobValid in job_valid;
         JobReady(JobCheckFn) = JobReady in job_ready;
         JobPipelined(JobVoteFn) = JobPipelined in job_pipelined;
@@ -301,6 +313,8 @@ pub struct Votes {
     pub static_predicate: Tiered<StaticPredicateFn>,
     pub predicate: Tiered<PredicateFn>,
     pub node_order: Tiered<NodeOrderFn>,
+    pub pod_predicate: Tiered<PodPredicateFn>,
+    pub pod_node_order: Tiered<PodNodeOrderFn>,
     pub job_valid: Tiered<JobValidFn>,
     pub job_ready: Tiered<JobCheckFn>,
     pub job_pipelined: Tiered<JobVoteFn>,
@@ -507,7 +521,7 @@ impl Session {
 
     /// Sum of every node-order plugin's score.
     pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
-        node_score(&self.votes, self.task(task), self.node(node))
+        node_score(&self.votes, &self.pod_view(), self.task(task), node, self.node(node))
     }
 
     /// All predicates, static and dynamic, for one task on one node.
@@ -516,19 +530,66 @@ impl Session {
         for f in self.votes.static_predicate.all() {
             f(t, n)?;
         }
-        dynamic_fit(&self.votes, t, n)
+        dynamic_fit(&self.votes, &self.pod_view(), t, node, n)
+    }
+
+    /// What pod votes read: the session's pod index over its state.
+    pub fn pod_view(&self) -> PodView<'_> {
+        PodView {
+            index: &self.pods,
+            state: &self.state,
+        }
+    }
+
+    /// Whether answers found for one task hold for every task of its template: true
+    /// unless pods' rules make them depend on the task's labels or on where pods are
+    /// elsewhere in a domain. `monotone_only`: asks only that "nothing fits" stays true
+    /// until a release (placements can only take nodes away).
+    pub(super) fn template_answers(&self, t: &TaskInfo, monotone_only: bool) -> bool {
+        if self.votes.pod_predicate.is_empty() && self.votes.pod_node_order.is_empty() {
+            return true;
+        }
+        let own = t.placement.rules().is_none_or(|r| {
+            if monotone_only {
+                r.monotone()
+            } else {
+                r.node_local()
+            }
+        });
+        own && !self.pod_view().anti_affinity_selects(&t.namespace, &t.labels)
     }
 }
 
 /// Sum of every node-order plugin's score.
-pub(super) fn node_score(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> f64 {
-    votes.node_order.all().map(|f| f(t, n)).sum()
+pub(super) fn node_score(
+    votes: &Votes,
+    pods: &PodView,
+    t: &TaskInfo,
+    id: NodeId,
+    n: &NodeInfo,
+) -> f64 {
+    votes.node_order.all().map(|f| f(t, n)).sum::<f64>()
+        + votes
+            .pod_node_order
+            .all()
+            .map(|f| f(pods, t, id, n))
+            .sum::<f64>()
 }
 
 /// Resource fit (always, whatever the configuration) and the plugins' dynamic predicates.
-pub(super) fn dynamic_fit(votes: &Votes, t: &TaskInfo, n: &NodeInfo) -> Result<(), Unfit> {
+pub(super) fn dynamic_fit(
+    votes: &Votes,
+    pods: &PodView,
+    t: &TaskInfo,
+    id: NodeId,
+    n: &NodeInfo,
+) -> Result<(), Unfit> {
     resource_fit(t, n)?;
-    votes.predicate.all().try_for_each(|f| f(t, n))
+    votes.predicate.all().try_for_each(|f| f(t, n))?;
+    votes
+        .pod_predicate
+        .all()
+        .try_for_each(|f| f(pods, t, id, n))
 }
 #[cfg(test)]
 mod tests {

@@ -11,9 +11,10 @@ use thiserror::Error;
 
 use crate::cache::PodUpdate;
 use crate::model::placement::{
-    NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator, Taint, TaintEffect, Toleration,
-    TolerationOperator,
+    NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm, SelectorOperator, Taint,
+    TaintEffect, Toleration, TolerationOperator,
 };
+use crate::model::pod_rules::{HostPort, PodRules};
 use crate::model::resource::{pod_requests, QuantityError};
 use crate::model::{
     NodeSpec, Placement, Resource, TaskInfo, TaskStatus, Timestamp, TopologyRequest,
@@ -122,6 +123,101 @@ fn selector_term(
         match_expressions: conv(&t.match_expressions)?,
         match_fields: conv(&t.match_fields)?,
     })
+}
+
+/// A Kubernetes value as the engine's type of the same shape (the model keeps the API's
+/// field names), or the path of the first field it cannot take.
+fn same_shape<K: serde::Serialize, M: serde::de::DeserializeOwned>(
+    value: &K,
+) -> Result<M, (String, String)> {
+    let json = serde_json::to_value(value).map_err(|e| (String::new(), e.to_string()))?;
+    serde_path_to_error::deserialize(json).map_err(|e| {
+        let path = e.path().to_string();
+        (if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })
+}
+
+type FieldError = (String, String);
+
+/// Preferred node affinity and the rules relative to other pods (inter-pod affinity,
+/// anti-affinity, topology spread), with `matchLabelKeys` folded in with the pod's labels;
+/// a malformed one names its field.
+fn affinity_rules(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    labels: &BTreeMap<String, String>,
+) -> Result<(Vec<PreferredSchedulingTerm>, Option<Box<PodRules>>), FieldError> {
+    fn at(prefix: &'static str) -> impl Fn(FieldError) -> FieldError {
+        move |(path, m): FieldError| {
+            let field = if path.is_empty() {
+                prefix.to_string()
+            } else {
+                format!("{prefix}.{path}")
+            };
+            (field, m)
+        }
+    }
+    let affinity = spec.affinity.as_ref();
+    let preferred: Vec<PreferredSchedulingTerm> = match affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+    {
+        Some(p) => same_shape(p).map_err(at(
+            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        ))?,
+        None => Vec::new(),
+    };
+    let mut rules = PodRules::default();
+    if let Some(a) = affinity.and_then(|a| a.pod_affinity.as_ref()) {
+        rules.pod_affinity = same_shape(a).map_err(at("spec.affinity.podAffinity"))?;
+    }
+    if let Some(a) = affinity.and_then(|a| a.pod_anti_affinity.as_ref()) {
+        rules.pod_anti_affinity = same_shape(a).map_err(at("spec.affinity.podAntiAffinity"))?;
+    }
+    if let Some(c) = &spec.topology_spread_constraints {
+        rules.topology_spread_constraints =
+            same_shape(c).map_err(at("spec.topologySpreadConstraints"))?;
+    }
+    if let Some(p) = rules.problem() {
+        let (field, message) = p.split_once(": ").unwrap_or(("", &p));
+        let field = if field.starts_with("topologySpreadConstraints") {
+            format!("spec.{field}")
+        } else {
+            format!("spec.affinity.{field}")
+        };
+        return Err((field, message.to_string()));
+    }
+    for (i, t) in preferred.iter().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err((
+                format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].weight"),
+                format!("must be 1..100, not {}", t.weight),
+            ));
+        }
+    }
+    let rules = rules.resolved(labels);
+    Ok((preferred, (!rules.is_empty()).then(|| Box::new(rules))))
+}
+
+/// The ports a pod takes on its node: every `hostPort`, and with `hostNetwork` every
+/// container port (the API server defaults hostPort to it there).
+fn host_ports(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<HostPort> {
+    let host_network = spec.host_network == Some(true);
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p
+                .host_port
+                .filter(|h| *h > 0)
+                .or(host_network.then_some(p.container_port))?;
+            Some(HostPort {
+                port,
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 fn effect(e: &str) -> Option<TaintEffect> {
@@ -264,10 +360,16 @@ pub fn pod_to_update_with_warnings(
             effect: t.effect.as_deref().and_then(effect),
         })
         .collect();
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let (preferred_node_affinity, pod_rules) =
+        affinity_rules(&spec, &labels).map_err(|(field, m)| err(&field, m))?;
     let placement = Placement {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         node_affinity: affinity,
         tolerations,
+        preferred_node_affinity,
+        pod_rules,
+        host_ports: host_ports(&spec),
     };
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let role = annotations
@@ -289,6 +391,7 @@ pub fn pod_to_update_with_warnings(
         Arc::new(placement),
         millis(pod.metadata.creation_timestamp.as_ref()),
     );
+    task.labels = Arc::new(labels);
     task.status = pod_status(pod);
     task.node = spec
         .node_name

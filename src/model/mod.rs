@@ -4,6 +4,7 @@
 mod job;
 mod node;
 pub mod placement;
+pub mod pod_rules;
 mod queue;
 pub mod resource;
 mod task;

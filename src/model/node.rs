@@ -2,7 +2,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::resource::{Shortfall, CPU, MEMORY, PODS};
-use super::{Resource, Taint, TaskStatus};
+use super::pod_rules::Labels;
+use super::{Placement, Resource, Taint, TaskStatus};
 
 /// What a driver knows about a node from its spec and status.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -24,6 +25,26 @@ pub struct NodeTask {
     /// The job (gang) uid if the pod is ours.
     pub job: Option<Arc<str>>,
     pub priority: i32,
+    /// What other pods' rules see of it and what its own rules ask (anti-affinity toward
+    /// pods that come later, host ports).
+    pub namespace: Arc<str>,
+    pub labels: Arc<Labels>,
+    pub placement: Arc<Placement>,
+}
+
+impl NodeTask {
+    /// The node's view of a task of a job (`job` its uid) or of a pod of another scheduler.
+    pub fn of(task: &super::TaskInfo, job: Option<Arc<str>>) -> Self {
+        NodeTask {
+            resreq: task.resreq.clone(),
+            status: task.status,
+            job,
+            priority: task.priority,
+            namespace: task.namespace.clone(),
+            labels: task.labels.clone(),
+            placement: task.placement.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -1,9 +1,12 @@
-//! Where a pod may run: node selector, required node affinity, taints and tolerations.
-//! Field names follow the Kubernetes API so scenario files read like pod specs.
+//! Where a pod may run: node selector, required and preferred node affinity, taints and
+//! tolerations, and (in `pod_rules.rs`) rules relative to other pods. Field names follow
+//! the Kubernetes API so scenario files read like pod specs.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use super::pod_rules::{HostPort, PodRules};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
@@ -141,6 +144,24 @@ pub struct Placement {
     pub node_affinity: Vec<NodeSelectorTerm>,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// Preferred node affinity: scored, never filtered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_node_affinity: Vec<PreferredSchedulingTerm>,
+    /// Inter-pod affinity, anti-affinity and topology spread, if the pod has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_rules: Option<Box<PodRules>>,
+    /// Ports the pod takes on its node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_ports: Vec<HostPort>,
+}
+
+/// One `preferredDuringSchedulingIgnoredDuringExecution` entry of node affinity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreferredSchedulingTerm {
+    /// 1..=100.
+    pub weight: i32,
+    pub preference: NodeSelectorTerm,
 }
 
 /// Why a node's labels or taints exclude a pod.
@@ -197,6 +218,20 @@ impl Placement {
         }
         Ok(())
     }
+
+    /// Sum of the weights of the preferred node affinity terms the node matches.
+    pub fn preferred_node_weight(&self, node_name: &str, labels: &BTreeMap<String, String>) -> i64 {
+        self.preferred_node_affinity
+            .iter()
+            .filter(|p| p.preference.matches(node_name, labels))
+            .map(|p| i64::from(p.weight))
+            .sum()
+    }
+
+    /// The pod's inter-pod and spread rules, if it has any.
+    pub fn rules(&self) -> Option<&PodRules> {
+        self.pod_rules.as_deref().filter(|r| !r.is_empty())
+    }
 }
 
 #[cfg(test)]
@@ -216,7 +251,7 @@ mod tests {
                 }],
                 match_fields: vec![],
             }],
-            tolerations: vec![],
+            ..Default::default()
         };
         assert_eq!(
             p.check("n", &labels(&[("zone", "a"), ("gpus", "4")]), &[]),

@@ -107,6 +107,8 @@ pub struct TaskInfo {
     /// What the pod asks of the network topology (Kueue's TAS annotations); a gang without
     /// a request of its own takes its first member's.
     pub topology: Option<Arc<TopologyRequest>>,
+    /// The pod's labels: other pods' affinity, anti-affinity and spread rules select by them.
+    pub labels: Arc<super::pod_rules::Labels>,
 }
 
 impl TaskInfo {
@@ -143,6 +145,7 @@ impl TaskInfo {
             started: None,
             budgets: Vec::new(),
             topology: None,
+            labels: Arc::default(),
         }
     }
 

@@ -17,9 +17,10 @@ use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError};
 use crate::cache::{Cache, PodUpdate};
+use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::{
-    GangOrigin, GangPolicy, JobSpec, NodeSpec, Placement, PodGroupPhase, QueueInfo, Resource,
+    GangOrigin, GangPolicy, JobSpec, NodeSpec, PodGroupPhase, QueueInfo, Resource,
     TaskInfo, TaskStatus, Timestamp, TopologyRequest,
 };
 
@@ -255,11 +256,8 @@ impl Simulation {
             1.0
         };
         for t in &def.tasks {
-            let placement = Arc::new(Placement {
-                node_selector: t.node_selector.clone(),
-                node_affinity: t.node_affinity.clone(),
-                tolerations: t.tolerations.clone(),
-            });
+            let labels = Arc::new(t.pod_labels(&name));
+            let placement = Arc::new(t.placement(&labels));
             for r in 0..t.replicas {
                 let pod_name = format!("{name}-{}-{r}", t.role);
                 let pod_uid: Arc<str> = Arc::from(format!("{}/{pod_name}", def.namespace));
@@ -274,6 +272,7 @@ impl Simulation {
                     0,
                 );
                 let mut task = task;
+                task.labels = labels.clone();
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
                 task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
                 let runtime = t
@@ -341,10 +340,15 @@ impl Simulation {
             if allocatable.pods == 0 {
                 allocatable.pods = 110;
             }
+            // As a kubelet labels its node.
+            let mut labels = g.labels.clone();
+            labels
+                .entry(HOSTNAME_LABEL.into())
+                .or_insert_with(|| name.to_string());
             self.cache.apply_node(NodeSpec {
                 name: name.to_string(),
                 allocatable: allocatable.clone(),
-                labels: g.labels.clone(),
+                labels,
                 taints: g.taints.clone(),
                 unschedulable: g.unschedulable,
                 ready: true,

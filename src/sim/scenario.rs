@@ -9,7 +9,9 @@ use thiserror::Error;
 
 use crate::conf::{ConfError, SchedulerConf};
 use crate::framework::Scheduler;
-use crate::model::placement::{NodeSelectorTerm, Taint, Toleration};
+use crate::model::placement::{NodeSelectorTerm, PreferredSchedulingTerm, Taint, Toleration};
+use crate::model::pod_rules::{HostPort, PodAffinity, PodRules, TopologySpreadConstraint};
+use crate::model::Placement;
 use crate::model::topology::label_key_problem;
 use crate::model::{
     HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, QueueState, ResourceList,
@@ -175,12 +177,92 @@ pub struct TaskDef {
     pub node_affinity: Vec<NodeSelectorTerm>,
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// The pods' labels, beside the `volcano.sh/job-name` and `volcano.sh/task-spec` every
+    /// pod gets (as Volcano's job controller sets them), for pod affinity and spread rules.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes' `affinity`: required and preferred node affinity, podAffinity,
+    /// podAntiAffinity.
+    #[serde(default)]
+    pub affinity: AffinityDef,
+    #[serde(default)]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Ports the pods take on their node (`containers[].ports[].hostPort`).
+    #[serde(default)]
+    pub host_ports: Vec<HostPort>,
     /// The pods' annotations. The simulator reads Kueue's topology-aware scheduling keys
     /// (`kueue.x-k8s.io/podset-required-topology`, `…/podset-preferred-topology`) as the
     /// Kubernetes driver does; other keys are carried and ignored.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
 }
+
+/// A pod's `affinity`, with Kubernetes' field names.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AffinityDef {
+    #[serde(default)]
+    pub node_affinity: Option<NodeAffinityDef>,
+    #[serde(default)]
+    pub pod_affinity: PodAffinity,
+    #[serde(default)]
+    pub pod_anti_affinity: PodAffinity,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeAffinityDef {
+    #[serde(default)]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelectorDef>,
+    #[serde(default)]
+    pub preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorDef {
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+impl TaskDef {
+    /// The labels of the task's pods in job `job`.
+    pub fn pod_labels(&self, job: &str) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.insert("volcano.sh/job-name".into(), job.into());
+        labels.insert(TASK_SPEC_LABEL.into(), self.role.clone());
+        labels
+    }
+
+    /// What places the task's pods (with `labels`, which `matchLabelKeys` read).
+    pub fn placement(&self, labels: &BTreeMap<String, String>) -> Placement {
+        let node = self.affinity.node_affinity.clone().unwrap_or_default();
+        let mut node_affinity = self.node_affinity.clone();
+        node_affinity.extend(
+            node.required_during_scheduling_ignored_during_execution
+                .into_iter()
+                .flat_map(|s| s.node_selector_terms),
+        );
+        let rules = self.pod_rules().resolved(labels);
+        Placement {
+            node_selector: self.node_selector.clone(),
+            node_affinity,
+            tolerations: self.tolerations.clone(),
+            preferred_node_affinity: node.preferred_during_scheduling_ignored_during_execution,
+            pod_rules: (!rules.is_empty()).then(|| Box::new(rules)),
+            host_ports: self.host_ports.clone(),
+        }
+    }
+
+    fn pod_rules(&self) -> PodRules {
+        PodRules {
+            pod_affinity: self.affinity.pod_affinity.clone(),
+            pod_anti_affinity: self.affinity.pod_anti_affinity.clone(),
+            topology_spread_constraints: self.topology_spread_constraints.clone(),
+        }
+    }
+}
+
+const TASK_SPEC_LABEL: &str = "volcano.sh/task-spec";
 
 /// Volcano's PodGroup `spec.networkTopology`, with its field names. Values are passed to
 /// the engine as a PodGroup's would be: a mode that is not hard or soft, or a tier below
@@ -594,6 +676,15 @@ impl Scenario {
                         format!("{at}.tasks[{k}].replicas"),
                         "must be at least 1".into(),
                     ));
+                }
+                if let Some(p) = t.pod_rules().problem() {
+                    let (field, message) = p.split_once(": ").unwrap_or(("", &p));
+                    let field = if field.starts_with("topologySpreadConstraints") {
+                        field.to_string()
+                    } else {
+                        format!("affinity.{field}")
+                    };
+                    return Err(invalid(format!("{at}.tasks[{k}].{field}"), message.into()));
                 }
             }
             let copies = j.repeat.as_ref().map_or(1, |r| u64::from(r.count));
