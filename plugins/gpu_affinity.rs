@@ -447,7 +447,16 @@ impl GpuAffinity {
                 .count();
             (usable_models > 1).then_some(None)
         });
+        // A gang whose pods say themselves where to go (spread, pod affinity, preferred
+        // nodes) is not packed into one domain by default: their rules come first.
+        let own_rules = request.is_none()
+            && job.tasks().iter().any(|t| {
+                t.status == TaskStatus::Pending
+                    && (t.placement.rules().is_some()
+                        || !t.placement.preferred_node_affinity.is_empty())
+            });
         let wanted = match self.wanted(view, request) {
+            Ok(_) if own_rules => None,
             Ok(w) => w,
             Err(why) => {
                 return Some(GangDomains {

@@ -209,6 +209,15 @@ impl Gang {
         self
     }
 
+    /// Gives every task added so far these labels.
+    pub fn labelled(mut self, pairs: &[(&str, &str)]) -> Self {
+        let l = Arc::new(labels(pairs));
+        for t in &mut self.tasks {
+            t.labels = l.clone();
+        }
+        self
+    }
+
     /// Marks the last task added as `status` on `node`.
     pub fn last_on(mut self, node: &str, status: TaskStatus) -> Self {
         let t = self.tasks.last_mut().expect("a task to place");
@@ -302,6 +311,39 @@ pub fn foreign_pod(cache: &mut Cache, uid: &str, node: &str, request: &[(&str, &
         Arc::new(Placement::default()),
         0,
     );
+    task.status = TaskStatus::Running;
+    task.node = Some(Arc::from(node));
+    cache.apply_pod(PodUpdate { task, job: None });
+}
+
+/// A node labelled as a kubelet labels it (`kubernetes.io/hostname`), plus `extra`.
+pub fn host(name: &str, allocatable: &[(&str, &str)], extra: &[(&str, &str)]) -> NodeSpec {
+    let mut spec = node(name, allocatable);
+    spec.labels = labels(extra);
+    spec.labels
+        .insert(crate::model::pod_rules::HOSTNAME_LABEL.into(), name.into());
+    spec
+}
+
+/// A running pod of another scheduler on `node`, with labels and placement rules.
+pub fn foreign_pod_with(
+    cache: &mut Cache,
+    uid: &str,
+    node: &str,
+    pod_labels: &[(&str, &str)],
+    placement: Placement,
+) {
+    let mut task = TaskInfo::new(
+        uid,
+        NAMESPACE,
+        uid,
+        "",
+        res(&[("cpu", "100m")]),
+        0,
+        Arc::new(placement),
+        0,
+    );
+    task.labels = Arc::new(labels(pod_labels));
     task.status = TaskStatus::Running;
     task.node = Some(Arc::from(node));
     cache.apply_pod(PodUpdate { task, job: None });
