@@ -185,7 +185,10 @@ impl Plugin for NodeOrder {
     fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
         // Volcano's other weights (imagelocality, …) score things this engine does not
         // model; they are accepted and have no effect.
-        args.unknown_keys(KNOWN, &["imagelocality.", "selectorspread.", "volumebinding."])
+        args.unknown_keys(
+            KNOWN,
+            &["imagelocality.", "selectorspread.", "volumebinding."],
+        )
     }
 }
 

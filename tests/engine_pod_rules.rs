@@ -68,7 +68,10 @@ fn anti_affinity_holds_inside_a_gang() {
         .labelled(&[("job", "w")])
         .apply(&mut cache);
     let result = run_cycle(&cache, None);
-    assert!(result.binds.is_empty(), "4 one-per-node pods on 3 nodes: none");
+    assert!(
+        result.binds.is_empty(),
+        "4 one-per-node pods on 3 nodes: none"
+    );
     let msg = condition_message(&result, &job).unwrap();
     assert!(
         msg.contains("node(s) didn't match pod anti-affinity rules"),
@@ -107,7 +110,11 @@ fn existing_pods_anti_affinity_keeps_newcomers_away() {
         .apply(&mut cache);
     let result = run_cycle(&cache, None);
     assert_eq!(placed(&result, &web), ["a-1", "a-1"]);
-    assert_eq!(placed(&result, &other).len(), 1, "unselected pods are not kept away");
+    assert_eq!(
+        placed(&result, &other).len(),
+        1,
+        "unselected pods are not kept away"
+    );
 
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 1)]);
@@ -138,7 +145,13 @@ fn existing_pods_anti_affinity_keeps_newcomers_away() {
 fn required_affinity_follows_the_pods_it_names_and_a_self_affine_gang_stays_together() {
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 2), ("b", 2)]);
-    foreign_pod_with(&mut cache, "cache-0", "b-1", &[("app", "cache")], Placement::default());
+    foreign_pod_with(
+        &mut cache,
+        "cache-0",
+        "b-1",
+        &[("app", "cache")],
+        Placement::default(),
+    );
     let near = rules(
         "podRules: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
          [{topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: cache}}}]}}",
@@ -214,7 +227,13 @@ fn topology_spread_keeps_the_skew_counting_the_gang_and_running_pods() {
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 2), ("b", 2)]);
     for i in 0..2 {
-        foreign_pod_with(&mut cache, &format!("old-{i}"), "a-0", &[("job", "s")], Placement::default());
+        foreign_pod_with(
+            &mut cache,
+            &format!("old-{i}"),
+            "a-0",
+            &[("job", "s")],
+            Placement::default(),
+        );
     }
     let job = Gang::new("s", 2)
         .placed_tasks("", 2, CPU1, rules(ZONE_SPREAD))
@@ -222,12 +241,19 @@ fn topology_spread_keeps_the_skew_counting_the_gang_and_running_pods() {
         .apply(&mut cache);
     let result = run_cycle(&cache, None);
     let nodes = placed(&result, &job);
-    assert!(nodes.len() == 2 && nodes.iter().all(|n| n.starts_with("b-")), "{nodes:?}");
+    assert!(
+        nodes.len() == 2 && nodes.iter().all(|n| n.starts_with("b-")),
+        "{nodes:?}"
+    );
 
     // Zone b has no room: at most one more than b's zero fits in a, so a gang of 4 waits.
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 2)]);
-    cache.apply_node(host("b-0", &[("cpu", "100m")], &[("topology.kubernetes.io/zone", "b")]));
+    cache.apply_node(host(
+        "b-0",
+        &[("cpu", "100m")],
+        &[("topology.kubernetes.io/zone", "b")],
+    ));
     let job = Gang::new("s", 4)
         .placed_tasks("", 4, CPU1, rules(ZONE_SPREAD))
         .labelled(&[("job", "s")])
@@ -259,7 +285,10 @@ fn a_spread_key_no_node_has_is_named() {
     let result = run_cycle(&cache, None);
     assert!(result.binds.is_empty());
     let msg = condition_message(&result, &job).unwrap();
-    assert!(msg.contains("missing required label example.com/rack"), "{msg}");
+    assert!(
+        msg.contains("missing required label example.com/rack"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -271,7 +300,10 @@ fn host_ports_are_one_per_node() {
         .placed_tasks("", 2, CPU1, port.clone())
         .apply(&mut cache);
     let result = run_cycle(&cache, None);
-    assert!(result.binds.is_empty(), "two pods with hostPort 9000 on one node");
+    assert!(
+        result.binds.is_empty(),
+        "two pods with hostPort 9000 on one node"
+    );
     assert!(condition_message(&result, &job)
         .unwrap()
         .contains("node(s) didn't have free ports for the requested pod ports"));
@@ -305,7 +337,11 @@ fn preferences_steer_but_never_refuse() {
     // Zone b full: the preference gives way.
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 1)]);
-    cache.apply_node(host("b-0", &[("cpu", "100m")], &[("topology.kubernetes.io/zone", "b")]));
+    cache.apply_node(host(
+        "b-0",
+        &[("cpu", "100m")],
+        &[("topology.kubernetes.io/zone", "b")],
+    ));
     let job = Gang::new("p", 1)
         .placed_tasks("", 1, CPU1, prefer_b)
         .apply(&mut cache);
@@ -332,7 +368,13 @@ fn soft_spread_prefers_the_emptier_zone() {
     let mut cache = cache_with_default_queue();
     zones(&mut cache, &[("a", 2), ("b", 2)]);
     for i in 0..3 {
-        foreign_pod_with(&mut cache, &format!("old-{i}"), "a-0", &[("job", "s")], Placement::default());
+        foreign_pod_with(
+            &mut cache,
+            &format!("old-{i}"),
+            "a-0",
+            &[("job", "s")],
+            Placement::default(),
+        );
     }
     let soft = rules(
         "podRules: {topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: ScheduleAnyway, \
@@ -363,4 +405,3 @@ fn ephemeral_storage_is_fitted_like_cpu() {
         .unwrap()
         .contains("Insufficient ephemeral-storage"));
 }
-

@@ -30,9 +30,9 @@ pub use outcome::{
     Bind, Blocker, ConditionKind, Eviction, GangReason, JobCondition, JobUpdate, ReservedNodes,
     SearchStats, SessionResult,
 };
+pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use pod_fit::PodFit;
 pub use pod_index::{Domains, IndexedPod, PodView};
-pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use reservation::Reservation;
 pub use scheduler::Scheduler;
 pub use session::Session;

@@ -117,9 +117,9 @@ impl PodFit {
         let required = rules.pod_affinity.required();
         fit.affinity = required.iter().map(term_domains).collect();
         if !required.is_empty() && fit.affinity.iter().all(|td| !td.hit.contains(&true)) {
-            fit.affinity_waived = required.iter().all(|term| {
-                term.selects(ns, ns, &t.labels, |n| view.namespace_labels(n))
-            });
+            fit.affinity_waived = required
+                .iter()
+                .all(|term| term.selects(ns, ns, &t.labels, |n| view.namespace_labels(n)));
         }
         fit.anti = rules
             .pod_anti_affinity
@@ -130,8 +130,10 @@ impl PodFit {
         for (sign, a) in [(1, &rules.pod_affinity), (-1, &rules.pod_anti_affinity)] {
             for w in a.preferred() {
                 fit.preferred_total += i64::from(w.weight);
-                fit.preferred
-                    .push((sign * i64::from(w.weight), term_domains(&w.pod_affinity_term)));
+                fit.preferred.push((
+                    sign * i64::from(w.weight),
+                    term_domains(&w.pod_affinity_term),
+                ));
             }
         }
         for c in &rules.topology_spread_constraints {
@@ -148,7 +150,11 @@ impl PodFit {
         if self.anti.iter().any(|td| td.hit(node) == Some(true)) {
             return Err(PodMismatch::AntiAffinity);
         }
-        if self.existing_anti.iter().any(|td| td.hit(node) == Some(true)) {
+        if self
+            .existing_anti
+            .iter()
+            .any(|td| td.hit(node) == Some(true))
+        {
             return Err(PodMismatch::ExistingAntiAffinity);
         }
         for s in self.spread.iter().filter(|s| s.hard) {
@@ -207,9 +213,10 @@ fn spread(view: &PodView, t: &TaskInfo, c: &TopologySpreadConstraint) -> Spread 
     for (id, node) in state.nodes() {
         let Some(d) = domains.of(id) else { continue };
         let p = &t.placement;
-        let affinity_ok = !c.honours_node_affinity()
-            || p.check(&node.name, &node.labels, &[]).is_ok();
-        let taints_ok = !c.honours_taints() || p.check(&node.name, &node.labels, &node.taints).is_ok();
+        let affinity_ok =
+            !c.honours_node_affinity() || p.check(&node.name, &node.labels, &[]).is_ok();
+        let taints_ok =
+            !c.honours_taints() || p.check(&node.name, &node.labels, &node.taints).is_ok();
         if affinity_ok && taints_ok {
             counted[id.0 as usize] = true;
             domain_counted[d as usize] = true;
@@ -232,7 +239,9 @@ fn spread(view: &PodView, t: &TaskInfo, c: &TopologySpreadConstraint) -> Spread 
         .collect();
     let mut min = eligible.iter().copied().min().unwrap_or(0);
     let max = eligible.iter().copied().max().unwrap_or(0);
-    if c.min_domains.is_some_and(|m| (eligible.len() as i64) < i64::from(m)) {
+    if c.min_domains
+        .is_some_and(|m| (eligible.len() as i64) < i64::from(m))
+    {
         min = 0;
     }
     let self_match = i64::from(

@@ -521,7 +521,13 @@ impl Session {
 
     /// Sum of every node-order plugin's score.
     pub fn node_score(&self, task: TaskRef, node: NodeId) -> f64 {
-        node_score(&self.votes, &self.pod_view(), self.task(task), node, self.node(node))
+        node_score(
+            &self.votes,
+            &self.pod_view(),
+            self.task(task),
+            node,
+            self.node(node),
+        )
     }
 
     /// All predicates, static and dynamic, for one task on one node.
@@ -556,7 +562,9 @@ impl Session {
                 r.node_local()
             }
         });
-        own && !self.pod_view().anti_affinity_selects(&t.namespace, &t.labels)
+        own && !self
+            .pod_view()
+            .anti_affinity_selects(&t.namespace, &t.labels)
     }
 }
 

@@ -133,7 +133,10 @@ fn same_shape<K: serde::Serialize, M: serde::de::DeserializeOwned>(
     let json = serde_json::to_value(value).map_err(|e| (String::new(), e.to_string()))?;
     serde_path_to_error::deserialize(json).map_err(|e| {
         let path = e.path().to_string();
-        (if path == "." { String::new() } else { path }, e.into_inner().to_string())
+        (
+            if path == "." { String::new() } else { path },
+            e.into_inner().to_string(),
+        )
     })
 }
 
@@ -159,8 +162,10 @@ fn affinity_rules(
     let affinity = spec.affinity.as_ref();
     let preferred: Vec<PreferredSchedulingTerm> = match affinity
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
-    {
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }) {
         Some(p) => same_shape(p).map_err(at(
             "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
         ))?,

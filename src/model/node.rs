@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::resource::{Shortfall, CPU, MEMORY, PODS};
 use super::pod_rules::Labels;
+use super::resource::{Shortfall, CPU, MEMORY, PODS};
 use super::{Placement, Resource, Taint, TaskStatus};
 
 /// What a driver knows about a node from its spec and status.

@@ -62,28 +62,32 @@ impl LabelSelector {
         if let Some((k, v)) = self.match_labels.iter().next() {
             return Some((k, v));
         }
-        self.match_expressions.iter().find_map(|r| match (r.operator, r.values.as_slice()) {
-            (LabelOperator::In, [v]) => Some((r.key.as_str(), v.as_str())),
-            _ => None,
-        })
+        self.match_expressions
+            .iter()
+            .find_map(|r| match (r.operator, r.values.as_slice()) {
+                (LabelOperator::In, [v]) => Some((r.key.as_str(), v.as_str())),
+                _ => None,
+            })
     }
 
     /// What is wrong with the selector, in the API server's words (operators that take no
     /// values given some, `In` without any).
     pub fn problem(&self) -> Option<String> {
-        self.match_expressions.iter().find_map(|r| match r.operator {
-            LabelOperator::In | LabelOperator::NotIn if r.values.is_empty() => Some(format!(
-                "matchExpressions key {:?}: operator {:?} needs at least one value",
-                r.key, r.operator
-            )),
-            LabelOperator::Exists | LabelOperator::DoesNotExist if !r.values.is_empty() => {
-                Some(format!(
-                    "matchExpressions key {:?}: operator {:?} takes no values",
+        self.match_expressions
+            .iter()
+            .find_map(|r| match r.operator {
+                LabelOperator::In | LabelOperator::NotIn if r.values.is_empty() => Some(format!(
+                    "matchExpressions key {:?}: operator {:?} needs at least one value",
                     r.key, r.operator
-                ))
-            }
-            _ => None,
-        })
+                )),
+                LabelOperator::Exists | LabelOperator::DoesNotExist if !r.values.is_empty() => {
+                    Some(format!(
+                        "matchExpressions key {:?}: operator {:?} takes no values",
+                        r.key, r.operator
+                    ))
+                }
+                _ => None,
+            })
     }
 }
 
@@ -143,7 +147,10 @@ impl PodAffinityTerm {
         namespace_labels: impl Fn(&str) -> Option<Labels>,
     ) -> bool {
         self.selects_namespace(owner_namespace, namespace, namespace_labels)
-            && self.label_selector.as_ref().is_some_and(|s| s.matches(labels))
+            && self
+                .label_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(labels))
     }
 
     pub fn selects_namespace(
@@ -217,11 +224,9 @@ impl PodAffinity {
     }
 
     fn terms(&self) -> impl Iterator<Item = &PodAffinityTerm> {
-        self.required().iter().chain(
-            self.preferred()
-                .iter()
-                .map(|w| &w.pod_affinity_term),
-        )
+        self.required()
+            .iter()
+            .chain(self.preferred().iter().map(|w| &w.pod_affinity_term))
     }
 }
 
@@ -300,7 +305,9 @@ impl TopologySpreadConstraint {
                 return Some(format!("minDomains must be at least 1, not {m}"));
             }
             if self.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
-                return Some("minDomains is only allowed with whenUnsatisfiable DoNotSchedule".into());
+                return Some(
+                    "minDomains is only allowed with whenUnsatisfiable DoNotSchedule".into(),
+                );
             }
         }
         self.label_selector
@@ -462,7 +469,10 @@ mod tests {
         assert!(s.matches(&labels(&[("app", "x"), ("gpu", "1")])));
         assert!(!s.matches(&labels(&[("app", "x"), ("gpu", "1"), ("tier", "db")])));
         assert!(!s.matches(&labels(&[("app", "x")])));
-        assert!(LabelSelector::default().matches(&labels(&[])), "empty matches all");
+        assert!(
+            LabelSelector::default().matches(&labels(&[])),
+            "empty matches all"
+        );
         assert_eq!(s.required_pair(), Some(("app", "x")));
     }
 
@@ -477,7 +487,10 @@ mod tests {
         assert!(t.selects("a", "a", &labels(&[]), none));
         assert!(!t.selects("a", "b", &labels(&[]), none));
         t.namespace_selector = Some(LabelSelector::default());
-        assert!(t.selects("a", "b", &labels(&[]), none), "{{}} is every namespace");
+        assert!(
+            t.selects("a", "b", &labels(&[]), none),
+            "{{}} is every namespace"
+        );
         t.namespace_selector = Some(LabelSelector {
             match_labels: labels(&[("team", "ml")]),
             ..Default::default()
@@ -489,7 +502,10 @@ mod tests {
             topology_key: HOSTNAME_LABEL.into(),
             ..Default::default()
         };
-        assert!(!no_selector.selects("a", "a", &labels(&[]), none), "null selects none");
+        assert!(
+            !no_selector.selects("a", "a", &labels(&[]), none),
+            "null selects none"
+        );
     }
 
     #[test]
@@ -510,10 +526,9 @@ mod tests {
 
     #[test]
     fn bad_rules_name_their_field() {
-        let rules: PodRules = serde_yaml::from_str(
-            "{topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone}]}",
-        )
-        .unwrap();
+        let rules: PodRules =
+            serde_yaml::from_str("{topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone}]}")
+                .unwrap();
         assert_eq!(
             rules.problem().as_deref(),
             Some("topologySpreadConstraints[0]: maxSkew must be at least 1, not 0")

@@ -17,11 +17,11 @@ use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError};
 use crate::cache::{Cache, PodUpdate};
-use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
+use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::model::{
-    GangOrigin, GangPolicy, JobSpec, NodeSpec, PodGroupPhase, QueueInfo, Resource,
-    TaskInfo, TaskStatus, Timestamp, TopologyRequest,
+    GangOrigin, GangPolicy, JobSpec, NodeSpec, PodGroupPhase, QueueInfo, Resource, TaskInfo,
+    TaskStatus, Timestamp, TopologyRequest,
 };
 
 /// SplitMix64: a tiny, well-known generator; enough for runtime jitter.

@@ -11,8 +11,8 @@ use crate::conf::{ConfError, SchedulerConf};
 use crate::framework::Scheduler;
 use crate::model::placement::{NodeSelectorTerm, PreferredSchedulingTerm, Taint, Toleration};
 use crate::model::pod_rules::{HostPort, PodAffinity, PodRules, TopologySpreadConstraint};
-use crate::model::Placement;
 use crate::model::topology::label_key_problem;
+use crate::model::Placement;
 use crate::model::{
     HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, QueueState, ResourceList,
     TopologyRequest,
