@@ -18,6 +18,10 @@
 //! - `allocate_5000_nodes_10pct_gangs_need_search`: the same with 625 more gangs (a tenth)
 //!   that task-by-task placement strands, so the whole-gang placement search must place
 //!   them (target < 1 s on one core).
+//! - `allocate_5000_nodes_50000_pods_pod_rules`: the plain cycle with every node labelled
+//!   with its hostname and one of four zones, a fifth of the gangs carrying hostname
+//!   anti-affinity within the gang (one worker per node) and a tenth a zone spread
+//!   constraint (maxSkew 1, DoNotSchedule) (target < 1 s on one core).
 //!
 //! The cluster is built once, outside the timed part.
 
@@ -26,7 +30,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode};
 use rust_batch::cache::Cache;
+use rust_batch::model::pod_rules::{PodRules, HOSTNAME_LABEL};
 use rust_batch::model::{NodeSpec, Placement, Taint, TaintEffect, Toleration};
+
+const ZONE: &str = "topology.kubernetes.io/zone";
 use rust_batch::testkit::{self, Gang};
 
 const CPU_NODES: usize = 4_000;
@@ -39,7 +46,7 @@ const GPU_EVERY: usize = 5;
 const QUEUES: usize = 4;
 
 fn cluster() -> Cache {
-    cluster_with(false, 0)
+    cluster_with(false, 0, false)
 }
 
 /// Racks of this many nodes, in zones of this many racks; GPU nodes in NVLink cliques of 4,
@@ -60,7 +67,7 @@ fn topology_conf() -> String {
 /// task-by-task placement strands and the placement search places: the issue's TFJob (a
 /// 2-cpu PS and a 4-cpu/2-GPU worker) pinned to its own pair of nodes (4 cpu, and 5 cpu
 /// with 2 GPUs), taken from the plain node pools so the cluster keeps 5,000 nodes.
-fn cluster_with(topology: bool, stranded: usize) -> Cache {
+fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
     let mut cache = testkit::cache_with_default_queue();
     for q in 0..QUEUES {
         cache.apply_queue(testkit::queue(&format!("team-{q}"), 1));
@@ -85,16 +92,29 @@ fn cluster_with(topology: bool, stranded: usize) -> Cache {
                 ["A100", "H100"][rack % 2].to_string(),
             ));
         }
-        l.into_iter().collect()
+        l.into_iter().collect::<std::collections::BTreeMap<String, String>>()
+    };
+    // As kubelets label nodes, and four zones.
+    let host_labels = |name: &str, i: usize| -> std::collections::BTreeMap<String, String> {
+        if !pod_rules {
+            return Default::default();
+        }
+        [
+            (HOSTNAME_LABEL.to_string(), name.to_string()),
+            (ZONE.to_string(), format!("zone-{}", i % 4)),
+        ]
+        .into_iter()
+        .collect()
     };
     for i in 0..CPU_NODES - stranded {
+        let name = format!("cpu-{i:05}");
+        let mut labels = host_labels(&name, i);
+        if topology {
+            labels.extend(topology_labels(i, None));
+        }
         cache.apply_node(NodeSpec {
-            name: format!("cpu-{i:05}"),
-            labels: if topology {
-                topology_labels(i, None)
-            } else {
-                Default::default()
-            },
+            name,
+            labels,
             ..cpu_shape.clone()
         });
     }
@@ -113,14 +133,15 @@ fn cluster_with(topology: bool, stranded: usize) -> Cache {
         ],
     );
     for i in 0..GPU_NODES - stranded {
+        let name = format!("gpu-{i:05}");
+        let mut labels = host_labels(&name, i);
+        if topology {
+            labels.extend(topology_labels(CPU_NODES + i, Some(i)));
+        }
         cache.apply_node(NodeSpec {
-            name: format!("gpu-{i:05}"),
+            name,
             taints: vec![gpu_taint.clone()],
-            labels: if topology {
-                topology_labels(CPU_NODES + i, Some(i))
-            } else {
-                Default::default()
-            },
+            labels,
             ..gpu_shape.clone()
         });
     }
@@ -188,6 +209,28 @@ fn cluster_with(topology: bool, stranded: usize) -> Cache {
             gang.tasks("ps", 1, &[("cpu", "2"), ("memory", "4Gi")])
                 .tasks("worker", GANG_SIZE - 1, &[("cpu", "4"), ("memory", "8Gi")])
         };
+        let mut gang = gang;
+        let rule = match g % 10 {
+            1 | 2 if pod_rules => Some(format!(
+                "podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: \
+                 [{{topologyKey: {HOSTNAME_LABEL}, labelSelector: {{matchLabels: {{job: job-{g}}}}}}}]}}"
+            )),
+            3 if pod_rules => Some(format!(
+                "topologySpreadConstraints: [{{maxSkew: 1, topologyKey: {ZONE}, \
+                 labelSelector: {{matchLabels: {{job: job-{g}}}}}}}]"
+            )),
+            _ => None,
+        };
+        if let Some(rule) = rule {
+            let rules: PodRules = serde_yaml::from_str(&rule).expect("rule YAML");
+            let labels = std::sync::Arc::new(testkit::labels(&[("job", &format!("job-{g}"))]));
+            for t in &mut gang.tasks {
+                let mut placement = (*t.placement).clone();
+                placement.pod_rules = Some(Box::new(rules.clone()));
+                t.set_placement(placement);
+                t.labels = labels.clone();
+            }
+        }
         gang.apply(&mut cache);
     }
     cache
@@ -292,7 +335,7 @@ fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
 /// and gpu-affinity on (target < 500 ms), and with a tenth of its gangs stranded by
 /// task-by-task placement so that the placement search must place them (target < 1 s).
 fn topology_benches(c: &mut Criterion) {
-    let labelled = cluster_with(true, 0);
+    let labelled = cluster_with(true, 0, false);
     bench_cycle(
         c,
         "allocate_5000_nodes_50000_pods_3_topology_levels",
@@ -300,12 +343,20 @@ fn topology_benches(c: &mut Criterion) {
         &topology_conf(),
     );
     drop(labelled);
-    let stranded = cluster_with(false, GANGS / 10);
+    let stranded = cluster_with(false, GANGS / 10, false);
     bench_cycle(
         c,
         "allocate_5000_nodes_10pct_gangs_need_search",
         &stranded,
         &topology_conf(),
+    );
+    drop(stranded);
+    let ruled = cluster_with(false, 0, true);
+    bench_cycle(
+        c,
+        "allocate_5000_nodes_50000_pods_pod_rules",
+        &ruled,
+        rust_batch::conf::DEFAULT_CONF,
     );
 }
 
