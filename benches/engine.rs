@@ -92,7 +92,8 @@ fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
                 ["A100", "H100"][rack % 2].to_string(),
             ));
         }
-        l.into_iter().collect::<std::collections::BTreeMap<String, String>>()
+        l.into_iter()
+            .collect::<std::collections::BTreeMap<String, String>>()
     };
     // As kubelets label nodes, and four zones.
     let host_labels = |name: &str, i: usize| -> std::collections::BTreeMap<String, String> {

@@ -153,6 +153,8 @@ fn affinity_rules(
         move |(path, m): FieldError| {
             let field = if path.is_empty() {
                 prefix.to_string()
+            } else if path.starts_with('[') {
+                format!("{prefix}{path}")
             } else {
                 format!("{prefix}.{path}")
             };
@@ -485,6 +487,7 @@ mod tests {
     use super::*;
     use crate::kube::dialects::{pod_gang, pod_group_name, GangDecl};
     use crate::model::GangPolicy;
+    use crate::testkit::labels;
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml::from_str(yaml).unwrap()
@@ -686,6 +689,77 @@ spec:
         assert_eq!(e.field, "spec.containers[0].resources");
         assert!(e.to_string().contains("pod ns/bad"), "{e}");
         assert!(e.to_string().contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn pod_rules_convert_with_their_label_keys_and_host_ports() {
+        let p = pod(r#"
+metadata: {name: w, namespace: ns, labels: {job: j1, rev: r2}}
+spec:
+  hostNetwork: true
+  containers:
+  - name: c
+    ports: [{containerPort: 2222}, {containerPort: 80, hostPort: 8080, protocol: UDP}]
+  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - {weight: 10, preference: {matchExpressions: [{key: zone, operator: In, values: [a]}]}}
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {job: j1}}}
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway,
+     labelSelector: {matchLabels: {job: j1}}, matchLabelKeys: [rev]}
+"#);
+        let t = pod_to_update(&p, None).unwrap().task;
+        let pl = &t.placement;
+        assert_eq!(pl.preferred_node_affinity[0].weight, 10);
+        let ports: Vec<(i32, &str)> = pl
+            .host_ports
+            .iter()
+            .map(|h| (h.port, h.protocol.as_str()))
+            .collect();
+        assert_eq!(ports, [(2222, "TCP"), (8080, "UDP")]);
+        let rules = pl.rules().unwrap();
+        assert_eq!(rules.pod_anti_affinity.required().len(), 1);
+        let spread = &rules.topology_spread_constraints[0];
+        assert!(
+            spread.match_label_keys.is_empty(),
+            "folded into the selector"
+        );
+        let selector = spread.label_selector.as_ref().unwrap();
+        assert!(selector.matches(&labels(&[("job", "j1"), ("rev", "r2")])));
+        assert!(!selector.matches(&labels(&[("job", "j1"), ("rev", "r1")])));
+        assert_eq!(t.labels.get("job").map(String::as_str), Some("j1"));
+    }
+
+    #[test]
+    fn malformed_pod_rules_name_the_field() {
+        let cases = [
+            (
+                "affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: a, operator: Near, values: [x]}]}}]}}",
+                "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator",
+            ),
+            (
+                "topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]",
+                "spec.topologySpreadConstraints[0]",
+            ),
+            (
+                "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: '', labelSelector: {}}]}}",
+                "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]",
+            ),
+            (
+                "topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]",
+                "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+            ),
+        ];
+        for (spec, field) in cases {
+            let p = pod(&format!(
+                "metadata: {{name: bad, namespace: ns}}\nspec:\n  containers: [{{name: c}}]\n  {spec}\n"
+            ));
+            let e = pod_to_update(&p, None).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
     }
 
     #[test]

@@ -184,10 +184,26 @@ pub async fn namespace(client: &Client, name: &str) {
 }
 
 pub async fn fake_node(client: &Client, name: &str, pool: &str, alloc: serde_json::Value) {
+    fake_node_labelled(client, name, pool, alloc, json!({})).await
+}
+
+/// A kwok node of `pool` labelled as a kubelet labels its node (`kubernetes.io/hostname`),
+/// plus `labels` (zones, racks).
+pub async fn fake_node_labelled(
+    client: &Client,
+    name: &str,
+    pool: &str,
+    alloc: serde_json::Value,
+    labels: serde_json::Value,
+) {
     let mut alloc = alloc;
     alloc["pods"] = "110".into();
+    let mut all_labels = json!({"pool": pool, "type": "kwok", "kubernetes.io/hostname": name});
+    for (k, v) in labels.as_object().into_iter().flatten() {
+        all_labels[k] = v.clone();
+    }
     let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"pool": pool, "type": "kwok"}},
+        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": all_labels},
         "status": {"allocatable": alloc.clone(), "capacity": alloc}
     }))
     .unwrap();
