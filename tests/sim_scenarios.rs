@@ -1,5 +1,5 @@
 //! The bundled scenario files (examples/scenarios: SCENARIOS.md S1, S2, S4, S4b, S5, S5b, S6,
-//! S7 and S8, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! S7, S8 and S9, and the default) in the simulator, asserting exactly what the scenarios say, plus
 //! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
@@ -599,4 +599,52 @@ fn s8_gpu_affinity_keeps_gangs_on_one_gpu_model_and_more_of_them_in_one_rack() {
     // Keeping gangs together costs no GPU time here: utilization within 2 points.
     let gpu = |r: &rust_batch::sim::Report| r.summary.mean_utilization[GPU];
     assert!((gpu(&affine) - gpu(&plain)).abs() < 0.02);
+}
+
+#[test]
+fn s9_pod_rules_hold_in_the_simulator() {
+    let mut sim = load("s9-pod-rules.yaml");
+    sim.run_until(10 * SECOND, &mut |_| {});
+    let zone = |node: &str| node.split('-').next().unwrap().to_string();
+    let nodes = |sim: &Simulation, job: &str, role: &str| -> Vec<String> {
+        sim.job_pods(job)
+            .into_iter()
+            .filter(|p| &*p.role == role && p.status == TaskStatus::Running)
+            .map(|p| p.node.as_deref().unwrap().to_string())
+            .collect()
+    };
+    let distinct = |v: &[String]| v.iter().collect::<BTreeSet<_>>().len();
+    let mpi = nodes(&sim, "mpi", "worker");
+    assert_eq!(
+        (mpi.len(), distinct(&mpi)),
+        (4, 4),
+        "hostPort 2222 once per node: {mpi:?}"
+    );
+    let allreduce = nodes(&sim, "allreduce", "worker");
+    assert_eq!(
+        (allreduce.len(), distinct(&allreduce)),
+        (6, 6),
+        "{allreduce:?}"
+    );
+    let serve = nodes(&sim, "serve", "server");
+    let in_z0 = serve.iter().filter(|n| zone(n) == "z0").count();
+    assert_eq!((serve.len(), in_z0), (6, 3), "spread 3 per zone: {serve:?}");
+    let cache = nodes(&sim, "cache", "cache");
+    let reader = nodes(&sim, "reader", "reader");
+    assert_eq!(reader.len(), 4);
+    assert!(
+        reader.iter().all(|n| zone(n) == zone(&cache[0])),
+        "{reader:?} near {cache:?}"
+    );
+    assert!(
+        nodes(&sim, "seven", "worker").is_empty(),
+        "7 one-per-node pods, 6 nodes"
+    );
+    let message = sim.job("seven").unwrap().message.clone().unwrap();
+    assert!(
+        message.contains("node(s) didn't match pod anti-affinity rules"),
+        "{message}"
+    );
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
 }
