@@ -467,6 +467,14 @@ impl Cache {
         }
     }
 
+    pub fn namespace_names(&self) -> Vec<String> {
+        self.state
+            .namespaces
+            .keys()
+            .map(|k| k.to_string())
+            .collect()
+    }
+
     pub fn delete_namespace(&mut self, name: &str) {
         if self.state.namespaces.contains_key(name) {
             Arc::make_mut(&mut self.state.namespaces).remove(name);

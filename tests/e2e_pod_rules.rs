@@ -228,3 +228,65 @@ async fn a_host_port_is_taken_once_per_node() {
     assert_ne!(nodes["sshd-a-0"], nodes["sshd-b-0"], "{nodes:?}");
     check_invariants(&client, NS).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn affinity_finds_pods_of_other_namespaces_by_their_labels() {
+    const NS: &str = "e2e-nssel";
+    const DATA: &str = "e2e-nssel-data";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "metadata": {"name": DATA, "labels": {"team": "data"}}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+    for i in 0..3 {
+        fake_node(&client, &format!("nssel-n{i}"), NS, shape()).await;
+    }
+    // A cache pod of another team (another scheduler placed it) on the last node.
+    let cache: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "cache", "namespace": DATA, "labels": {"app": "cache"}},
+        "spec": {"schedulerName": "other-scheduler", "nodeName": "nssel-n2",
+                 "containers": [{"name": "main", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "1"}}}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), DATA)
+        .create(&PostParams::default(), &cache)
+        .await
+        .expect("cache pod created");
+    let _s = start_scheduler("rb-nssel");
+    pod_group(&client, NS, "r", 2).await;
+    let near_cache = json!({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "namespaceSelector": {"matchLabels": {"team": "data"}},
+            "labelSelector": {"matchLabels": {"app": "cache"}}}]}}});
+    for i in 0..2 {
+        pod_with(
+            &client,
+            NS,
+            NS,
+            "rb-nssel",
+            &format!("r-{i}"),
+            "r",
+            json!({}),
+            near_cache.clone(),
+        )
+        .await;
+    }
+    let nodes = wait_for(Duration::from_secs(30), "the readers bound", || async {
+        let b = bound(&client, NS).await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert!(
+        nodes.values().all(|n| n == "nssel-n2"),
+        "beside the cache: {nodes:?}"
+    );
+    check_invariants(&client, NS).await;
+}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::kube::api::{Api, PostParams};
 use ::kube::Client;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -586,6 +587,20 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
             apply: Index::apply_budget,
             delete: Index::delete_budget,
             known: Index::budget_keys,
+        },
+    ));
+    // Namespace labels, for pod affinity terms that select namespaces by them.
+    tokio::spawn(watch(
+        Api::<Namespace>::all(client.clone()),
+        index.clone(),
+        wake.clone(),
+        gate.clone(),
+        Feed {
+            kind: "Namespace",
+            optional: None,
+            apply: Index::apply_namespace,
+            delete: Index::delete_namespace,
+            known: Index::namespace_keys,
         },
     ));
     tokio::spawn(watch(

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::kube::{Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
@@ -506,6 +506,21 @@ impl Index {
 
     pub fn budget_keys(&self) -> Vec<String> {
         self.budgets.keys().cloned().collect()
+    }
+
+    // ----- namespaces -------------------------------------------------------------------
+
+    pub fn apply_namespace(&mut self, ns: &Namespace) {
+        self.cache
+            .apply_namespace(&ns.name_any(), ns.labels().clone());
+    }
+
+    pub fn delete_namespace(&mut self, key: &str) {
+        self.cache.delete_namespace(key);
+    }
+
+    pub fn namespace_keys(&self) -> Vec<String> {
+        self.cache.namespace_names()
     }
 
     // ----- queues and priority classes -----------------------------------------------
