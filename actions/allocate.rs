@@ -237,6 +237,19 @@ impl Action for Allocate {
         for jobs in groups.values_mut() {
             jobs.reverse();
         }
+        // A gang whose driver holds back members it needs (gated, refused) says so, whatever
+        // its queue would say: the queue is not what stops it.
+        let held: Vec<JobId> = groups
+            .values()
+            .flatten()
+            .copied()
+            .filter(|&id| !ssn.job(id).held_back.is_empty())
+            .collect();
+        for id in held {
+            if let Some(invalid) = ssn.job_valid(id) {
+                ssn.record_job_invalid(id, invalid);
+            }
+        }
         // Gangs already handled (with their GangGroup, or expired).
         let mut done = std::collections::HashSet::new();
         // A waiting time runs out whatever else this cycle brings (an overused queue

@@ -407,6 +407,33 @@ mod tests {
     }
 
     #[test]
+    fn a_held_back_gang_says_so_even_when_its_queue_has_its_share() {
+        const SHARES: &str =
+            crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "proportion"]);
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        kit::Gang::new("plain", 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("cpu", "1")])
+            .running_on(&["n-00000"])
+            .apply(&mut cache);
+        let dra = kit::Gang::new("dra", 1).apply(&mut cache);
+        let why = "spec.resourceClaims (DRA) is not supported by rust-batch";
+        let mut held = crate::model::HeldBack::default();
+        held.refused.insert(why.into(), 1);
+        cache.set_held_back(&dra, held);
+        let result = run_cycle(&cache, Some(SHARES));
+        let update = result.job_updates.iter().find(|u| *u.job == *dra).unwrap();
+        let cond = update.condition.as_ref().unwrap();
+        assert_eq!(cond.reason, GangReason::Unsupported);
+        assert_eq!(
+            cond.message,
+            format!("1/1 tasks in gang unschedulable: 1 pod refused: {why}; minMember is 1")
+        );
+        assert_eq!(update.blocked_by, Some(crate::framework::Blocker::Refused));
+    }
+
+    #[test]
     fn ready_and_pipelined_count_the_right_statuses() {
         let mut cache = cache_with_default_queue();
         let uid = kit::Gang::new("j", 3)
