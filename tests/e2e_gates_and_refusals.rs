@@ -91,7 +91,9 @@ async fn a_gang_waits_whole_for_its_gated_member_and_binds_once_the_gate_is_remo
         json!({"cpu": "4", "memory": "8Gi"}),
     )
     .await;
-    let _s = start_scheduler("rb-gates");
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let _s = start_scheduler_with("rb-gates", &["--http-address", &address]);
     let at = (NS, "rb-gates");
     pod_group(&client, NS, "g", 2).await;
     pod(&client, at, "g-0", "g", json!({})).await;
@@ -155,6 +157,12 @@ async fn a_gang_waits_whole_for_its_gated_member_and_binds_once_the_gate_is_remo
             .any(|(r, n)| r == "SchedulingGated" && n.contains("example.com/quota")),
         "the gated pod is told"
     );
+    // `rust-batch explain` lists the gated member and why it waits.
+    let text = explain(port, "e2e-gates/g");
+    assert!(
+        text.contains("e2e-gates/g-1: pending: gated by example.com/quota"),
+        "{text}"
+    );
     // A few cycles later: still nothing of the gang bound, and one event per change.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for name in ["g-0", "g-1"] {
@@ -165,6 +173,16 @@ async fn a_gang_waits_whole_for_its_gated_member_and_binds_once_the_gate_is_remo
         said.iter().filter(|(r, _)| r == "SchedulingGated").count(),
         1,
         "{said:?}"
+    );
+    let said = pod_events(&client, NS, "g").await;
+    let on_group: Vec<&(String, String)> = said
+        .iter()
+        .filter(|(r, _)| r == "SchedulingGated")
+        .collect();
+    assert_eq!(
+        on_group,
+        [&("SchedulingGated".to_string(), msg.clone())],
+        "one Normal event on the PodGroup per change"
     );
 
     let lifted = Instant::now();

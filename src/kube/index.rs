@@ -46,11 +46,25 @@ enum Hold {
     Refused(String),
 }
 
-/// A pod of ours kept out of the engine: its gang (key) and why.
+/// A pod of ours kept out of the engine: its gang (key), `namespace/name` and why.
 #[derive(Clone, Debug)]
 struct HeldPod {
     gang: String,
+    pod: String,
     hold: Hold,
+}
+
+impl Hold {
+    /// Why the pod waits, for the debug API.
+    fn describe(&self) -> String {
+        match self {
+            Hold::Gated(gates) => format!(
+                "gated by {}: not a candidate until the gates are removed",
+                gates.join(", ")
+            ),
+            Hold::Refused(why) => why.clone(),
+        }
+    }
 }
 
 /// The PodScheduled=False reason of a refused pod: not `Unschedulable`, which autoscalers
@@ -360,6 +374,7 @@ impl Index {
             uid.to_string(),
             HeldPod {
                 gang: gang.clone(),
+                pod: format!("{ns}/{name}"),
                 hold,
             },
         );
@@ -378,7 +393,7 @@ impl Index {
 
     /// A held pod is held no more (a candidate now, or gone). Returns its gang.
     fn release(&mut self, uid: &str) -> Option<String> {
-        let HeldPod { gang, hold } = self.held.remove(uid)?;
+        let HeldPod { gang, hold, .. } = self.held.remove(uid)?;
         if matches!(hold, Hold::Refused(_)) {
             // Its gang's next verdict says what it waits for now.
             self.pod_conditions.remove(uid);
@@ -929,10 +944,19 @@ impl Index {
     pub fn gang_view(&self, key: &str) -> Option<GangView> {
         let state = self.cache.state();
         let job = state.job(state.job_by_uid(key)?).clone();
+        let mut held: Vec<(String, String)> = self
+            .held_by_gang
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|uid| (self.held[uid].pod.clone(), self.held[uid].hold.describe()))
+            .collect();
+        held.sort();
         Some(GangView {
             dialect: self.group_dialect(key),
             verdict: self.verdicts.get(key).cloned(),
             job,
+            held,
         })
     }
 }
@@ -943,6 +967,8 @@ pub struct GangView {
     /// Which object defines it, if one does.
     pub dialect: Option<Dialect>,
     pub verdict: Option<Verdict>,
+    /// Members kept out of the engine (`namespace/name`, why), by name.
+    pub held: Vec<(String, String)>,
 }
 
 /// A coscheduling PodGroup kind and where the index keeps its objects.
