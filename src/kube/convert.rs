@@ -327,14 +327,23 @@ pub fn pod_to_update_with_warnings(
     }
     let overhead =
         resource_list(spec.overhead.as_ref()).map_err(|e| err("spec.overhead", e.to_string()))?;
+    let pod_level =
+        requests(spec.resources.as_ref()).map_err(|e| err("spec.resources", e.to_string()))?;
     countable(
         containers
             .iter()
             .chain(init.iter().map(|(r, _)| r))
-            .chain([&overhead]),
+            .chain([&overhead, &pod_level]),
     )
     .map_err(|m| err("spec.containers[*].resources", m))?;
-    let resreq = pod_requests(&containers, &init, Some(&overhead));
+    let mut resreq = pod_requests(&containers, &init, None);
+    // Pod-level resources (PodLevelResources): what the pod asks for a resource (or its
+    // limit, standing in) is the pod's request for it, whatever its containers ask; the
+    // overhead comes on top, as in Kubernetes.
+    for (name, value) in pod_level.dimensions() {
+        resreq.set(name, value);
+    }
+    resreq.add(&overhead);
 
     let mut affinity = Vec::new();
     if let Some(required) = spec
@@ -464,13 +473,9 @@ pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
             }
         }
     }
-    let pod_level = spec.resources.as_ref().is_some_and(|r| {
-        r.requests.as_ref().is_some_and(|m| !m.is_empty())
-            || r.limits.as_ref().is_some_and(|m| !m.is_empty())
-            || r.claims.as_ref().is_some_and(|c| !c.is_empty())
-    });
-    if pod_level {
-        found.push("spec.resources (pod-level resources)".to_string());
+    let pod_claims = spec.resources.as_ref().and_then(|r| r.claims.as_ref());
+    if pod_claims.is_some_and(|c| !c.is_empty()) {
+        found.push("spec.resources.claims (DRA)".to_string());
     }
     match found.as_slice() {
         [] => None,
@@ -919,6 +924,29 @@ spec: {containers: []}
     }
 
     #[test]
+    fn pod_level_resources_replace_the_containers_requests_per_resource() {
+        // PodLevelResources: cpu from the pod (its limit standing in for a request),
+        // memory from the containers, overhead on top.
+        let p = pod(r#"
+metadata: {name: w-0, namespace: ml}
+spec:
+  resources: {limits: {cpu: "4"}}
+  containers:
+  - {name: a, resources: {requests: {cpu: "1", memory: 1Gi}}}
+  - {name: b, resources: {requests: {cpu: "1", memory: 1Gi}}}
+  overhead: {cpu: 250m}
+"#);
+        let r = pod_to_update(&p, None).unwrap().task.resreq;
+        assert_eq!(r.milli_cpu, 4250);
+        assert_eq!(r.memory, 2 * (1 << 30));
+        let bad = pod("metadata: {name: w-0, namespace: ml}\nspec: {resources: {requests: {cpu: lots}}, containers: []}\n");
+        assert_eq!(
+            pod_to_update(&bad, None).unwrap_err().field,
+            "spec.resources"
+        );
+    }
+
+    #[test]
     fn statuses_follow_volcano() {
         let bound = pod(
             "metadata: {name: a}\nspec: {nodeName: n1, containers: []}\nstatus: {phase: Pending}\n",
@@ -971,18 +999,20 @@ status:
             unsupported_fields(&spec(
                 "containers: [{name: c}, {name: d, resources: {claims: [{name: gpu}]}}]\n\
                  resourceClaims: [{name: gpu, resourceClaimTemplateName: t}]\n\
-                 resources: {requests: {cpu: '2'}}\n"
+                 resources: {requests: {cpu: '2'}, claims: [{name: gpu}]}\n"
             ))
             .as_deref(),
             Some(
                 "spec.resourceClaims (DRA), spec.containers[1].resources.claims (DRA), \
-                 spec.resources (pod-level resources) are not supported by rust-batch"
+                 spec.resources.claims (DRA) are not supported by rust-batch"
             )
         );
         assert_eq!(
-            unsupported_fields(&spec("containers: [{name: c}]\nresources: {}\n")),
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nresources: {requests: {cpu: '2'}}\n"
+            )),
             None,
-            "an empty pod-level resources asks for nothing"
+            "pod-level requests are modelled"
         );
         let never = pod("metadata: {name: a}\nspec: {preemptionPolicy: Never, containers: []}\n");
         assert!(pod_to_update(&never, None).unwrap().task.never_preempts);
@@ -1062,10 +1092,10 @@ status:
                 ("topologySpreadConstraints", "predicates (DoNotSchedule) and nodeorder (ScheduleAnyway)"),
                 ("volumes", "PersistentVolumeClaims: their volumes' node affinity and binding (issue 14 item 4)"),
                 ("activeDeadlineSeconds", "a runtime estimate for backfill (the pod cannot run longer)"),
+                ("resources", "pod-level requests (limits standing in) replace the containers' per resource; its claims are refused"),
             ],
             &[
                 ("resourceClaims", "DRA: devices allocated from ResourceSlices, not modelled"),
-                ("resources", "pod-level resources (PodLevelResources) would change the pod's requests"),
             ],
             &[
                 ("automountServiceAccountToken", "kubelet: token mount"),
