@@ -64,10 +64,12 @@ impl Allocate {
 }
 
 /// Whether a gang may be allocated: admitted (or no enqueue step configured), valid, with
-/// pending tasks.
+/// pending tasks. A gang whose members are all held back by the driver (gated, refused)
+/// has no pending task but is still told why it waits.
 fn wants_allocation(ssn: &mut Session, id: JobId, enqueue_configured: bool) -> bool {
     let job = ssn.job(id);
-    if job.pending_count() == 0 {
+    let pending = job.pending_count() > 0;
+    if !pending && job.held_back.is_empty() {
         return false;
     }
     if enqueue_configured && job.phase == PodGroupPhase::Pending {
@@ -77,7 +79,7 @@ fn wants_allocation(ssn: &mut Session, id: JobId, enqueue_configured: bool) -> b
         ssn.record_job_invalid(id, invalid);
         return false;
     }
-    true
+    pending
 }
 
 /// The highest-scoring node among `nodes` (first one wins ties).
@@ -227,11 +229,26 @@ impl Action for Allocate {
         let mut budget = SearchBudget::new(self.search_tries, self.search_cycle_tries);
         let mut groups = ssn.jobs_by_queue(|s, id| {
             // job_valid records a reason, which needs &mut; check the cheap parts first.
+            // Gangs whose members are all held back by the driver are told why they wait.
             let job = s.job(id);
-            job.pending_count() > 0 && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
+            (job.pending_count() > 0 || !job.held_back.is_empty())
+                && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
         });
         for jobs in groups.values_mut() {
             jobs.reverse();
+        }
+        // A gang whose driver holds back members it needs (gated, refused) says so, whatever
+        // its queue would say: the queue is not what stops it.
+        let held: Vec<JobId> = groups
+            .values()
+            .flatten()
+            .copied()
+            .filter(|&id| !ssn.job(id).held_back.is_empty())
+            .collect();
+        for id in held {
+            if let Some(invalid) = ssn.job_valid(id) {
+                ssn.record_job_invalid(id, invalid);
+            }
         }
         // Gangs already handled (with their GangGroup, or expired).
         let mut done = std::collections::HashSet::new();

@@ -398,12 +398,17 @@ pub const PREEMPT: Rules = Rules {
 };
 
 /// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
-/// list in job order; the queues in queue order.
+/// list in job order; the queues in queue order. A gang with a pending pod of
+/// `preemptionPolicy: Never` is not among them: as in Kubernetes, it waits for room.
 pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>)> {
     let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
     let groups = ssn.jobs_by_queue(|s, id| {
         let job = s.job(id);
         job.pending_count() > 0
+            && !job
+                .tasks()
+                .iter()
+                .any(|t| t.never_preempts && t.status == TaskStatus::Pending)
             && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
             && s.job_valid(id).is_none()
             && s.job_starving(id)
@@ -541,6 +546,24 @@ mod tests {
             BTreeMap::from([("default/low-a".into(), 1), ("default/low-b".into(), 1)]),
             "room for both members of {high}"
         );
+    }
+
+    #[test]
+    fn a_gang_whose_pods_never_preempt_waits_for_room() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        let high = preemptor(&mut cache, 4, 4);
+        let uids: Vec<String> = {
+            let s = cache.state();
+            let job = s.job(s.job_by_uid(&high).unwrap());
+            job.tasks().iter().map(|t| t.uid.to_string()).collect()
+        };
+        for uid in uids {
+            let mut pod = cache.pod(&uid).unwrap().clone();
+            pod.task.never_preempts = true; // preemptionPolicy: Never
+            cache.apply_pod(pod);
+        }
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 
     #[test]

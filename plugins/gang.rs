@@ -33,40 +33,64 @@ fn roles_short(job: &JobInfo, pred: impl Fn(TaskStatus) -> bool) -> Vec<(String,
 pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
     let valid = job.valid_count();
     if let Some(total) = job.policy.total_number.filter(|t| valid < *t) {
-        return Some(Invalid {
-            reason: GangReason::NotEnoughTasks,
-            message: format!(
-                "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, total-number is {total}",
-                n = job.tasks().len()
-            ),
-        });
+        return Some(short_of(job, valid, total, "total-number"));
     }
     if satisfied_once(job) {
         // Replacement pods of a gang that already ran do not wait for siblings.
         return None;
     }
     if valid < job.min_member {
-        return Some(Invalid {
-            reason: GangReason::NotEnoughTasks,
-            message: format!(
-                "{n}/{n} tasks in gang unschedulable: only {valid} pods exist, minMember is {}",
-                job.min_member,
-                n = job.tasks().len()
-            ),
-        });
+        return Some(short_of(job, valid, job.min_member, "minMember"));
     }
     let short = roles_short(job, TaskStatus::is_valid);
     if !short.is_empty() {
-        let parts: Vec<String> = short
+        let mut parts: Vec<String> = short
             .iter()
             .map(|(r, n, m)| format!("role {r} has {n} pods, minTaskMember is {m}"))
             .collect();
+        if !job.held_back.is_empty() {
+            parts.push(job.held_back.describe());
+        }
         return Some(Invalid {
             reason: GangReason::NotEnoughTasks,
             message: format!("gang not valid: {}", parts.join(", ")),
         });
     }
     None
+}
+
+/// Why a gang with `valid` candidates, fewer than the `need` its `rule` asks, is not
+/// valid: too few pods exist (it is still forming), or enough exist but some are held back
+/// by the driver (gated, refused), which the message counts per gate and reason.
+fn short_of(job: &JobInfo, valid: u32, need: u32, rule: &str) -> Invalid {
+    let held = &job.held_back;
+    let n = job.tasks().len() as u32 + held.pods();
+    let exist = valid + held.pods();
+    if exist < need || held.is_empty() {
+        let mut message = format!(
+            "{n}/{n} tasks in gang unschedulable: only {exist} pods exist, {rule} is {need}"
+        );
+        if !held.is_empty() {
+            message = format!("{message}; {}", held.describe());
+        }
+        return Invalid {
+            reason: GangReason::NotEnoughTasks,
+            message,
+        };
+    }
+    // A refusal outlasts a gate: say the reason that needs the user's action.
+    let reason = if held.refused.is_empty() {
+        GangReason::SchedulingGated
+    } else {
+        GangReason::Unsupported
+    };
+    Invalid {
+        reason,
+        message: format!(
+            "{n}/{n} tasks in gang unschedulable: {}; {rule} is {need}",
+            held.describe()
+        ),
+    }
 }
 
 /// A OnceSatisfied gang that was ready before: its further members schedule one by one.
@@ -294,6 +318,119 @@ mod tests {
             .iter()
             .any(|b| *b.job == *few || *b.job == *roles));
         assert_eq!(binds_by_job(&result).get(&ok).map(Vec::len), Some(2));
+    }
+
+    fn gated(gates: &[(&str, u32)], pods: u32) -> crate::model::HeldBack {
+        crate::model::HeldBack {
+            gated: gates.iter().map(|(g, n)| (g.to_string(), *n)).collect(),
+            gated_pods: pods,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn members_held_back_by_gates_or_refused_are_counted_per_gate_and_hold_the_gang() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "8")]);
+        let g = kit::Gang::new("g", 2)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        cache.set_held_back(&g, gated(&[("example.com/quota", 1)], 1));
+        let invalid = job_valid(&job_of(&cache, &g)).unwrap();
+        assert_eq!(invalid.reason, GangReason::SchedulingGated);
+        assert_eq!(
+            invalid.message,
+            "2/2 tasks in gang unschedulable: 1 pod gated by example.com/quota; minMember is 2"
+        );
+        let result = run_cycle(&cache, Some(GANG));
+        assert!(result.binds.is_empty(), "nothing of the gang binds");
+        let update = result.job_updates.iter().find(|u| *u.job == *g).unwrap();
+        assert_eq!(update.condition.as_ref().unwrap().message, invalid.message);
+        assert_eq!(
+            update.blocked_by,
+            Some(crate::framework::Blocker::Gated),
+            "no autoscaler is asked for nodes"
+        );
+
+        // A pod with two gates counts under each; a refusal outlasts a gate.
+        let mut held = gated(&[("a.io/x", 2), ("b.io/y", 1)], 2);
+        held.refused.insert(
+            "spec.resourceClaims (DRA) are not supported by rust-batch".into(),
+            1,
+        );
+        cache.set_held_back(&g, held);
+        let invalid = job_valid(&job_of(&cache, &g)).unwrap();
+        assert_eq!(invalid.reason, GangReason::Unsupported);
+        assert_eq!(
+            invalid.message,
+            "4/4 tasks in gang unschedulable: 2 pods gated by a.io/x; 1 pod gated by b.io/y; \
+             1 pod refused: spec.resourceClaims (DRA) are not supported by rust-batch; \
+             minMember is 2"
+        );
+
+        // Too few pods even with the held ones: still forming, and the message says both.
+        let few = kit::Gang::new("few", 3)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        cache.set_held_back(&few, gated(&[("example.com/quota", 1)], 1));
+        let invalid = job_valid(&job_of(&cache, &few)).unwrap();
+        assert_eq!(invalid.reason, GangReason::NotEnoughTasks);
+        assert_eq!(
+            invalid.message,
+            "2/2 tasks in gang unschedulable: only 2 pods exist, minMember is 3; \
+             1 pod gated by example.com/quota"
+        );
+
+        // Every member gated (Kueue gates them all): no pending task, still told why.
+        let all = kit::Gang::new("all", 2).apply(&mut cache);
+        cache.set_held_back(&all, gated(&[("kueue.x-k8s.io/admission", 2)], 2));
+        let result = run_cycle(&cache, Some(GANG));
+        let update = result.job_updates.iter().find(|u| *u.job == *all).unwrap();
+        let cond = update.condition.as_ref().unwrap();
+        assert_eq!(cond.reason, GangReason::SchedulingGated);
+        assert_eq!(
+            cond.message,
+            "2/2 tasks in gang unschedulable: 2 pods gated by kueue.x-k8s.io/admission; \
+             minMember is 2"
+        );
+
+        // A member held beyond the minimum does not hold the others back.
+        cache.set_held_back(&g, Default::default());
+        let spare = kit::Gang::new("spare", 1)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        cache.set_held_back(&spare, gated(&[("example.com/quota", 1)], 1));
+        let result = run_cycle(&cache, Some(GANG));
+        let bound = binds_by_job(&result);
+        assert_eq!(bound.get(&g).map(Vec::len), None, "g is short of a member");
+        assert_eq!(bound.get(&spare).map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_held_back_gang_says_so_even_when_its_queue_has_its_share() {
+        const SHARES: &str =
+            crate::conf_yaml!("enqueue, allocate"; ["gang", "predicates", "proportion"]);
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        kit::Gang::new("plain", 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("cpu", "1")])
+            .running_on(&["n-00000"])
+            .apply(&mut cache);
+        let dra = kit::Gang::new("dra", 1).apply(&mut cache);
+        let why = "spec.resourceClaims (DRA) is not supported by rust-batch";
+        let mut held = crate::model::HeldBack::default();
+        held.refused.insert(why.into(), 1);
+        cache.set_held_back(&dra, held);
+        let result = run_cycle(&cache, Some(SHARES));
+        let update = result.job_updates.iter().find(|u| *u.job == *dra).unwrap();
+        let cond = update.condition.as_ref().unwrap();
+        assert_eq!(cond.reason, GangReason::Unsupported);
+        assert_eq!(
+            cond.message,
+            format!("1/1 tasks in gang unschedulable: 1 pod refused: {why}; minMember is 1")
+        );
+        assert_eq!(update.blocked_by, Some(crate::framework::Blocker::Refused));
     }
 
     #[test]

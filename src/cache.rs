@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::model::{
-    GangRuntime, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec,
-    NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
+    GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
+    NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
 use crate::snapshot::{ClusterState, Snapshot};
 
@@ -69,6 +69,9 @@ pub struct Cache {
     /// every node name on each node event would be quadratic while a cluster comes up).
     hypernodes: BTreeMap<String, HyperNodeSpec>,
     hypernode_topology: OnceLock<Arc<Topology>>,
+    /// Members drivers keep out of the engine, by gang uid: laid over the gang when it
+    /// exists (its pods may come before it does).
+    held_back: HashMap<Arc<str>, HeldBack>,
 }
 
 impl Cache {
@@ -171,7 +174,10 @@ impl Cache {
             self.state.job_mut(id).update_spec(spec);
             return;
         }
-        let job = JobInfo::new(spec);
+        let mut job = JobInfo::new(spec);
+        if let Some(held) = self.held_back.get(&*job.uid) {
+            job.held_back = held.clone();
+        }
         let uid = job.uid.clone();
         let id = JobId(insert_slot(&mut self.state.jobs, &mut self.free_jobs, job));
         Arc::make_mut(&mut self.state.job_ids).insert(uid.clone(), id);
@@ -206,6 +212,20 @@ impl Cache {
             if self.state.job(id).runtime.recovering != recovering {
                 self.state.job_mut(id).runtime.recovering = recovering;
             }
+        }
+    }
+
+    /// Replaces the members a driver keeps out of a gang (see `HeldBack`).
+    pub fn set_held_back(&mut self, job: &str, held: HeldBack) {
+        if let Some(id) = self.state.job_by_uid(job) {
+            if self.state.job(id).held_back != held {
+                self.state.job_mut(id).held_back = held.clone();
+            }
+        }
+        if held.is_empty() {
+            self.held_back.remove(job);
+        } else {
+            self.held_back.insert(Arc::from(job), held);
         }
     }
 

@@ -17,7 +17,7 @@ fn rules(yaml: &str) -> Placement {
     serde_yaml::from_str(yaml).expect("placement YAML")
 }
 
-/// (Pod overhead is part of a pod's request: `model::resource` tests `pod_requests`.)
+// (Pod overhead is part of a pod's request: `model::resource` tests `pod_requests`.)
 
 /// Node of each bound pod of `job`.
 fn placed(result: &SessionResult, job: &str) -> Vec<String> {

@@ -395,7 +395,7 @@ fn run(w: &World) -> Result<(), TestCaseError> {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if rng % 4 == 0 {
+            if rng.is_multiple_of(4) {
                 let pod = model.pods.get_mut(&uid).unwrap();
                 pod.node = None;
                 let mut task = TaskInfo::new(

@@ -73,6 +73,11 @@ pub enum GangReason {
     NotEnoughTasks,
     /// Its waiting time ran out; it backs off before it is tried again.
     WaitingTimeExpired,
+    /// Enough pods exist, but members it needs are held by scheduling gates.
+    SchedulingGated,
+    /// Enough pods exist, but members it needs ask for what rust-batch does not model
+    /// (e.g. DRA resource claims): they are refused, so the gang waits.
+    Unsupported,
 }
 
 impl GangReason {
@@ -82,6 +87,8 @@ impl GangReason {
             Self::NotEnoughResources => "NotEnoughResources",
             Self::NotEnoughTasks => "NotEnoughTasks",
             Self::WaitingTimeExpired => "WaitingTimeExpired",
+            Self::SchedulingGated => "SchedulingGated",
+            Self::Unsupported => "Unsupported",
         }
     }
 }
@@ -111,6 +118,10 @@ pub enum Blocker {
     Admission,
     /// Fewer pods exist than its minimum: the gang is still forming.
     Forming,
+    /// Members it needs are held by scheduling gates (whoever set them lifts them).
+    Gated,
+    /// Members it needs are refused (they ask for what rust-batch does not model).
+    Refused,
 }
 
 impl Blocker {
@@ -122,6 +133,9 @@ impl Blocker {
             Self::Queue => "QueueLimit",
             Self::Admission => "NotAdmitted",
             Self::Forming => "GangIncomplete",
+            // The API server's own reason for a gated pod: no autoscaler acts on it.
+            Self::Gated => "SchedulingGated",
+            Self::Refused => "Unsupported",
         }
     }
 }

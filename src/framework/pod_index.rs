@@ -149,12 +149,14 @@ impl Index {
     }
 }
 
+/// Per task uid, its rules worked out at an index version.
+type FitMemo = HashMap<Arc<str>, (u64, Rc<PodFit>)>;
+
 /// The session's index (see the module comment).
 #[derive(Default)]
 pub struct PodIndex {
     index: RefCell<Option<Index>>,
-    /// Per task uid, its rules worked out at an index version.
-    fits: RefCell<HashMap<Arc<str>, (u64, Rc<PodFit>)>>,
+    fits: RefCell<FitMemo>,
 }
 
 /// Beyond this many remembered fits, the memo starts afresh (entries of old versions are

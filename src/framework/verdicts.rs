@@ -106,6 +106,8 @@ impl Session {
         let job = self.state.job(id);
         match u.invalid.as_ref().map(|i| i.reason) {
             Some(GangReason::NotEnoughTasks) => return Some(Blocker::Forming),
+            Some(GangReason::SchedulingGated) => return Some(Blocker::Gated),
+            Some(GangReason::Unsupported) => return Some(Blocker::Refused),
             Some(_) => return None,
             None => {}
         }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use thiserror::Error;
 
@@ -327,14 +327,23 @@ pub fn pod_to_update_with_warnings(
     }
     let overhead =
         resource_list(spec.overhead.as_ref()).map_err(|e| err("spec.overhead", e.to_string()))?;
+    let pod_level =
+        requests(spec.resources.as_ref()).map_err(|e| err("spec.resources", e.to_string()))?;
     countable(
         containers
             .iter()
             .chain(init.iter().map(|(r, _)| r))
-            .chain([&overhead]),
+            .chain([&overhead, &pod_level]),
     )
     .map_err(|m| err("spec.containers[*].resources", m))?;
-    let resreq = pod_requests(&containers, &init, Some(&overhead));
+    let mut resreq = pod_requests(&containers, &init, None);
+    // Pod-level resources (PodLevelResources): what the pod asks for a resource (or its
+    // limit, standing in) is the pod's request for it, whatever its containers ask; the
+    // overhead comes on top, as in Kubernetes.
+    for (name, value) in pod_level.dimensions() {
+        resreq.set(name, value);
+    }
+    resreq.add(&overhead);
 
     let mut affinity = Vec::new();
     if let Some(required) = spec
@@ -410,6 +419,7 @@ pub fn pod_to_update_with_warnings(
             spec.priority_class_name.as_deref(),
             Some("system-cluster-critical" | "system-node-critical")
         );
+    task.never_preempts = spec.preemption_policy.as_deref() == Some("Never");
     let mut warnings = Vec::new();
     // Kueue's TAS annotations: the pod set's topology domain.
     task.topology =
@@ -440,6 +450,41 @@ pub fn pod_to_update_with_warnings(
         .and_then(|s| s.start_time.as_ref())
         .map(|t| t.0.as_millisecond());
     Ok((PodUpdate { task, job }, warnings))
+}
+
+/// What a pod asks for that the engine does not model, in words for its event and its
+/// gang's condition: such a pod waits (the driver keeps it out of the engine) instead of
+/// being placed as if it did not ask. `every_pod_spec_field_is_modelled_refused_or_irrelevant`
+/// below lists every PodSpec field and how it is treated.
+pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
+    let mut found = Vec::new();
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        found.push("spec.resourceClaims (DRA)".to_string());
+    }
+    let containers = [
+        ("containers", Some(&spec.containers)),
+        ("initContainers", spec.init_containers.as_ref()),
+    ];
+    for (kind, list) in containers {
+        for (i, c) in list.into_iter().flatten().enumerate() {
+            let claims = c.resources.as_ref().and_then(|r| r.claims.as_ref());
+            if claims.is_some_and(|c| !c.is_empty()) {
+                found.push(format!("spec.{kind}[{i}].resources.claims (DRA)"));
+            }
+        }
+    }
+    let pod_claims = spec.resources.as_ref().and_then(|r| r.claims.as_ref());
+    if pod_claims.is_some_and(|c| !c.is_empty()) {
+        found.push("spec.resources.claims (DRA)".to_string());
+    }
+    match found.as_slice() {
+        [] => None,
+        [one] => Some(format!("{one} is not supported by rust-batch")),
+        many => Some(format!(
+            "{} are not supported by rust-batch",
+            many.join(", ")
+        )),
+    }
 }
 
 pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
@@ -879,6 +924,29 @@ spec: {containers: []}
     }
 
     #[test]
+    fn pod_level_resources_replace_the_containers_requests_per_resource() {
+        // PodLevelResources: cpu from the pod (its limit standing in for a request),
+        // memory from the containers, overhead on top.
+        let p = pod(r#"
+metadata: {name: w-0, namespace: ml}
+spec:
+  resources: {limits: {cpu: "4"}}
+  containers:
+  - {name: a, resources: {requests: {cpu: "1", memory: 1Gi}}}
+  - {name: b, resources: {requests: {cpu: "1", memory: 1Gi}}}
+  overhead: {cpu: 250m}
+"#);
+        let r = pod_to_update(&p, None).unwrap().task.resreq;
+        assert_eq!(r.milli_cpu, 4250);
+        assert_eq!(r.memory, 2 * (1 << 30));
+        let bad = pod("metadata: {name: w-0, namespace: ml}\nspec: {resources: {requests: {cpu: lots}}, containers: []}\n");
+        assert_eq!(
+            pod_to_update(&bad, None).unwrap_err().field,
+            "spec.resources"
+        );
+    }
+
+    #[test]
     fn statuses_follow_volcano() {
         let bound = pod(
             "metadata: {name: a}\nspec: {nodeName: n1, containers: []}\nstatus: {phase: Pending}\n",
@@ -907,5 +975,218 @@ status:
         assert!(s.ready);
         assert_eq!(s.allocatable.scalar("nvidia.com/gpu"), 2000);
         assert_eq!(s.taints.len(), 1);
+    }
+
+    #[test]
+    fn what_the_engine_does_not_model_is_named_and_the_rest_passes() {
+        let spec = |yaml: &str| -> PodSpec { serde_yaml::from_str(yaml).unwrap() };
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n\
+                 preemptionPolicy: Never\nschedulingGates: [{name: a.io/x}]\n"
+            )),
+            None,
+            "modelled fields and gates (held by the driver) are no refusal"
+        );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nresourceClaims: [{name: gpu, resourceClaimName: gpu-claim}]\n"
+            ))
+            .as_deref(),
+            Some("spec.resourceClaims (DRA) is not supported by rust-batch")
+        );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}, {name: d, resources: {claims: [{name: gpu}]}}]\n\
+                 resourceClaims: [{name: gpu, resourceClaimTemplateName: t}]\n\
+                 resources: {requests: {cpu: '2'}, claims: [{name: gpu}]}\n"
+            ))
+            .as_deref(),
+            Some(
+                "spec.resourceClaims (DRA), spec.containers[1].resources.claims (DRA), \
+                 spec.resources.claims (DRA) are not supported by rust-batch"
+            )
+        );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nresources: {requests: {cpu: '2'}}\n"
+            )),
+            None,
+            "pod-level requests are modelled"
+        );
+        let never = pod("metadata: {name: a}\nspec: {preemptionPolicy: Never, containers: []}\n");
+        assert!(pod_to_update(&never, None).unwrap().task.never_preempts);
+        let plain = pod("metadata: {name: a}\nspec: {containers: []}\n");
+        assert!(!pod_to_update(&plain, None).unwrap().task.never_preempts);
+    }
+
+    /// The property names of a Kubernetes type, from its OpenAPI schema.
+    fn fields<T: schemars::JsonSchema>() -> std::collections::BTreeSet<String> {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+        schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .expect("an object schema")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Every field of `T` is in exactly one of the lists, and every listed field exists:
+    /// a field a new Kubernetes version adds fails here until someone decides whether
+    /// rust-batch honours it, refuses pods that use it, or may ignore it.
+    fn audit<T: schemars::JsonSchema>(
+        kind: &str,
+        modelled: &[(&str, &str)],
+        refused: &[(&str, &str)],
+        irrelevant: &[(&str, &str)],
+    ) {
+        let have = fields::<T>();
+        let mut listed = std::collections::BTreeMap::new();
+        for (list, entries) in [
+            ("modelled", modelled),
+            ("refused", refused),
+            ("irrelevant", irrelevant),
+        ] {
+            for (field, why) in entries {
+                assert!(!why.is_empty(), "{kind}.{field}: say why");
+                if let Some(other) = listed.insert(*field, list) {
+                    panic!("{kind}.{field} is both {other} and {list}");
+                }
+            }
+        }
+        let unlisted: Vec<&String> = have
+            .iter()
+            .filter(|f| !listed.contains_key(f.as_str()))
+            .collect();
+        assert!(
+            unlisted.is_empty(),
+            "{kind} fields neither modelled, refused nor irrelevant to placement: {unlisted:?} \
+             (a silent ignore: honour them, refuse them in unsupported_fields, or say why \
+             placement may ignore them)"
+        );
+        let stale: Vec<&&str> = listed.keys().filter(|f| !have.contains(**f)).collect();
+        assert!(stale.is_empty(), "{kind} has no fields {stale:?}");
+    }
+
+    #[test]
+    fn every_pod_spec_field_is_modelled_refused_or_irrelevant() {
+        use k8s_openapi::api::core::v1::{Container, ContainerPort};
+        audit::<PodSpec>(
+            "PodSpec",
+            &[
+                ("affinity", "node affinity (required: predicates; preferred: nodeorder) and pod affinity/anti-affinity: predicates and nodeorder"),
+                ("containers", "requests and host ports (see the Container audit)"),
+                ("initContainers", "requests (max with the sum of sidecars), sidecars, host ports"),
+                ("hostNetwork", "every container port is a host port"),
+                ("nodeName", "a pod with a node is bound: it counts on that node, whoever set it"),
+                ("nodeSelector", "predicates"),
+                ("overhead", "added to the requests (RuntimeClass admission sets it)"),
+                ("preemptionPolicy", "Never: preempt and reclaim do not evict for the pod's gang"),
+                ("priority", "job and task order, preemption (admission sets it from the class)"),
+                ("priorityClassName", "through priority; system-*-critical pods are never victims"),
+                ("runtimeClassName", "through what RuntimeClass admission writes into the pod: overhead, and its scheduling nodeSelector and tolerations"),
+                ("schedulerName", "which pods are ours"),
+                ("schedulingGates", "a gated pod is held back; its gang waits and says which gates"),
+                ("tolerations", "predicates, against node taints"),
+                ("topologySpreadConstraints", "predicates (DoNotSchedule) and nodeorder (ScheduleAnyway)"),
+                ("volumes", "PersistentVolumeClaims: their volumes' node affinity and binding (issue 14 item 4)"),
+                ("activeDeadlineSeconds", "a runtime estimate for backfill (the pod cannot run longer)"),
+                ("resources", "pod-level requests (limits standing in) replace the containers' per resource; its claims are refused"),
+            ],
+            &[
+                ("resourceClaims", "DRA: devices allocated from ResourceSlices, not modelled"),
+            ],
+            &[
+                ("automountServiceAccountToken", "kubelet: token mount"),
+                ("dnsConfig", "kubelet: resolv.conf"),
+                ("dnsPolicy", "kubelet: resolv.conf"),
+                ("enableServiceLinks", "kubelet: environment"),
+                ("ephemeralContainers", "added to running pods only, with no resources"),
+                ("hostAliases", "kubelet: /etc/hosts"),
+                ("hostIPC", "kubelet: namespaces; no node resource is taken"),
+                ("hostPID", "kubelet: namespaces; no node resource is taken"),
+                ("hostUsers", "kubelet: user namespaces; kube-scheduler does not filter on it either"),
+                ("hostname", "kubelet: the pod's hostname"),
+                ("imagePullSecrets", "kubelet: image pulls"),
+                ("os", "validation and kubelet admission; kube-scheduler does not filter on it either (nodeSelector kubernetes.io/os places pods by OS)"),
+                ("readinessGates", "readiness after the pod runs"),
+                ("restartPolicy", "kubelet: restarts on the node the pod is bound to"),
+                ("securityContext", "kubelet: process security"),
+                ("serviceAccount", "identity, not placement"),
+                ("serviceAccountName", "identity, not placement"),
+                ("setHostnameAsFQDN", "kubelet: the pod's hostname"),
+                ("shareProcessNamespace", "kubelet: namespaces"),
+                ("subdomain", "DNS name, not placement"),
+                ("terminationGracePeriodSeconds", "how long a victim takes to go; its room counts until it is gone"),
+            ],
+        );
+        audit::<Container>(
+            "Container",
+            &[
+                (
+                    "ports",
+                    "hostPort (and every port with hostNetwork): predicates",
+                ),
+                (
+                    "resources",
+                    "requests, limits where requests are missing (claims: refused, see below)",
+                ),
+                (
+                    "restartPolicy",
+                    "Always on an init container: a sidecar, counted as running alongside",
+                ),
+            ],
+            &[],
+            &[
+                ("args", "process"),
+                ("command", "process"),
+                ("env", "process"),
+                ("envFrom", "process"),
+                (
+                    "image",
+                    "kube-scheduler's ImageLocality only scores; nothing is misplaced without it",
+                ),
+                ("imagePullPolicy", "kubelet"),
+                ("lifecycle", "kubelet"),
+                ("livenessProbe", "kubelet"),
+                ("name", "identity"),
+                ("readinessProbe", "kubelet"),
+                ("resizePolicy", "kubelet: in-place resize"),
+                ("securityContext", "kubelet"),
+                ("startupProbe", "kubelet"),
+                ("stdin", "kubelet"),
+                ("stdinOnce", "kubelet"),
+                ("terminationMessagePath", "kubelet"),
+                ("terminationMessagePolicy", "kubelet"),
+                ("tty", "kubelet"),
+                (
+                    "volumeDevices",
+                    "refers to the pod's volumes, audited there",
+                ),
+                ("volumeMounts", "refers to the pod's volumes, audited there"),
+                ("workingDir", "process"),
+            ],
+        );
+        audit::<ResourceRequirements>(
+            "ResourceRequirements",
+            &[
+                ("requests", "the pod's requests"),
+                ("limits", "stand in for missing requests, as in Kubernetes"),
+            ],
+            &[("claims", "DRA claims of the pod's resourceClaims")],
+            &[],
+        );
+        audit::<ContainerPort>(
+            "ContainerPort",
+            &[
+                ("containerPort", "a host port with hostNetwork"),
+                ("hostIP", "host ports clash per IP, 0.0.0.0 with every IP"),
+                ("hostPort", "predicates"),
+                ("protocol", "host ports clash per protocol"),
+            ],
+            &[],
+            &[("name", "a name for Services")],
+        );
     }
 }

@@ -42,6 +42,7 @@ fn gang(view: GangView) -> Value {
         job,
         dialect,
         verdict,
+        held,
     } = view;
     let key = job.uid.to_string();
     let name_of = |t: &crate::model::TaskInfo| format!("{}/{}", t.namespace, t.name);
@@ -64,7 +65,7 @@ fn gang(view: GangView) -> Value {
         job.policy.group.clone()
     };
     let (condition, reasons) = verdict.unwrap_or_default();
-    let pending: Vec<Value> = job
+    let mut pending: Vec<Value> = job
         .tasks()
         .iter()
         .filter(|t| t.status == TaskStatus::Pending)
@@ -77,6 +78,13 @@ fn gang(view: GangView) -> Value {
             json!({"pod": name_of(t), "reason": why})
         })
         .collect();
+    // Members the driver keeps out of the engine (gated, refused) are children that wait.
+    pending.extend(
+        held.iter()
+            .map(|(pod, why)| json!({"pod": pod, "reason": why})),
+    );
+    let mut children: Vec<String> = job.tasks().iter().map(name_of).collect();
+    children.extend(held.iter().map(|(pod, _)| pod.clone()));
     json!({
         "name": key,
         "mode": match job.policy.mode { GangMode::Strict => "Strict", GangMode::NonStrict => "NonStrict" },
@@ -84,8 +92,8 @@ fn gang(view: GangView) -> Value {
         "gangFrom": from,
         "dialect": dialect,
         "minRequiredNumber": job.min_member,
-        "totalChildrenNum": job.policy.total_number.unwrap_or(job.tasks().len() as u32),
-        "children": job.tasks().iter().map(name_of).collect::<Vec<_>>(),
+        "totalChildrenNum": job.policy.total_number.unwrap_or(children.len() as u32),
+        "children": children,
         // Placed by the scheduler (held, for a NonStrict gang) or being bound.
         "waitingForBindChildren": with(|s| matches!(s, TaskStatus::Allocated | TaskStatus::Pipelined | TaskStatus::Binding)),
         "boundChildren": with(|s| matches!(s, TaskStatus::Bound | TaskStatus::Running | TaskStatus::Succeeded)),

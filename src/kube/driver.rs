@@ -402,6 +402,29 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
 pub const FORMING_MESSAGE: &str =
     "waiting for the rest of its gang: fewer of its pods exist than it needs";
 
+/// The PodScheduled message of the pods of a gang waiting for members held back: the gates
+/// and reasons, not the counts (which would rewrite every member as each gate is lifted).
+fn held_message(ix: &Index, gang: &str) -> String {
+    let s = ix.cache.state();
+    let Some(job) = s.job_by_uid(gang).map(|id| s.job(id)) else {
+        return "waiting for members of its gang held back".to_string();
+    };
+    let held = &job.held_back;
+    let mut parts = Vec::new();
+    if !held.gated.is_empty() {
+        let gates: Vec<&str> = held.gated.keys().map(String::as_str).collect();
+        parts.push(format!("gated by {}", gates.join(", ")));
+    }
+    if !held.refused.is_empty() {
+        let why: Vec<&str> = held.refused.keys().map(String::as_str).collect();
+        parts.push(format!("refused: {}", why.join("; ")));
+    }
+    format!(
+        "waiting for members of its gang that are {}",
+        parts.join("; ")
+    )
+}
+
 /// What a cycle decided about gangs: their verdicts (for status, events and the debug
 /// API), phases, runtimes and holds.
 fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
@@ -439,6 +462,8 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             // as each sibling arrives: its pods get a message that stays put.
             let message = match blocker {
                 Blocker::Forming => FORMING_MESSAGE.to_string(),
+                // Likewise the counts of held members: the gates and reasons stay put.
+                Blocker::Gated | Blocker::Refused => held_message(ix, &u.job),
                 _ => c.message.clone(),
             };
             for (uid, _) in &u.task_reasons {
@@ -456,13 +481,21 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             continue;
         }
         if let Some(r) = ix.group_ref(&u.job) {
-            let (kind, reason) = match c.kind {
-                ConditionKind::Scheduled => (EventType::Normal, "Scheduled"),
-                ConditionKind::Unschedulable => (EventType::Warning, "Unschedulable"),
+            let (kind, reason) = match (c.kind, c.reason) {
+                (ConditionKind::Scheduled, _) => (EventType::Normal, "Scheduled"),
+                // Gates are how admission controllers (Kueue) work: nothing is wrong.
+                (_, GangReason::SchedulingGated) => (EventType::Normal, "SchedulingGated"),
+                (ConditionKind::Unschedulable, _) => (EventType::Warning, "Unschedulable"),
             };
             ix.events.report(r, kind, reason, c.message.clone());
         }
-        if c.kind == ConditionKind::Unschedulable {
+        // Members held back were told why on their own; their waiting siblings are told
+        // by their condition, not by an event per sibling per change of the counts.
+        let held = matches!(
+            c.reason,
+            GangReason::SchedulingGated | GangReason::Unsupported
+        );
+        if c.kind == ConditionKind::Unschedulable && !held {
             for (uid, why) in &u.task_reasons {
                 let Some(p) = ix.cache.pod(uid) else {
                     continue;

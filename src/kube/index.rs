@@ -4,7 +4,7 @@
 //! the status writer patches, and says per kind whether its list is complete — no cycle
 //! runs before every kind is (`readiness`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::kube::{Resource, ResourceExt};
@@ -13,7 +13,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::budgets;
-use super::convert::{node_to_spec, pod_to_update_with_warnings, INVALID_NETWORK_TOPOLOGY};
+use super::convert::{
+    node_to_spec, pod_to_update_with_warnings, unsupported_fields, INVALID_NETWORK_TOPOLOGY,
+};
 use super::dialects::coscheduling::{
     cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
 };
@@ -26,7 +28,7 @@ use super::readiness::Readiness;
 use super::recovery::Recovery;
 use crate::cache::Cache;
 use crate::framework::JobCondition;
-use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus, Topology};
+use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
 use crate::snapshot::Snapshot;
 
 /// Reason of the events on HyperNodes that cannot be used as they are.
@@ -34,6 +36,40 @@ pub const INVALID_HYPERNODE: &str = "InvalidHyperNode";
 
 /// A gang's last verdict: its condition and why each pending pod waits (task uid, reason).
 pub type Verdict = (Option<JobCondition>, Vec<(Arc<str>, String)>);
+
+/// Why a pod of ours is kept out of the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Hold {
+    /// Its scheduling gates: the API server refuses its bind until they are removed.
+    Gated(Vec<String>),
+    /// What it asks for that the engine does not model (a placement would ignore it).
+    Refused(String),
+}
+
+/// A pod of ours kept out of the engine: its gang (key), `namespace/name` and why.
+#[derive(Clone, Debug)]
+struct HeldPod {
+    gang: String,
+    pod: String,
+    hold: Hold,
+}
+
+impl Hold {
+    /// Why the pod waits, for the debug API.
+    fn describe(&self) -> String {
+        match self {
+            Hold::Gated(gates) => format!(
+                "gated by {}: not a candidate until the gates are removed",
+                gates.join(", ")
+            ),
+            Hold::Refused(why) => why.clone(),
+        }
+    }
+}
+
+/// The PodScheduled=False reason of a refused pod: not `Unschedulable`, which autoscalers
+/// would buy nodes for.
+pub const UNSUPPORTED: &str = "Unsupported";
 
 /// A pending pod of ours as last seen: where it is, its version, and its PodScheduled
 /// condition (status, reason, message).
@@ -72,8 +108,11 @@ pub struct Index {
     budgets: HashMap<String, PodDisruptionBudget>,
     /// uid -> (namespace, labels) of our pods: what budgets select them by.
     labels: HashMap<String, (String, BTreeMap<String, String>)>,
-    /// Gated pods of ours (uid -> their gates): not candidates until the gates are lifted.
-    gated: HashMap<String, Vec<String>>,
+    /// Pods of ours kept out of the engine (uid -> their gang and why): gated pods until
+    /// their gates are lifted, pods asking for what the engine does not model.
+    held: HashMap<String, HeldPod>,
+    /// The uids of `held` by gang key: what each gang's `HeldBack` counts.
+    held_by_gang: HashMap<String, BTreeSet<String>>,
     /// Volcano HyperNodes by name, the newest seen.
     hypernodes: HashMap<String, HyperNode>,
     /// HyperNodes the engine's topology had problems with (name -> what they were told),
@@ -125,6 +164,26 @@ fn store_newest<K: Resource + Clone>(map: &mut HashMap<String, K>, key: String, 
         map.insert(key, obj.clone());
     }
     !stale
+}
+
+/// Why a pod of ours is kept out of the engine, if it is: what it asks for that the engine
+/// does not model, else its scheduling gates. A bound pod is none of the scheduler's
+/// business any more.
+fn hold_of(pod: &Pod) -> Option<Hold> {
+    let spec = pod.spec.as_ref()?;
+    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+        return None;
+    }
+    if let Some(why) = unsupported_fields(spec) {
+        return Some(Hold::Refused(why));
+    }
+    let gates: Vec<String> = spec
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|g| g.name.clone())
+        .collect();
+    (!gates.is_empty()).then_some(Hold::Gated(gates))
 }
 
 impl Index {
@@ -218,12 +277,17 @@ impl Index {
         self.note_pod_status(pod);
         self.observe_watch_lag(pod, &uid);
         let ours = self.ours(pod);
-        if ours && self.gated_pod(pod, &uid, &ns, &name) {
-            return;
-        }
         let job = if ours {
             match pod_gang(pod) {
-                Ok(decl) => Some(self.gang_for(pod, decl)),
+                Ok(decl) => {
+                    let key = self.gang_for(pod, decl);
+                    if let Some(hold) = hold_of(pod) {
+                        self.hold(&uid, &ns, &name, key, hold);
+                        return;
+                    }
+                    self.release(&uid);
+                    Some(key)
+                }
                 Err(e) => {
                     self.forget_pod_of_gang(&uid);
                     self.report(
@@ -275,36 +339,90 @@ impl Index {
         }
     }
 
-    /// A pod of ours with scheduling gates is no candidate: the API server would refuse its
-    /// bind and leave its gang short. It is kept out of the engine (its gang waits for it)
-    /// until the gates are lifted, and told so once per change of its gates.
-    fn gated_pod(&mut self, pod: &Pod, uid: &str, ns: &str, name: &str) -> bool {
-        let gates: Vec<String> = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.as_ref())
-            .map(|g| g.iter().map(|g| g.name.clone()).collect())
-            .unwrap_or_default();
-        let unbound = pod
-            .spec
-            .as_ref()
-            .is_none_or(|s| s.node_name.as_deref().unwrap_or("").is_empty());
-        if gates.is_empty() || !unbound {
-            self.gated.remove(uid);
-            return false;
+    /// Keeps a pod of ours out of the engine, counted in its gang's `HeldBack`, and tells
+    /// it why once per change. A gated pod is no candidate: the API server would refuse its
+    /// bind and leave its gang short (the API server itself gives it PodScheduled=False,
+    /// reason SchedulingGated). A refused pod would be placed ignoring what it asks for.
+    fn hold(&mut self, uid: &str, ns: &str, name: &str, gang: String, hold: Hold) {
+        if self.cache.pod(uid).is_some() {
+            self.cache.delete_pod(uid);
+            self.labels.remove(uid);
         }
-        self.forget_pod_of_gang(uid);
-        self.report(
-            pod_ref(ns, name, uid),
-            EventType::Normal,
-            "SchedulingGated",
-            format!(
-                "the pod is gated by {}; it is not scheduled (nor counted for its gang) until the gates are removed",
-                gates.join(", ")
+        let r = pod_ref(ns, name, uid);
+        match &hold {
+            Hold::Gated(gates) => self.report(
+                r,
+                EventType::Normal,
+                "SchedulingGated",
+                format!(
+                    "the pod is gated by {}; it is not scheduled (nor counted for its gang) until the gates are removed",
+                    gates.join(", ")
+                ),
             ),
+            Hold::Refused(why) => {
+                self.report(
+                    r,
+                    EventType::Warning,
+                    "FailedScheduling",
+                    format!("{why}; the pod is not scheduled (nor counted for its gang)"),
+                );
+                self.pod_conditions
+                    .insert(uid.to_string(), (UNSUPPORTED.to_string(), why.clone()));
+            }
+        }
+        let before = self.held.insert(
+            uid.to_string(),
+            HeldPod {
+                gang: gang.clone(),
+                pod: format!("{ns}/{name}"),
+                hold,
+            },
         );
-        self.gated.insert(uid.to_string(), gates);
-        true
+        if let Some(before) = before.filter(|b| b.gang != gang) {
+            if let Some(uids) = self.held_by_gang.get_mut(&before.gang) {
+                uids.remove(uid);
+            }
+            self.count_held(&before.gang);
+        }
+        self.held_by_gang
+            .entry(gang.clone())
+            .or_default()
+            .insert(uid.to_string());
+        self.count_held(&gang);
+    }
+
+    /// A held pod is held no more (a candidate now, or gone). Returns its gang.
+    fn release(&mut self, uid: &str) -> Option<String> {
+        let HeldPod { gang, hold, .. } = self.held.remove(uid)?;
+        if matches!(hold, Hold::Refused(_)) {
+            // Its gang's next verdict says what it waits for now.
+            self.pod_conditions.remove(uid);
+        }
+        if let Some(uids) = self.held_by_gang.get_mut(&gang) {
+            uids.remove(uid);
+        }
+        self.count_held(&gang);
+        Some(gang)
+    }
+
+    /// Tells the engine how many of a gang's members are held back, and why.
+    fn count_held(&mut self, gang: &str) {
+        let mut held = HeldBack::default();
+        for uid in self.held_by_gang.get(gang).into_iter().flatten() {
+            match &self.held[uid].hold {
+                Hold::Gated(gates) => {
+                    held.gated_pods += 1;
+                    for gate in gates {
+                        *held.gated.entry(gate.clone()).or_default() += 1;
+                    }
+                }
+                Hold::Refused(why) => *held.refused.entry(why.clone()).or_default() += 1,
+            }
+        }
+        if held.is_empty() {
+            self.held_by_gang.remove(gang);
+        }
+        self.cache.set_held_back(gang, held);
     }
 
     /// The gang key of a pod of ours. Gangs declared on the pods alone (kube-batch's
@@ -370,7 +488,6 @@ impl Index {
             members.remove(uid);
         }
         self.foreign_members.retain(|_, m| !m.is_empty());
-        self.gated.remove(uid);
         self.events.forget(uid);
         self.forget_pod_of_gang(uid);
     }
@@ -378,6 +495,8 @@ impl Index {
     /// Takes a pod out of the engine, and its made-up gang with its last member.
     fn forget_pod_of_gang(&mut self, uid: &str) {
         let job = self.cache.pod(uid).and_then(|p| p.job.clone());
+        let held = self.release(uid);
+        let job = job.or(held);
         self.cache.delete_pod(uid);
         self.labels.remove(uid);
         let Some(job) = job else {
@@ -399,7 +518,7 @@ impl Index {
     /// Every pod the index knows (by uid), for a relist to find the ones that went.
     pub fn pod_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.cache.pod_uids().map(|u| u.to_string()).collect();
-        keys.extend(self.gated.keys().cloned());
+        keys.extend(self.held.keys().cloned());
         keys
     }
 
@@ -825,10 +944,19 @@ impl Index {
     pub fn gang_view(&self, key: &str) -> Option<GangView> {
         let state = self.cache.state();
         let job = state.job(state.job_by_uid(key)?).clone();
+        let mut held: Vec<(String, String)> = self
+            .held_by_gang
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|uid| (self.held[uid].pod.clone(), self.held[uid].hold.describe()))
+            .collect();
+        held.sort();
         Some(GangView {
             dialect: self.group_dialect(key),
             verdict: self.verdicts.get(key).cloned(),
             job,
+            held,
         })
     }
 }
@@ -839,6 +967,8 @@ pub struct GangView {
     /// Which object defines it, if one does.
     pub dialect: Option<Dialect>,
     pub verdict: Option<Verdict>,
+    /// Members kept out of the engine (`namespace/name`, why), by name.
+    pub held: Vec<(String, String)>,
 }
 
 /// A coscheduling PodGroup kind and where the index keeps its objects.
@@ -973,8 +1103,72 @@ mod tests {
             .events
             .last("b", "SchedulingGated")
             .is_some_and(|m| m.contains("example.com/wait")));
+        let held = |st: &Index| {
+            let s = st.cache.state();
+            s.job(s.job_by_uid("ns/g").unwrap()).held_back.clone()
+        };
+        assert_eq!(held(&st).gated_pods, 1, "its gang counts it");
+        assert_eq!(held(&st).describe(), "1 pod gated by example.com/wait");
+        let said = st.events.kept.len();
+        st.apply_pod(&pod("b", true, "rust-batch"));
+        assert_eq!(
+            st.events.kept.len(),
+            said,
+            "one event per change of the gates"
+        );
+        assert!(
+            !st.pod_conditions.contains_key("b"),
+            "the API server's SchedulingGated condition is left alone"
+        );
         st.apply_pod(&pod("b", false, "rust-batch"));
         assert_eq!(members(&st), 2, "gate lifted: a candidate");
+        assert!(held(&st).is_empty());
+    }
+
+    #[test]
+    fn a_pod_asking_for_what_the_engine_does_not_model_waits_and_its_gang_says_so() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_group(&pod_group("1", "Inqueue"));
+        st.apply_pod(&pod("a", false, "rust-batch"));
+        let mut dra = pod("b", false, "rust-batch");
+        dra.spec.as_mut().unwrap().resource_claims = Some(vec![serde_json::from_value(
+            serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-claim"}),
+        )
+        .unwrap()]);
+        st.apply_pod(&dra);
+        let why = "spec.resourceClaims (DRA) is not supported by rust-batch";
+        let s = st.cache.state();
+        let job = s.job(s.job_by_uid("ns/g").unwrap());
+        assert_eq!(job.tasks().len(), 1, "never a candidate");
+        assert_eq!(job.held_back.refused.get(why), Some(&1));
+        assert_eq!(
+            st.events.last("b", "FailedScheduling"),
+            Some(format!("{why}; the pod is not scheduled (nor counted for its gang)").as_str())
+        );
+        assert_eq!(
+            st.pod_conditions.get("b"),
+            Some(&(UNSUPPORTED.to_string(), why.to_string())),
+            "PodScheduled=False, a reason no autoscaler buys nodes for"
+        );
+        // A pod of ours with no gang: a gang of one that is told why it waits.
+        let mut single = dra.clone();
+        single.metadata.name = Some("c".into());
+        single.metadata.uid = Some("c".into());
+        single.metadata.annotations = None;
+        st.apply_pod(&single);
+        let key = "ns/podgroup-c";
+        let s = st.cache.state();
+        let job = s.job(s.job_by_uid(key).expect("its gang of one")).clone();
+        assert_eq!(job.held_back.pods(), 1);
+        st.delete_pod("c");
+        assert!(
+            st.cache.state().job_by_uid(key).is_none(),
+            "its gang goes with it"
+        );
+        st.delete_pod("b");
+        let s = st.cache.state();
+        assert!(s.job(s.job_by_uid("ns/g").unwrap()).held_back.is_empty());
+        assert!(!st.pod_keys().contains(&"b".to_string()));
     }
 
     #[test]

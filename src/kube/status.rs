@@ -268,7 +268,9 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
 fn pod_condition_patch(ix: &Index, uid: &str) -> Option<(Value, Option<String>)> {
     let seen = ix.pending_pods.get(uid)?;
     let (reason, message) = ix.pod_conditions.get(uid)?;
-    if ix.cache.assumption(uid).is_some() || ix.cache.pod(uid)?.task.node.is_some() {
+    // A refused pod is not in the engine: the index alone says why it waits.
+    let placed = ix.cache.pod(uid).is_some_and(|p| p.task.node.is_some());
+    if ix.cache.assumption(uid).is_some() || placed {
         return None;
     }
     let was_false = match &seen.scheduled {

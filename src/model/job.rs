@@ -98,6 +98,53 @@ pub struct GangRuntime {
     pub recovering: bool,
 }
 
+/// Members of a gang that a driver keeps out of the engine, and why: they exist but are no
+/// candidates (the API server would refuse their bind, or they ask for what the engine
+/// does not model). The gang's message counts them; the engine never places them, so a
+/// gang that needs them for its minimum waits whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeldBack {
+    /// Pods held by scheduling gates, per gate (a pod with two gates counts under each).
+    pub gated: BTreeMap<String, u32>,
+    /// Pods held by scheduling gates, each counted once.
+    pub gated_pods: u32,
+    /// Pods refused, per reason ("spec.resourceClaims (DRA) are not supported by
+    /// rust-batch"). A pod both gated and refused counts here only.
+    pub refused: BTreeMap<String, u32>,
+}
+
+impl HeldBack {
+    /// How many pods are held back.
+    pub fn pods(&self) -> u32 {
+        self.gated_pods + self.refused.values().sum::<u32>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods() == 0
+    }
+
+    /// "2 pods gated by example.com/quota; 1 pod refused: spec.resourceClaims (DRA) are
+    /// not supported by rust-batch".
+    pub fn describe(&self) -> String {
+        let pods = |n: u32| {
+            if n == 1 {
+                "1 pod".to_string()
+            } else {
+                format!("{n} pods")
+            }
+        };
+        let gated = self
+            .gated
+            .iter()
+            .map(|(gate, n)| format!("{} gated by {gate}", pods(*n)));
+        let refused = self
+            .refused
+            .iter()
+            .map(|(why, n)| format!("{} refused: {why}", pods(*n)));
+        gated.chain(refused).collect::<Vec<_>>().join("; ")
+    }
+}
+
 /// What a driver knows about a gang (a PodGroup in any dialect).
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct JobSpec {
@@ -137,6 +184,8 @@ pub struct JobInfo {
     pub origin: GangOrigin,
     pub topology: Option<Arc<TopologyRequest>>,
     pub runtime: GangRuntime,
+    /// Members the driver keeps out of the engine (set by the driver, not by the spec).
+    pub held_back: HeldBack,
     tasks: Vec<TaskInfo>,
     counts: [u32; TaskStatus::COUNT],
     /// Requests of tasks placed by the scheduler (Allocated, Binding, Bound, Running).
@@ -162,6 +211,7 @@ impl JobInfo {
             origin: GangOrigin::default(),
             topology: None,
             runtime: GangRuntime::default(),
+            held_back: HeldBack::default(),
             tasks: Vec::new(),
             counts: [0; TaskStatus::COUNT],
             allocated: Resource::new(),

@@ -11,7 +11,7 @@ mod task;
 pub mod topology;
 
 pub use job::{
-    GangMode, GangOrigin, GangPolicy, GangRuntime, Hold, JobInfo, JobSpec, MatchPolicy,
+    GangMode, GangOrigin, GangPolicy, GangRuntime, HeldBack, Hold, JobInfo, JobSpec, MatchPolicy,
     PodGroupPhase,
 };
 pub use node::{NodeInfo, NodeSpec, NodeTask};

@@ -109,6 +109,9 @@ pub struct TaskInfo {
     pub topology: Option<Arc<TopologyRequest>>,
     /// The pod's labels: other pods' affinity, anti-affinity and spread rules select by them.
     pub labels: Arc<super::pod_rules::Labels>,
+    /// `preemptionPolicy: Never`: the pod waits for room, it never evicts others for it
+    /// (neither preempt nor reclaim acts for its gang).
+    pub never_preempts: bool,
 }
 
 impl TaskInfo {
@@ -146,6 +149,7 @@ impl TaskInfo {
             budgets: Vec::new(),
             topology: None,
             labels: Arc::default(),
+            never_preempts: false,
         }
     }
 

@@ -215,6 +215,8 @@ done
 rb_log "etcd ready on 127.0.0.1:$etcd_client_port (pid $ETCD_PID)"
 
 # --- kube-apiserver ---------------------------------------------------------
+# DynamicResourceAllocation is off by default in 1.33, and without it the API server drops
+# spec.resourceClaims from every pod: on, so tests can send the pods rust-batch refuses.
 for attempt in 1 2 3; do
   read -r apiserver_port < <(free_ports 1)
   apiserver_log="$state/logs/kube-apiserver.log"
@@ -234,6 +236,8 @@ for attempt in 1 2 3; do
     --service-account-key-file="$state/pki/sa.pub" \
     --service-account-signing-key-file="$state/pki/sa.key" \
     --token-auth-file="$state/pki/tokens.csv" \
+    --feature-gates=DynamicResourceAllocation=true \
+    --runtime-config=resource.k8s.io/v1beta1=true \
     ${RB_APISERVER_ARGS:-}
   APISERVER_PID=$START_PID
   write_env

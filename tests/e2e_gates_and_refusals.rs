@@ -1,0 +1,296 @@
+//! Scheduling gates at the gang level, and pods asking for what rust-batch does not model
+//! (DRA resource claims), on the real control plane. Each test has its own namespace, node
+//! pool and scheduler (running with deploy/'s RBAC).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
+use rust_batch::kube::dialects::volcano::PodGroup;
+use serde_json::json;
+
+/// Creates pod `name` of gang `group` with the usual spec, `extra` merged over it.
+async fn pod(
+    client: &Client,
+    (ns, scheduler): (&str, &str),
+    name: &str,
+    group: &str,
+    extra: serde_json::Value,
+) -> Pod {
+    let mut p = json!({
+        "metadata": {"name": name, "namespace": ns,
+                     "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"pool": ns},
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}}}]
+        }
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        p["spec"][k] = v.clone();
+    }
+    let p: Pod = serde_json::from_value(p).unwrap();
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("pod created")
+}
+
+async fn get(client: &Client, ns: &str, name: &str) -> Pod {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .expect("pod read")
+}
+
+/// The pod's PodScheduled condition: (status, reason, message).
+fn pod_scheduled(p: &Pod) -> Option<(String, String, String)> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .map(|c| {
+            (
+                c.status.clone(),
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
+}
+
+/// The reason of the PodGroup's Unschedulable condition, if it has one.
+async fn condition_reason(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()?;
+    pg.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))
+        .and_then(|c| c.reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_waits_whole_for_its_gated_member_and_binds_once_the_gate_is_removed() {
+    const NS: &str = "e2e-gates";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    fake_node(
+        &client,
+        "gates-n0",
+        NS,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let _s = start_scheduler_with("rb-gates", &["--http-address", &address]);
+    let at = (NS, "rb-gates");
+    pod_group(&client, NS, "g", 2).await;
+    pod(&client, at, "g-0", "g", json!({})).await;
+    let gated = pod(
+        &client,
+        at,
+        "g-1",
+        "g",
+        json!({"schedulingGates": [{"name": "example.com/quota"}]}),
+    )
+    .await;
+    // The API server itself says a gated pod waits, from its creation on.
+    let (status, reason, _) = pod_scheduled(&gated).expect("the API server's condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "SchedulingGated")
+    );
+
+    let msg = wait_for(
+        Duration::from_secs(30),
+        "the gang names the gate",
+        || async {
+            condition_message(&client, NS, "g")
+                .await
+                .filter(|m| m.contains("gated"))
+        },
+    )
+    .await;
+    assert_eq!(
+        msg,
+        "2/2 tasks in gang unschedulable: 1 pod gated by example.com/quota; minMember is 2"
+    );
+    assert_eq!(
+        condition_reason(&client, NS, "g").await.as_deref(),
+        Some("SchedulingGated")
+    );
+    // Its waiting sibling tells autoscalers nothing they could fix with nodes.
+    let sibling = wait_for(
+        Duration::from_secs(30),
+        "the sibling's PodScheduled condition",
+        || async { pod_scheduled(&get(&client, NS, "g-0").await) },
+    )
+    .await;
+    assert_eq!(
+        sibling,
+        (
+            "False".to_string(),
+            "SchedulingGated".to_string(),
+            "waiting for members of its gang that are gated by example.com/quota".to_string()
+        )
+    );
+    let (_, reason, _) = pod_scheduled(&get(&client, NS, "g-1").await).unwrap();
+    assert_eq!(
+        reason, "SchedulingGated",
+        "the API server's condition stands"
+    );
+    assert!(
+        pod_events(&client, NS, "g-1")
+            .await
+            .iter()
+            .any(|(r, n)| r == "SchedulingGated" && n.contains("example.com/quota")),
+        "the gated pod is told"
+    );
+    // `rust-batch explain` lists the gated member and why it waits.
+    let text = explain(port, "e2e-gates/g");
+    assert!(
+        text.contains("e2e-gates/g-1: pending: gated by example.com/quota"),
+        "{text}"
+    );
+    // A few cycles later: still nothing of the gang bound, and one event per change.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["g-0", "g-1"] {
+        assert_eq!(node_of(&get(&client, NS, name).await), None, "{name} bound");
+    }
+    let said = pod_events(&client, NS, "g-1").await;
+    assert_eq!(
+        said.iter().filter(|(r, _)| r == "SchedulingGated").count(),
+        1,
+        "{said:?}"
+    );
+    let said = pod_events(&client, NS, "g").await;
+    let on_group: Vec<&(String, String)> = said
+        .iter()
+        .filter(|(r, _)| r == "SchedulingGated")
+        .collect();
+    assert_eq!(
+        on_group,
+        [&("SchedulingGated".to_string(), msg.clone())],
+        "one Normal event on the PodGroup per change"
+    );
+
+    let lifted = Instant::now();
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .patch(
+            "g-1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"schedulingGates": null}})),
+        )
+        .await
+        .expect("gate removed");
+    wait_for(Duration::from_secs(30), "the whole gang bound", || async {
+        let a = node_of(&get(&client, NS, "g-0").await);
+        let b = node_of(&get(&client, NS, "g-1").await);
+        (a.is_some() && b.is_some()).then_some(())
+    })
+    .await;
+    println!("gate removed → whole gang bound in {:?}", lifted.elapsed());
+    assert!(
+        lifted.elapsed() < Duration::from_secs(5),
+        "promptly: {:?}",
+        lifted.elapsed()
+    );
+    check_invariants(&client, NS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_with_resource_claims_is_refused_loudly_and_everyone_else_schedules() {
+    const NS: &str = "e2e-dra";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    fake_node(&client, "dra-n0", NS, json!({"cpu": "4", "memory": "8Gi"})).await;
+    let _s = start_scheduler("rb-dra");
+    let at = (NS, "rb-dra");
+    pod_group(&client, NS, "dra", 1).await;
+    pod_group(&client, NS, "plain", 1).await;
+    let dra = pod(
+        &client,
+        at,
+        "dra-0",
+        "dra",
+        json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
+               "containers": [{"name": "main", "image": "busybox",
+                               "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]}}]}),
+    )
+    .await;
+    // The API server drops the field unless DRA is on (tests/cluster/up.sh turns it on):
+    // make sure the pod really carries it.
+    let kept = get(&client, NS, "dra-0").await;
+    assert_eq!(
+        kept.spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .map(Vec::len),
+        Some(1),
+        "the API server kept spec.resourceClaims: {:?}",
+        dra.spec.as_ref().map(|s| &s.resource_claims)
+    );
+    pod(&client, at, "plain-0", "plain", json!({})).await;
+
+    let why = "spec.resourceClaims (DRA), spec.containers[0].resources.claims (DRA) are not \
+               supported by rust-batch";
+    let event = wait_for(Duration::from_secs(30), "the refusal event", || async {
+        pod_events(&client, NS, "dra-0")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "FailedScheduling")
+    })
+    .await;
+    assert_eq!(
+        event.1,
+        format!("{why}; the pod is not scheduled (nor counted for its gang)")
+    );
+    let msg = wait_for(Duration::from_secs(30), "the gang says so", || async {
+        condition_message(&client, NS, "dra")
+            .await
+            .filter(|m| m.contains("refused"))
+    })
+    .await;
+    assert_eq!(
+        msg,
+        format!("1/1 tasks in gang unschedulable: 1 pod refused: {why}; minMember is 1")
+    );
+    assert_eq!(
+        condition_reason(&client, NS, "dra").await.as_deref(),
+        Some("Unsupported")
+    );
+    let condition = wait_for(
+        Duration::from_secs(30),
+        "the refused pod's PodScheduled condition",
+        || async { pod_scheduled(&get(&client, NS, "dra-0").await) },
+    )
+    .await;
+    assert_eq!(
+        condition,
+        ("False".into(), "Unsupported".into(), why.to_string()),
+        "not Unschedulable: no autoscaler buys nodes for it"
+    );
+    wait_for(Duration::from_secs(30), "the plain pod bound", || async {
+        node_of(&get(&client, NS, "plain-0").await)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        node_of(&get(&client, NS, "dra-0").await),
+        None,
+        "never a silent placement"
+    );
+    check_invariants(&client, NS).await;
+}
