@@ -19,10 +19,12 @@ pub mod driver;
 pub mod events;
 pub mod index;
 pub mod leader;
+pub mod provision;
 pub mod readiness;
 pub mod recovery;
 pub mod retry;
 pub mod status;
+pub mod volumes;
 pub mod watch;
 
 /// What can stop the live driver.
