@@ -16,6 +16,7 @@
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::{PodMismatch, Unfit};
 use crate::framework::{vote, Plugin, Session};
+use crate::model::volumes::VolumeMismatch;
 use crate::model::{NodeInfo, TaskInfo};
 
 pub struct Predicates;
@@ -25,6 +26,12 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
 }
 
 pub fn static_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    let volumes = task.placement.volumes.as_deref();
+    // A pod its volumes block fits no node whatever the node (kube-scheduler fails it in
+    // PreFilter): every node says so, so that is the reason its gang gives.
+    if let Some(why) = volumes.and_then(|v| v.blocked.as_ref()) {
+        return Err(Unfit::Volume(VolumeMismatch::Blocked(why.clone())));
+    }
     if !node.ready {
         return Err(Unfit::NodeNotReady);
     }
@@ -34,7 +41,7 @@ pub fn static_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
     task.placement
         .check(&node.name, &node.labels, &node.taints)
         .map_err(Unfit::Placement)?;
-    match &task.placement.volumes {
+    match volumes {
         Some(volumes) => volumes
             .check(&node.name, &node.labels)
             .map_err(Unfit::Volume),
@@ -221,6 +228,16 @@ mod tests {
             ),
             ..Default::default()
         };
+        // Blocked beats every other reason (kube-scheduler's PreFilter): nodes the pod's
+        // selector rules out say so too, so that is what its gang is told.
+        let blocked_elsewhere = Placement {
+            node_selector: BTreeMap::from([("zone".to_string(), "c".to_string())]),
+            ..with(blocked.clone())
+        };
+        assert_eq!(
+            place(&mut cache, blocked_elsewhere),
+            Err("1/1 tasks in gang unschedulable: 1 task: pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"data\" is not bound".into())
+        );
         assert_eq!(
             place(&mut cache, with(blocked)),
             Err("1/1 tasks in gang unschedulable: 1 task: pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"data\" is not bound".into())

@@ -254,6 +254,9 @@ impl Cycles<'_> {
                 binder.assume(&mut ix, &[], &evictions);
                 // Gangs whose claims are provisioned bind now; gangs whose claims were not
                 // give their room back before this cycle decides.
+                for uid in ix.provisioning.backoffs_over(now_ms()) {
+                    ix.refresh_volume_pod(&uid);
+                }
                 let ixr = &mut *ix;
                 let review = ixr
                     .provisioning
@@ -428,24 +431,19 @@ fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
     let mut clear = Vec::new();
     for c in called_off {
         warn!(gang = %c.gang, "{}", c.message);
+        // Its pods back off (their volume rules say why, so the gang's condition names
+        // the claim), or the gang would take the same room again at once.
+        let why = ix.provisioning.back_off(&c, now_ms());
         for b in &c.binds {
             ix.cache.drop_assumption(&b.task);
+            ix.refresh_volume_pod(&b.task);
             let r = pod_ref(&b.namespace, &b.name, &b.task);
-            ix.events.report(
-                r,
-                EventType::Warning,
-                VOLUME_BINDING_FAILED,
-                c.message.clone(),
-            );
+            ix.events
+                .report(r, EventType::Warning, VOLUME_BINDING_FAILED, why.clone());
         }
-        ix.recovery.note(&c.gang, &c.message);
         if let Some(obj) = ix.group_ref(&c.gang) {
-            ix.events.report(
-                obj,
-                EventType::Warning,
-                VOLUME_BINDING_FAILED,
-                c.message.clone(),
-            );
+            ix.events
+                .report(obj, EventType::Warning, VOLUME_BINDING_FAILED, why);
         }
         clear.extend(c.clear);
     }

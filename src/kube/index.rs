@@ -461,10 +461,13 @@ impl Index {
             return;
         }
         let (rules, deps) = self.volume_objects.resolve(pod);
-        let Some(rules) = rules else {
+        let Some(mut rules) = rules else {
             self.volume_pods.remove(uid);
             return;
         };
+        if let Some(why) = self.provisioning.backing_off(uid) {
+            rules.blocked.get_or_insert_with(|| why.to_string());
+        }
         let mut placement = (*update.task.placement).clone();
         placement.volumes = Some(Box::new(rules));
         update.task.set_placement(placement);
@@ -482,6 +485,13 @@ impl Index {
             .map(|(pod, _)| pod.clone())
             .collect();
         for pod in pods {
+            self.apply_pod(&pod);
+        }
+    }
+
+    /// Resolves a pending pod's volume rules again (its back-off began or ended).
+    pub fn refresh_volume_pod(&mut self, uid: &str) {
+        if let Some((pod, _)) = self.volume_pods.get(uid).cloned() {
             self.apply_pod(&pod);
         }
     }

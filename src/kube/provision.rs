@@ -45,11 +45,16 @@ struct Waiting {
     failed: Option<String>,
 }
 
-/// Gangs waiting for their claims, by gang key.
+/// Gangs waiting for their claims, by gang key, and pods backing off after their gang was
+/// called off.
 #[derive(Debug)]
 pub struct Provisioning {
     gangs: HashMap<String, Waiting>,
     pub timeout: Duration,
+    /// Pod uid -> until when it is no candidate, and why (its volume rules say so).
+    backing_off: HashMap<String, (Timestamp, String)>,
+    /// Gang -> how many times in a row it was called off.
+    failures: HashMap<String, u32>,
 }
 
 impl Default for Provisioning {
@@ -57,8 +62,17 @@ impl Default for Provisioning {
         Provisioning {
             gangs: HashMap::new(),
             timeout: DEFAULT_TIMEOUT,
+            backing_off: HashMap::new(),
+            failures: HashMap::new(),
         }
     }
+}
+
+/// Back-off of a gang called off for the n-th time in a row: 5 s doubling, at most 5 min
+/// (without one it would take the same room again at once, and nobody else could).
+fn backoff_ms(failures: u32) -> i64 {
+    let doublings = failures.saturating_sub(1).min(6);
+    (5_000i64 << doublings).min(300_000)
 }
 
 /// A claim to annotate with the node it is for (`Some`) or to clear (`None`).
@@ -185,10 +199,16 @@ impl Provisioning {
                     .pod(&b.task)
                     .is_some_and(|p| p.task.node.as_deref() == Some(&*b.node))
             });
+            // Bound, and its volume seen too (the pod's rules are resolved against it).
             let unbound: Vec<&String> = w
                 .claims
                 .keys()
-                .filter(|c| !objects.claims.get(*c).is_some_and(claim_bound))
+                .filter(|c| {
+                    !objects
+                        .claims
+                        .get(*c)
+                        .is_some_and(|pvc| volume_seen(objects, pvc))
+                })
                 .collect();
             let out_of_reach = w.binds.iter().find_map(|b| {
                 let pod = cache.pod(&b.task)?;
@@ -205,7 +225,7 @@ impl Provisioning {
                 Some(failed.clone())
             } else if w.binds.is_empty() {
                 Some("its pods are gone".to_string())
-            } else if let Some(why) = out_of_reach {
+            } else if let Some(why) = out_of_reach.filter(|_| unbound.is_empty()) {
                 Some(why)
             } else if !unbound.is_empty() && now - w.since >= timeout {
                 let claims: Vec<String> = unbound
@@ -235,9 +255,7 @@ impl Provisioning {
                     })
                     .collect();
                 review.called_off.push(CalledOff {
-                    message: format!(
-                        "volume binding of the gang called off: {why}; its binds are dropped and its room freed, to place it again"
-                    ),
+                    message: format!("volume binding of the gang called off: {why}"),
                     gang,
                     binds: w.binds,
                     clear,
@@ -246,15 +264,58 @@ impl Provisioning {
                 if let Some(w) = self.gangs.remove(&gang) {
                     review.ready.extend(w.binds);
                 }
+                self.succeeded(&gang);
             }
         }
         review
     }
 
-    /// The gang is gone: forget its binds (the claims are cleared by the caller's review).
-    pub fn forget(&mut self, gang: &str) {
-        self.gangs.remove(gang);
+    /// Keeps the pods of a gang called off out of placement for a back-off that grows with
+    /// each call-off in a row; returns what their volume rules say meanwhile.
+    pub fn back_off(&mut self, called_off: &CalledOff, now: Timestamp) -> String {
+        let failures = self.failures.entry(called_off.gang.clone()).or_insert(0);
+        *failures += 1;
+        let wait = backoff_ms(*failures);
+        let why = format!("{}; retrying in {}s", called_off.message, wait / 1000);
+        for b in &called_off.binds {
+            self.backing_off
+                .insert(b.task.to_string(), (now + wait, why.clone()));
+        }
+        why
     }
+
+    /// Why a pod is no candidate yet, while it backs off.
+    pub fn backing_off(&self, uid: &str) -> Option<&str> {
+        self.backing_off.get(uid).map(|(_, why)| why.as_str())
+    }
+
+    /// Pods whose back-off is over (their volume rules are to be resolved again).
+    pub fn backoffs_over(&mut self, now: Timestamp) -> Vec<String> {
+        let over: Vec<String> = self
+            .backing_off
+            .iter()
+            .filter(|(_, (until, _))| *until <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in &over {
+            self.backing_off.remove(uid);
+        }
+        over
+    }
+
+    /// The gang bound: its next call-off starts the back-off afresh.
+    fn succeeded(&mut self, gang: &str) {
+        self.failures.remove(gang);
+    }
+}
+
+fn volume_seen(objects: &VolumeObjects, pvc: &PersistentVolumeClaim) -> bool {
+    claim_bound(pvc)
+        && pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_ref())
+            .is_some_and(|v| objects.volumes.contains_key(v))
 }
 
 /// Sets (or clears) a claim's selected-node annotation, retrying while the API server does
@@ -385,6 +446,9 @@ mod tests {
         }))
         .unwrap();
         objects.claims.insert(format!("ns/{claim}"), pvc);
+        let pv: k8s_openapi::api::core::v1::PersistentVolume =
+            serde_json::from_value(json!({"metadata": {"name": format!("pv-{claim}")}})).unwrap();
+        objects.volumes.insert(format!("pv-{claim}"), pv);
     }
 
     #[test]
@@ -447,6 +511,40 @@ mod tests {
             "{}",
             off.message
         );
+    }
+
+    #[test]
+    fn a_gang_called_off_backs_off_longer_each_time_in_a_row() {
+        let cache = setup();
+        let mut p = Provisioning::default();
+        let off = CalledOff {
+            gang: "ns/g".into(),
+            binds: vec![bind("a", "n1")],
+            clear: vec![],
+            message: "volume binding of the gang called off: x".into(),
+        };
+        assert!(p.back_off(&off, 0).ends_with("; retrying in 5s"));
+        assert!(p.backing_off("a").is_some());
+        assert!(p.backoffs_over(4_999).is_empty());
+        assert_eq!(p.backoffs_over(5_000), ["a"]);
+        assert!(p.backing_off("a").is_none());
+        assert!(p.back_off(&off, 0).ends_with("retrying in 10s"));
+        // Bound at last: the next call-off starts afresh.
+        p.hold(&cache, vec![bind("c", "n2")], 0);
+        p.gangs.insert(
+            "ns/g".into(),
+            Waiting {
+                binds: vec![bind("c", "n2")],
+                claims: BTreeMap::new(),
+                since: 0,
+                failed: None,
+            },
+        );
+        assert_eq!(
+            p.review(&VolumeObjects::default(), &cache, 1).ready.len(),
+            1
+        );
+        assert!(p.back_off(&off, 0).ends_with("retrying in 5s"));
     }
 
     #[test]
