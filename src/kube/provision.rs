@@ -149,7 +149,9 @@ impl Provisioning {
                 });
                 continue;
             }
-            if claims.is_empty() {
+            // A gang already waiting for its claims keeps later members' binds too: none
+            // of it binds before all of it can.
+            if claims.is_empty() && !self.gangs.contains_key(&*gang) {
                 send.extend(binds);
                 continue;
             }
@@ -453,7 +455,9 @@ mod tests {
 
     #[test]
     fn a_gang_binds_only_once_every_claim_of_it_is_bound() {
-        let cache = setup();
+        let mut cache = setup();
+        pod(&mut cache, "e", &[]);
+        cache.assume("e", crate::cache::Assumption::Bind(Arc::from("n1")));
         let mut p = Provisioning::default();
         let binds = vec![bind("a", "n1"), bind("b", "n2"), bind("c", "n2")];
         let (send, patches, conflicts) = p.hold(&cache, binds, 0);
@@ -475,8 +479,11 @@ mod tests {
             "one claim of two: nothing binds"
         );
         bound(&mut objects, "data-b");
+        // A member placed in a later cycle, without claims of its own, waits with them.
+        let (send, patches, _) = p.hold(&cache, vec![bind("e", "n1")], 2500);
+        assert!(send.is_empty() && patches.is_empty());
         let review = p.review(&objects, &cache, 3000);
-        assert_eq!(review.ready.len(), 3);
+        assert_eq!(review.ready.len(), 4);
         assert!(review.called_off.is_empty());
         assert!(!p.holds("ns/g"));
     }
