@@ -153,6 +153,21 @@ async fn pod_with_claims(
     .await;
 }
 
+/// The message of the PodGroup's Scheduled condition.
+async fn scheduled_message(client: &Client, ns: &str, name: &str) -> String {
+    let pg = Api::<rust_batch::kube::dialects::volcano::PodGroup>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .expect("podgroup read");
+    pg.status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Scheduled"))
+        .and_then(|c| c.message)
+        .unwrap_or_default()
+}
+
 /// Node of every bound pod in the namespace.
 async fn bound(client: &Client, ns: &str) -> BTreeMap<String, String> {
     Api::<Pod>::namespaced(client.clone(), ns)
@@ -261,6 +276,12 @@ async fn a_gangs_wait_for_first_consumer_claims_are_provisioned_before_any_pod_b
         assert!(node.starts_with("vol-wffc-n"), "{selected:?}");
     }
     none_binds_for_a_while(&client, NS, "no claim is bound yet: nothing binds").await;
+    let scheduled = scheduled_message(&client, NS, "g").await;
+    assert!(
+        scheduled.contains("binds wait for its WaitForFirstConsumer claims to be provisioned")
+            && scheduled.contains(&format!("{NS}/data-0")),
+        "{scheduled}"
+    );
 
     // One claim of two provisioned and bound: still nothing binds.
     let node0 = provision(&client, NS, "data-0", CLASS).await;

@@ -506,6 +506,17 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             },
             None => c.clone(),
         };
+        // Scheduled, but its binds wait for its claims: say so, or its pods look stuck.
+        let c = match ix.provisioning.waiting_claims(&u.job) {
+            Some(claims) if c.kind == ConditionKind::Scheduled => JobCondition {
+                message: format!(
+                    "{}; binds wait for its WaitForFirstConsumer claims to be provisioned: {claims}",
+                    c.message
+                ),
+                ..c
+            },
+            _ => c,
+        };
         ix.verdicts
             .insert(u.job.to_string(), (Some(c.clone()), u.task_reasons.clone()));
         // Each pending pod's PodScheduled=False condition: `Unschedulable` (what cluster

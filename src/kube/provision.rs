@@ -179,6 +179,17 @@ impl Provisioning {
         }
     }
 
+    /// The claims a gang's binds wait for (`namespace/name (node)`, comma-separated).
+    pub fn waiting_claims(&self, gang: &str) -> Option<String> {
+        let w = self.gangs.get(gang)?;
+        let claims: Vec<String> = w
+            .claims
+            .iter()
+            .map(|(claim, node)| format!("{claim} (node {node})"))
+            .collect();
+        Some(claims.join(", "))
+    }
+
     /// Whether a gang's binds are held for its claims.
     pub fn holds(&self, gang: &str) -> bool {
         self.gangs.contains_key(gang)
