@@ -4,7 +4,7 @@
 //! the status writer patches, and says per kind whether its list is complete — no cycle
 //! runs before every kind is (`readiness`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::kube::{Resource, ResourceExt};
@@ -27,7 +27,7 @@ use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION}
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;
 use super::recovery::Recovery;
-use super::volumes::{VolumeDep, VolumeObjects};
+use super::volumes::{VolumeDep, VolumeObjects, VolumePods};
 use crate::cache::Cache;
 use crate::framework::JobCondition;
 use crate::model::{GangOrigin, JobInfo, JobSpec, TaskStatus, Topology};
@@ -99,7 +99,7 @@ pub struct Index {
     pub volume_objects: VolumeObjects,
     /// Pending pods of ours that use claims (by uid), with the objects their volume rules
     /// were resolved from: resolved again when one of those changes.
-    volume_pods: HashMap<String, (Pod, BTreeSet<VolumeDep>)>,
+    volume_pods: VolumePods,
     /// Gangs whose binds wait for their WaitForFirstConsumer claims to be provisioned.
     pub provisioning: super::provision::Provisioning,
 }
@@ -471,27 +471,20 @@ impl Index {
         let mut placement = (*update.task.placement).clone();
         placement.volumes = Some(Box::new(rules));
         update.task.set_placement(placement);
-        self.volume_pods
-            .insert(uid.to_string(), (pod.clone(), deps));
+        self.volume_pods.insert(uid, pod.clone(), deps);
     }
 
     /// A claim, volume or class changed: the pods whose volume rules depend on it are
     /// resolved again.
     fn refresh_volume_pods(&mut self, dep: &VolumeDep) {
-        let pods: Vec<Pod> = self
-            .volume_pods
-            .values()
-            .filter(|(_, deps)| deps.contains(dep))
-            .map(|(pod, _)| pod.clone())
-            .collect();
-        for pod in pods {
+        for pod in self.volume_pods.depending_on(dep) {
             self.apply_pod(&pod);
         }
     }
 
     /// Resolves a pending pod's volume rules again (its back-off began or ended).
     pub fn refresh_volume_pod(&mut self, uid: &str) {
-        if let Some((pod, _)) = self.volume_pods.get(uid).cloned() {
+        if let Some(pod) = self.volume_pods.get(uid).cloned() {
             self.apply_pod(&pod);
         }
     }

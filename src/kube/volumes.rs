@@ -31,6 +31,56 @@ pub struct VolumeObjects {
     pub classes: HashMap<String, StorageClass>,
 }
 
+/// Pending pods of ours that use claims (by uid), with the objects their volume rules were
+/// resolved from, and the other way round: a change to a claim, volume or class finds the
+/// pods it touches without scanning them all.
+#[derive(Default)]
+pub struct VolumePods {
+    pods: HashMap<String, (Pod, BTreeSet<VolumeDep>)>,
+    dependents: HashMap<VolumeDep, BTreeSet<String>>,
+}
+
+impl VolumePods {
+    pub fn insert(&mut self, uid: &str, pod: Pod, deps: BTreeSet<VolumeDep>) {
+        self.remove(uid);
+        for dep in &deps {
+            self.dependents
+                .entry(dep.clone())
+                .or_default()
+                .insert(uid.to_string());
+        }
+        self.pods.insert(uid.to_string(), (pod, deps));
+    }
+
+    pub fn remove(&mut self, uid: &str) {
+        let Some((_, deps)) = self.pods.remove(uid) else {
+            return;
+        };
+        for dep in deps {
+            if let Some(uids) = self.dependents.get_mut(&dep) {
+                uids.remove(uid);
+                if uids.is_empty() {
+                    self.dependents.remove(&dep);
+                }
+            }
+        }
+    }
+
+    pub fn get(&self, uid: &str) -> Option<&Pod> {
+        self.pods.get(uid).map(|(pod, _)| pod)
+    }
+
+    /// The pods whose volume rules depend on `dep`.
+    pub fn depending_on(&self, dep: &VolumeDep) -> Vec<Pod> {
+        self.dependents
+            .get(dep)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.get(uid).cloned())
+            .collect()
+    }
+}
+
 /// The claims a pod uses (name, and whether it is the pod's generic ephemeral volume's),
 /// in the order of its volumes, without repeats.
 pub fn pod_claims(pod: &Pod) -> Vec<(String, bool)> {
@@ -328,6 +378,24 @@ mod tests {
 
     fn rules(o: &VolumeObjects, claims: &[&str]) -> VolumeRules {
         o.resolve(&uses(claims)).0.unwrap()
+    }
+
+    #[test]
+    fn pods_are_found_by_what_their_rules_depend_on() {
+        let mut pods = VolumePods::default();
+        let claim = |c: &str| VolumeDep::Claim(format!("ns/{c}"));
+        pods.insert(
+            "a",
+            uses(&["x"]),
+            [claim("x"), VolumeDep::Class("late".into())].into(),
+        );
+        pods.insert("b", uses(&["x", "y"]), [claim("x"), claim("y")].into());
+        assert_eq!(pods.depending_on(&claim("x")).len(), 2);
+        pods.insert("b", uses(&["y"]), [claim("y")].into());
+        assert_eq!(pods.depending_on(&claim("x")).len(), 1, "b resolved again");
+        pods.remove("a");
+        assert!(pods.depending_on(&claim("x")).is_empty());
+        assert!(pods.dependents.len() == 1 && pods.get("b").is_some());
     }
 
     #[test]
