@@ -476,3 +476,51 @@ async fn unbound_immediate_and_missing_claims_wait_with_their_names_while_others
     .await;
     check_invariants(&client, NS).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_scheduler_keeps_a_gang_on_the_nodes_its_claims_were_handed_to() {
+    const NS: &str = "e2e-vol-restart";
+    const CLASS: &str = "e2e-vol-restart";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    for i in 0..3 {
+        fake_node(&client, &format!("vol-restart-n{i}"), NS, shape()).await;
+    }
+    storage_class(&client, CLASS, "WaitForFirstConsumer").await;
+    claim(&client, NS, "data-0", CLASS, None).await;
+    claim(&client, NS, "data-1", CLASS, None).await;
+    let first = start_scheduler("rb-vol-restart");
+    pod_group(&client, NS, "g", 2).await;
+    pod_with_claims(&client, NS, "rb-vol-restart", "g-0", "g", &["data-0"]).await;
+    pod_with_claims(&client, NS, "rb-vol-restart", "g-1", "g", &["data-1"]).await;
+    let selected = wait_for(
+        Duration::from_secs(30),
+        "selected-node on both claims",
+        || async {
+            let a = selected_node(&get_claim(&client, NS, "data-0").await)?;
+            let b = selected_node(&get_claim(&client, NS, "data-1").await)?;
+            Some((a, b))
+        },
+    )
+    .await;
+    // The scheduler goes while the gang waits for its claims; a new one takes over.
+    drop(first);
+    let _second = start_scheduler("rb-vol-restart");
+    none_binds_for_a_while(&client, NS, "the claims are still unbound: nothing binds").await;
+    let node0 = provision(&client, NS, "data-0", CLASS).await;
+    let node1 = provision(&client, NS, "data-1", CLASS).await;
+    assert_eq!(
+        (node0.clone(), node1.clone()),
+        selected,
+        "the claims kept their nodes"
+    );
+    let nodes = wait_for(Duration::from_secs(60), "the gang bound", || async {
+        let b = bound(&client, NS).await;
+        (b.len() == 2).then_some(b)
+    })
+    .await;
+    assert_eq!(nodes["g-0"], node0, "{nodes:?}");
+    assert_eq!(nodes["g-1"], node1, "{nodes:?}");
+    check_invariants(&client, NS).await;
+}
