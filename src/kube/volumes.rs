@@ -13,6 +13,9 @@ use super::convert::selector_term;
 use crate::model::placement::{NodeSelectorRequirement, NodeSelectorTerm, SelectorOperator};
 use crate::model::volumes::{ClaimTopology, VolumeRules, SELECTED_NODE_ANNOTATION};
 
+/// The provisioner of classes whose volumes are all created by hand (local volumes).
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
 /// An object a pod's volume rules were resolved from.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum VolumeDep {
@@ -200,6 +203,15 @@ impl VolumeObjects {
             if sc.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
                 blocked.push(format!(
                     "pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"{name}\" is not bound"
+                ));
+                continue;
+            }
+            // Static volumes only (local PVs): kube-scheduler binds the claim to a matching
+            // volume itself, which rust-batch does not do; refused rather than annotated
+            // for a provisioner that never comes.
+            if sc.provisioner == NO_PROVISIONER {
+                blocked.push(format!(
+                    "persistentvolumeclaim \"{name}\" is unbound and its StorageClass \"{class}\" has no provisioner ({NO_PROVISIONER}): binding a claim to an existing volume is not supported by rust-batch; pre-bind it (spec.volumeName)"
                 ));
                 continue;
             }
@@ -466,6 +478,12 @@ mod tests {
             "storageclass.storage.k8s.io \"missing\" not found (persistentvolumeclaim \"nofast\")"
         );
         assert!(blocked(&["lost"]).contains("persistentvolume \"pv-gone\", which does not exist"));
+        let mut o = objects();
+        o.classes.get_mut("late").unwrap().provisioner = NO_PROVISIONER.into();
+        assert!(rules(&o, &["wffc"])
+            .blocked
+            .unwrap()
+            .contains("binding a claim to an existing volume is not supported by rust-batch"));
         // Every problem is told, and a good claim beside them does not unblock the pod.
         let both = blocked(&["local", "ghost", "now"]);
         assert!(both.contains("\"ghost\" not found") && both.contains("\"now\" is not bound"));
