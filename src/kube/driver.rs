@@ -425,8 +425,9 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
 }
 
 /// Gangs whose claims could not be provisioned give their room back: the assumptions of
-/// their held binds are dropped, and an event on the gang and each pod, and the gang's
-/// condition until it is scheduled again, say why. Returns the annotations to clear.
+/// their held binds are dropped, their pods back off, and an event on the gang and each
+/// pod (and the gang's condition, while it backs off) say why. Returns the annotations to
+/// clear.
 fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
     let mut clear = Vec::new();
     for c in called_off {
