@@ -1,5 +1,8 @@
 //! predicates: a node must be ready and schedulable, match the pod's node selector and
-//! required node affinity, and carry no taint the pod does not tolerate. These are static
+//! required node affinity, carry no taint the pod does not tolerate, and reach the pod's
+//! volumes (a bound volume's node affinity, the allowed topologies of a class to provision
+//! from; a pod with an unbound Immediate claim, or a missing claim or class, fits no node:
+//! kube-scheduler's VolumeBinding filter). These are static
 //! (cached per placement for the session). Then, relative to other pods (running ones of
 //! every scheduler and those placed earlier in the session alike): the pod's host ports
 //! must be free on the node, its required inter-pod affinity and anti-affinity must hold,
@@ -13,6 +16,7 @@
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::{PodMismatch, Unfit};
 use crate::framework::{vote, Plugin, Session};
+use crate::model::volumes::VolumeMismatch;
 use crate::model::{NodeInfo, TaskInfo};
 
 pub struct Predicates;
@@ -22,6 +26,12 @@ pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
 }
 
 pub fn static_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    let volumes = task.placement.volumes.as_deref();
+    // A pod its volumes block fits no node whatever the node (kube-scheduler fails it in
+    // PreFilter): every node says so, so that is the reason its gang gives.
+    if let Some(why) = volumes.and_then(|v| v.blocked.as_ref()) {
+        return Err(Unfit::Volume(VolumeMismatch::Blocked(why.clone())));
+    }
     if !node.ready {
         return Err(Unfit::NodeNotReady);
     }
@@ -30,7 +40,13 @@ pub fn static_fit(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
     }
     task.placement
         .check(&node.name, &node.labels, &node.taints)
-        .map_err(Unfit::Placement)
+        .map_err(Unfit::Placement)?;
+    match volumes {
+        Some(volumes) => volumes
+            .check(&node.name, &node.labels)
+            .map_err(Unfit::Volume),
+        None => Ok(()),
+    }
 }
 
 /// The node has none of the pod's host ports taken by a pod on it (a releasing pod holds
@@ -157,6 +173,110 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn volumes_go_where_their_volume_is_and_blocked_claims_wait_with_their_name() {
+        use crate::model::volumes::{ClaimTopology, VolumeRules};
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(labelled("a", &[("zone", "a")]));
+        cache.apply_node(labelled("b", &[("zone", "b")]));
+        let zone = |z: &str| NodeSelectorTerm {
+            match_expressions: vec![NodeSelectorRequirement {
+                key: "zone".into(),
+                operator: SelectorOperator::In,
+                values: vec![z.into()],
+            }],
+            match_fields: vec![],
+        };
+        let with = |rules: VolumeRules| Placement {
+            volumes: Some(Box::new(rules)),
+            ..Default::default()
+        };
+        let bound_in = |z: &str| VolumeRules {
+            bound: vec![ClaimTopology {
+                claim: "default/data".into(),
+                terms: vec![zone(z)],
+            }],
+            ..Default::default()
+        };
+        assert_eq!(place(&mut cache, with(bound_in("b"))), Ok("b".into()));
+        assert_eq!(place(&mut cache, with(bound_in("a"))), Ok("a".into()));
+        assert_eq!(
+            place(&mut cache, with(bound_in("c"))),
+            Err(
+                "1/1 tasks in gang unschedulable: 1 task: node(s) had volume node affinity conflict"
+                    .into()
+            )
+        );
+        let provision_in = |z: &str| VolumeRules {
+            provision: vec![ClaimTopology {
+                claim: "default/scratch".into(),
+                terms: vec![zone(z)],
+            }],
+            ..Default::default()
+        };
+        assert_eq!(place(&mut cache, with(provision_in("b"))), Ok("b".into()));
+        assert_eq!(
+            place(&mut cache, with(provision_in("c"))),
+            Err("1/1 tasks in gang unschedulable: 1 task: node(s) didn't find available persistent volumes to bind".into())
+        );
+        let blocked = VolumeRules {
+            blocked: Some(
+                "pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"data\" is not bound"
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        // Blocked beats every other reason (kube-scheduler's PreFilter): nodes the pod's
+        // selector rules out say so too, so that is what its gang is told.
+        let blocked_elsewhere = Placement {
+            node_selector: BTreeMap::from([("zone".to_string(), "c".to_string())]),
+            ..with(blocked.clone())
+        };
+        assert_eq!(
+            place(&mut cache, blocked_elsewhere),
+            Err("1/1 tasks in gang unschedulable: 1 task: pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"data\" is not bound".into())
+        );
+        assert_eq!(
+            place(&mut cache, with(blocked)),
+            Err("1/1 tasks in gang unschedulable: 1 task: pod has unbound immediate PersistentVolumeClaims: persistentvolumeclaim \"data\" is not bound".into())
+        );
+    }
+
+    #[test]
+    fn a_gang_whose_pods_each_have_a_local_volume_goes_to_those_nodes() {
+        use crate::model::volumes::{ClaimTopology, VolumeRules};
+        let mut cache = cache_with_default_queue();
+        for n in ["n0", "n1", "n2"] {
+            cache.apply_node(labelled(n, &[]));
+        }
+        // Each pod's volume lives on one node (a local PV pinned by metadata.name).
+        let on = |n: &str| Placement {
+            volumes: Some(Box::new(VolumeRules {
+                bound: vec![ClaimTopology {
+                    claim: format!("default/data-{n}"),
+                    terms: vec![NodeSelectorTerm {
+                        match_expressions: vec![],
+                        match_fields: vec![NodeSelectorRequirement {
+                            key: "metadata.name".into(),
+                            operator: SelectorOperator::In,
+                            values: vec![n.into()],
+                        }],
+                    }],
+                }],
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let job = Gang::new("local", 2)
+            .placed_tasks("", 1, &[("cpu", "1")], on("n2"))
+            .placed_tasks("", 1, &[("cpu", "1")], on("n0"))
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREDICATES));
+        let mut nodes = binds_by_job(&result)[&job].clone();
+        nodes.sort();
+        assert_eq!(nodes, ["n0", "n2"]);
     }
 
     #[test]

@@ -83,6 +83,11 @@ enum Command {
         /// kept.
         #[arg(long, value_enum, default_value = "release")]
         short_gang_policy: rust_batch::kube::recovery::ShortGangPolicy,
+        /// How long a committed gang waits for its WaitForFirstConsumer claims to be
+        /// provisioned and bound before it is called off (kube-scheduler's VolumeBinding
+        /// bindTimeoutSeconds).
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        volume_binding_timeout: std::time::Duration,
         #[command(flatten)]
         leader: LeaderElectArgs,
     },
@@ -238,6 +243,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             http_address,
             short_gang_timeout,
             short_gang_policy,
+            volume_binding_timeout,
             kubeconfig,
             context,
             leader,
@@ -270,6 +276,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     http_address,
                     short_gang_timeout,
                     short_gang_policy,
+                    volume_binding_timeout,
                     leader_election,
                 };
                 rust_batch::kube::driver::run(client, opts, shutdown_signal())

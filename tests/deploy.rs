@@ -93,6 +93,17 @@ fn manifests_parse_and_the_shipped_config_loads() {
         can("hypernodes", "list") && can("hypernodes", "watch"),
         "topology-aware placement reads Volcano HyperNodes"
     );
+    for (resource, verb) in [
+        ("persistentvolumeclaims", "watch"),
+        ("persistentvolumeclaims", "patch"),
+        ("persistentvolumes", "watch"),
+        ("storageclasses", "watch"),
+    ] {
+        assert!(
+            can(resource, verb),
+            "pods' volumes: {resource} {verb} (selected-node goes on claims)"
+        );
+    }
 }
 
 /// The metric names README's "Metrics" table documents.

@@ -6,6 +6,7 @@ use std::fmt;
 
 use crate::model::placement::PlacementMismatch;
 use crate::model::resource::{format_amount, Shortfall, PODS};
+use crate::model::volumes::VolumeMismatch;
 use crate::model::{NodeInfo, TaskInfo};
 
 /// Room for the task's requests (extended resources and one pod included) now or once the
@@ -32,6 +33,8 @@ pub enum Unfit {
     NodeNotReady,
     /// A rule relative to other pods.
     Pod(PodMismatch),
+    /// The pod's PersistentVolumeClaims.
+    Volume(VolumeMismatch),
     /// Any other plugin's reason.
     Other(String),
 }
@@ -88,6 +91,7 @@ impl Unfit {
             Unfit::NodeUnschedulable => "node(s) were unschedulable".to_string(),
             Unfit::NodeNotReady => "node(s) were not ready".to_string(),
             Unfit::Pod(m) => m.to_string(),
+            Unfit::Volume(m) => m.to_string(),
             Unfit::Other(s) => s.clone(),
         }
     }

@@ -95,7 +95,7 @@ pub fn pod_status(pod: &Pod) -> TaskStatus {
     }
 }
 
-fn selector_term(
+pub(crate) fn selector_term(
     t: &k8s_openapi::api::core::v1::NodeSelectorTerm,
 ) -> Result<NodeSelectorTerm, String> {
     let conv = |rs: &Option<Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>>| -> Result<Vec<NodeSelectorRequirement>, String> {
@@ -386,6 +386,8 @@ pub fn pod_to_update_with_warnings(
         preferred_node_affinity,
         pod_rules,
         host_ports: host_ports(&spec),
+        // Resolved by the index, which knows the claims, volumes and classes.
+        volumes: None,
     };
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let role = annotations

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ::kube::api::{Api, PostParams};
 use ::kube::Client;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use tokio::sync::{Notify, Semaphore};
 use tracing::{debug, info, warn};
 
@@ -25,6 +26,7 @@ use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::metrics::Metrics;
+use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{warn_limited, Gate};
 use super::status::StatusWriter;
@@ -49,6 +51,8 @@ pub struct DriverOptions {
     pub short_gang_timeout: Duration,
     /// What happens to it then.
     pub short_gang_policy: ShortGangPolicy,
+    /// How long a committed gang waits for its WaitForFirstConsumer claims to be bound.
+    pub volume_binding_timeout: Duration,
     /// Leader election (None: this process is the only scheduler).
     pub leader_election: Option<ElectionConfig>,
 }
@@ -91,6 +95,7 @@ pub async fn run(
     index.watch_lag = Some(metrics.watch_lag.clone());
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
+    index.provisioning.timeout = opts.volume_binding_timeout;
     let index = Arc::new(Mutex::new(index));
     let wake = Arc::new(Notify::new());
     if let Some(addr) = opts.http_address {
@@ -216,7 +221,7 @@ impl Cycles<'_> {
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
-            let (snapshot, releases) = {
+            let (snapshot, releases, provisioned, clear) = {
                 let mut ix = lock(index);
                 let ready = ix.readiness.complete();
                 metrics
@@ -247,8 +252,22 @@ impl Cycles<'_> {
                 let evictions = release_evictions(&mut ix, &releases);
                 // The released members are on their way out before this cycle decides.
                 binder.assume(&mut ix, &[], &evictions);
-                (ix.cache.snapshot(), evictions)
+                // Gangs whose claims are provisioned bind now; gangs whose claims were not
+                // give their room back before this cycle decides.
+                for uid in ix.provisioning.backoffs_over(now_ms()) {
+                    ix.refresh_volume_pod(&uid);
+                }
+                let ixr = &mut *ix;
+                let review = ixr
+                    .provisioning
+                    .review(&ixr.volume_objects, &ixr.cache, now_ms());
+                let clear = call_off(&mut ix, review.called_off);
+                (ix.cache.snapshot(), evictions, review.ready, clear)
             };
+            send_claim_patches(binder, clear);
+            if !provisioned.is_empty() {
+                binder.send(provisioned, Vec::new()).await;
+            }
             if !releases.is_empty() {
                 metrics
                     .victims
@@ -317,9 +336,14 @@ impl Cycles<'_> {
                 job_updates,
                 ..
             } = result;
-            {
+            let (binds, patches) = {
                 let mut ix = lock(index);
                 binder.assume(&mut ix, &binds, &evictions);
+                // Gangs with WaitForFirstConsumer claims bind once those are provisioned.
+                let ixr = &mut *ix;
+                let (binds, patches, conflicts) =
+                    ixr.provisioning.hold(&ixr.cache, binds, now_ms());
+                call_off(&mut ix, conflicts);
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 metrics
@@ -327,7 +351,9 @@ impl Cycles<'_> {
                     .observe_queues(ix.cache.state(), self.scheduler.conf());
                 writer.mark_changed(&ix, now_ms());
                 metrics.status_backlog.set(writer.backlog() as i64);
-            }
+                (binds, patches)
+            };
+            send_claim_patches(binder, patches);
             binder.send(binds, evictions).await;
         }
     }
@@ -398,6 +424,57 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
     evictions
 }
 
+/// Gangs whose claims could not be provisioned give their room back: the assumptions of
+/// their held binds are dropped, their pods back off, and an event on the gang and each
+/// pod (and the gang's condition, while it backs off) say why. Returns the annotations to
+/// clear.
+fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
+    let mut clear = Vec::new();
+    for c in called_off {
+        warn!(gang = %c.gang, "{}", c.message);
+        // Its pods back off (their volume rules say why, so the gang's condition names
+        // the claim), or the gang would take the same room again at once.
+        let why = ix.provisioning.back_off(&c, now_ms());
+        for b in &c.binds {
+            ix.cache.drop_assumption(&b.task);
+            ix.refresh_volume_pod(&b.task);
+            let r = pod_ref(&b.namespace, &b.name, &b.task);
+            ix.events
+                .report(r, EventType::Warning, VOLUME_BINDING_FAILED, why.clone());
+        }
+        if let Some(obj) = ix.group_ref(&c.gang) {
+            ix.events
+                .report(obj, EventType::Warning, VOLUME_BINDING_FAILED, why);
+        }
+        clear.extend(c.clear);
+    }
+    clear
+}
+
+/// Sets or clears claims' selected-node annotations, each in a task of its own. A claim
+/// that cannot be annotated calls its gang off at the next cycle.
+fn send_claim_patches(binder: &Binder, patches: Vec<ClaimPatch>) {
+    for patch in patches {
+        let (client, gate, index, wake) = (
+            binder.client.clone(),
+            binder.gate.clone(),
+            binder.index.clone(),
+            binder.wake.clone(),
+        );
+        tokio::spawn(async move {
+            let Err(why) = patch_claim(&client, &gate, &patch).await else {
+                return;
+            };
+            if patch.node.is_some() {
+                lock(&index).provisioning.fail(&patch.gang, why);
+                wake.notify_one();
+            } else {
+                warn_limited("cannot clear a claim's selected node", &why);
+            }
+        });
+    }
+}
+
 /// The PodScheduled message of a forming gang's pods (its condition has the counts).
 pub const FORMING_MESSAGE: &str =
     "waiting for the rest of its gang: fewer of its pods exist than it needs";
@@ -452,6 +529,17 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
                 ..c.clone()
             },
             None => c.clone(),
+        };
+        // Scheduled, but its binds wait for its claims: say so, or its pods look stuck.
+        let c = match ix.provisioning.waiting_claims(&u.job) {
+            Some(claims) if c.kind == ConditionKind::Scheduled => JobCondition {
+                message: format!(
+                    "{}; binds wait for its WaitForFirstConsumer claims to be provisioned: {claims}",
+                    c.message
+                ),
+                ..c
+            },
+            _ => c,
         };
         ix.verdicts
             .insert(u.job.to_string(), (Some(c.clone()), u.task_reasons.clone()));
@@ -634,6 +722,47 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
             apply: Index::apply_namespace,
             delete: Index::delete_namespace,
             known: Index::namespace_keys,
+        },
+    ));
+    // Claims, volumes and classes: what pods' volumes ask of their nodes, and when a
+    // gang's WaitForFirstConsumer claims are bound.
+    tokio::spawn(watch(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        index.clone(),
+        wake.clone(),
+        gate.clone(),
+        Feed {
+            kind: "PersistentVolumeClaim",
+            optional: None,
+            apply: Index::apply_claim,
+            delete: Index::delete_claim,
+            known: Index::claim_keys,
+        },
+    ));
+    tokio::spawn(watch(
+        Api::<PersistentVolume>::all(client.clone()),
+        index.clone(),
+        wake.clone(),
+        gate.clone(),
+        Feed {
+            kind: "PersistentVolume",
+            optional: None,
+            apply: Index::apply_volume,
+            delete: Index::delete_volume,
+            known: Index::volume_keys,
+        },
+    ));
+    tokio::spawn(watch(
+        Api::<StorageClass>::all(client.clone()),
+        index.clone(),
+        wake.clone(),
+        gate.clone(),
+        Feed {
+            kind: "StorageClass",
+            optional: None,
+            apply: Index::apply_class,
+            delete: Index::delete_class,
+            known: Index::class_keys,
         },
     ));
     tokio::spawn(watch(

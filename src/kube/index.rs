@@ -8,9 +8,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::kube::{Resource, ResourceExt};
-use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::budgets;
 use super::convert::{
@@ -26,6 +29,7 @@ use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION}
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;
 use super::recovery::Recovery;
+use super::volumes::{VolumeDep, VolumeObjects, VolumePods};
 use crate::cache::Cache;
 use crate::framework::JobCondition;
 use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
@@ -130,6 +134,13 @@ pub struct Index {
     pub events: Events,
     /// Gangs a refused bind left short of their minimum.
     pub recovery: Recovery,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses as last seen.
+    pub volume_objects: VolumeObjects,
+    /// Pending pods of ours that use claims (by uid), with the objects their volume rules
+    /// were resolved from: resolved again when one of those changes.
+    volume_pods: VolumePods,
+    /// Gangs whose binds wait for their WaitForFirstConsumer claims to be provisioned.
+    pub provisioning: super::provision::Provisioning,
 }
 
 /// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
@@ -311,6 +322,7 @@ impl Index {
         match pod_to_update_with_warnings(pod, job) {
             Ok((mut update, warnings)) => {
                 if ours {
+                    self.resolve_volumes(pod, &uid, &mut update);
                     for w in warnings {
                         self.report(
                             pod_ref(&ns, &name, &uid),
@@ -488,6 +500,7 @@ impl Index {
             members.remove(uid);
         }
         self.foreign_members.retain(|_, m| !m.is_empty());
+        self.volume_pods.remove(uid);
         self.events.forget(uid);
         self.forget_pod_of_gang(uid);
     }
@@ -555,6 +568,92 @@ impl Index {
                 ),
             );
         }
+    }
+
+    // ----- volumes ---------------------------------------------------------------------
+
+    /// Lays the pod's volume rules over its placement while it waits to be placed (a bound
+    /// pod's volumes are where it runs), and remembers what they were resolved from.
+    fn resolve_volumes(&mut self, pod: &Pod, uid: &str, update: &mut crate::cache::PodUpdate) {
+        if update.task.node.is_some() {
+            self.volume_pods.remove(uid);
+            return;
+        }
+        let (rules, deps) = self.volume_objects.resolve(pod);
+        let Some(mut rules) = rules else {
+            self.volume_pods.remove(uid);
+            return;
+        };
+        if let Some(why) = self.provisioning.backing_off(uid) {
+            rules.blocked.get_or_insert_with(|| why.to_string());
+        }
+        let mut placement = (*update.task.placement).clone();
+        placement.volumes = Some(Box::new(rules));
+        update.task.set_placement(placement);
+        self.volume_pods.insert(uid, pod.clone(), deps);
+    }
+
+    /// A claim, volume or class changed: the pods whose volume rules depend on it are
+    /// resolved again.
+    fn refresh_volume_pods(&mut self, dep: &VolumeDep) {
+        for pod in self.volume_pods.depending_on(dep) {
+            self.apply_pod(&pod);
+        }
+    }
+
+    /// Resolves a pending pod's volume rules again (its back-off began or ended).
+    pub fn refresh_volume_pod(&mut self, uid: &str) {
+        if let Some(pod) = self.volume_pods.get(uid).cloned() {
+            self.apply_pod(&pod);
+        }
+    }
+
+    pub fn apply_claim(&mut self, pvc: &PersistentVolumeClaim) {
+        let key = format!("{}/{}", pvc.namespace().unwrap_or_default(), pvc.name_any());
+        if store_newest(&mut self.volume_objects.claims, key.clone(), pvc) {
+            self.refresh_volume_pods(&VolumeDep::Claim(key));
+        }
+    }
+
+    pub fn delete_claim(&mut self, key: &str) {
+        self.volume_objects.claims.remove(key);
+        self.refresh_volume_pods(&VolumeDep::Claim(key.to_string()));
+    }
+
+    pub fn claim_keys(&self) -> Vec<String> {
+        self.volume_objects.claims.keys().cloned().collect()
+    }
+
+    pub fn apply_volume(&mut self, pv: &PersistentVolume) {
+        let name = pv.name_any();
+        if store_newest(&mut self.volume_objects.volumes, name.clone(), pv) {
+            self.refresh_volume_pods(&VolumeDep::Volume(name));
+        }
+    }
+
+    pub fn delete_volume(&mut self, name: &str) {
+        self.volume_objects.volumes.remove(name);
+        self.refresh_volume_pods(&VolumeDep::Volume(name.to_string()));
+    }
+
+    pub fn volume_keys(&self) -> Vec<String> {
+        self.volume_objects.volumes.keys().cloned().collect()
+    }
+
+    pub fn apply_class(&mut self, sc: &StorageClass) {
+        let name = sc.name_any();
+        if store_newest(&mut self.volume_objects.classes, name.clone(), sc) {
+            self.refresh_volume_pods(&VolumeDep::Class(name));
+        }
+    }
+
+    pub fn delete_class(&mut self, name: &str) {
+        self.volume_objects.classes.remove(name);
+        self.refresh_volume_pods(&VolumeDep::Class(name.to_string()));
+    }
+
+    pub fn class_keys(&self) -> Vec<String> {
+        self.volume_objects.classes.keys().cloned().collect()
     }
 
     // ----- nodes ---------------------------------------------------------------------
@@ -1169,6 +1268,53 @@ mod tests {
         let s = st.cache.state();
         assert!(s.job(s.job_by_uid("ns/g").unwrap()).held_back.is_empty());
         assert!(!st.pod_keys().contains(&"b".to_string()));
+    }
+
+    #[test]
+    fn a_claim_or_class_change_resolves_its_pods_volume_rules_again() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_group(&pod_group("1", "Inqueue"));
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v", "namespace": "ns", "uid": "v",
+                         "annotations": {"scheduling.k8s.io/group-name": "g"}},
+            "spec": {"schedulerName": "rust-batch", "containers": [{"name": "c"}],
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+        }))
+        .unwrap();
+        st.apply_pod(&p);
+        let rules = |st: &Index| {
+            st.cache
+                .pod("v")
+                .and_then(|p| p.task.placement.volumes.clone())
+                .unwrap()
+        };
+        assert_eq!(
+            rules(&st).blocked.as_deref(),
+            Some("persistentvolumeclaim \"data\" not found")
+        );
+        st.apply_claim(
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "data", "namespace": "ns"},
+                "spec": {"storageClassName": "late"}
+            }))
+            .unwrap(),
+        );
+        assert!(rules(&st).blocked.unwrap().contains("\"late\" not found"));
+        st.apply_class(
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "late"}, "provisioner": "example.com/disk",
+                "volumeBindingMode": "WaitForFirstConsumer"
+            }))
+            .unwrap(),
+        );
+        let r = rules(&st);
+        assert_eq!(r.blocked, None);
+        assert_eq!(r.to_provision().collect::<Vec<_>>(), ["ns/data"]);
+        st.delete_claim("ns/data");
+        assert!(
+            rules(&st).blocked.is_some(),
+            "claim gone: the pod waits again"
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! this replica holds the lease); `binder` sends binds and evictions, `status` writes
 //! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
-//! gangs a refused bind left short; `debug` and `metrics` serve HTTP.
+//! gangs a refused bind left short; `volumes` turns claims, volumes and classes into pods'
+//! volume rules, and `provision` holds a gang's binds until its WaitForFirstConsumer claims
+//! are bound; `debug` and `metrics` serve HTTP.
 //!
 //! Inside this module tree the name `kube` means this module; the external crate is
 //! `::kube`.
@@ -19,10 +21,12 @@ pub mod driver;
 pub mod events;
 pub mod index;
 pub mod leader;
+pub mod provision;
 pub mod readiness;
 pub mod recovery;
 pub mod retry;
 pub mod status;
+pub mod volumes;
 pub mod watch;
 
 /// What can stop the live driver.

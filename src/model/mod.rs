@@ -9,6 +9,7 @@ mod queue;
 pub mod resource;
 mod task;
 pub mod topology;
+pub mod volumes;
 
 pub use job::{
     GangMode, GangOrigin, GangPolicy, GangRuntime, HeldBack, Hold, JobInfo, JobSpec, MatchPolicy,

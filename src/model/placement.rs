@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::pod_rules::{HostPort, PodRules};
+use super::volumes::VolumeRules;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
@@ -117,7 +118,7 @@ pub struct NodeSelectorTerm {
 }
 
 impl NodeSelectorTerm {
-    fn matches(&self, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
         // An empty term matches nothing (Kubernetes semantics).
         if self.match_expressions.is_empty() && self.match_fields.is_empty() {
             return false;
@@ -153,6 +154,9 @@ pub struct Placement {
     /// Ports the pod takes on its node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_ports: Vec<HostPort>,
+    /// What the pod's PersistentVolumeClaims ask of its node, if it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Box<VolumeRules>>,
 }
 
 /// One `preferredDuringSchedulingIgnoredDuringExecution` entry of node affinity.

@@ -250,6 +250,7 @@ impl TaskDef {
             preferred_node_affinity: node.preferred_during_scheduling_ignored_during_execution,
             pod_rules: (!rules.is_empty()).then(|| Box::new(rules)),
             host_ports: self.host_ports.clone(),
+            volumes: None,
         }
     }
 

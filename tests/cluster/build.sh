@@ -2,6 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 # Build (once) the control-plane binaries used by the rust-batch cluster tests:
 #   kube-apiserver, kubectl, etcd  -> $RB_CACHE/bin/k8s-<K8S_VERSION>/
+#   kube-controller-manager        -> the same dir (added to an existing one)
 #   kwok                           -> $RB_CACHE/bin/kwok-<KWOK_VERSION>/
 # RB_CACHE = ${RUST_BATCH_CACHE:-$HOME/.cache/rust-batch}. Needs only Go and
 # the Go module proxy. Returns at once when the binaries are already cached.
@@ -44,17 +45,18 @@ export CGO_ENABLED=0
 NICE=(nice -n 10)
 start=$SECONDS
 
+moddir="$RB_CLUSTER_HOME/k8s"
+minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean"
+done
+
 if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K8S_BIN_DIR/kubectl" ]]; then
-  moddir="$RB_CLUSTER_HOME/k8s"
   [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh)"
   grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$moddir/go.mod" \
     || rb_die "$moddir/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh"
-  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  ldflags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean"
-  done
   tmp="$K8S_BIN_DIR.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
   trap 'rm -rf "$tmp"' EXIT
@@ -72,6 +74,22 @@ if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K
   rm -rf "$K8S_BIN_DIR"
   mv "$tmp" "$K8S_BIN_DIR"
   trap - EXIT
+fi
+
+# The controller-manager runs only the PersistentVolume binder in tests (claims and
+# volumes bind as on a real cluster); built on its own, so a cache made before it was
+# needed only gains this binary.
+if [[ ! -x "$K8S_BIN_DIR/kube-controller-manager" ]]; then
+  [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh)"
+  t0=$SECONDS
+  tmp="$K8S_BIN_DIR/kube-controller-manager.tmp.$$"
+  trap 'rm -f "$tmp"' EXIT
+  rb_log "go build k8s.io/kubernetes/cmd/kube-controller-manager -> kube-controller-manager"
+  (cd "$moddir" && "${NICE[@]}" go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp" k8s.io/kubernetes/cmd/kube-controller-manager) \
+    || rb_die "building kube-controller-manager failed; see the go output above"
+  mv "$tmp" "$K8S_BIN_DIR/kube-controller-manager"
+  trap - EXIT
+  rb_log "built kube-controller-manager in $((SECONDS - t0))s"
 fi
 
 if [[ ! -x "$KWOK_BIN_DIR/kwok" ]]; then

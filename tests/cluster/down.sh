@@ -4,7 +4,7 @@
 #
 #   down.sh STATE_DIR [--purge]
 #
-# Sends SIGTERM to kwok, kube-apiserver and etcd (in that order), waits up to
+# Sends SIGTERM to kube-controller-manager, kwok, kube-apiserver and etcd (in that order), waits up to
 # 15 s each, then SIGKILL. Only pids recorded in STATE_DIR/env whose command
 # line still mentions STATE_DIR are signalled (a recycled pid is left alone).
 # --purge removes STATE_DIR afterwards (logs included); without it the state
@@ -52,6 +52,7 @@ stop() {
   done
 }
 
+stop kube-controller-manager "$(pid_of CONTROLLER_MANAGER_PID)"
 stop kwok "$(pid_of KWOK_PID)"
 stop kube-apiserver "$(pid_of APISERVER_PID)"
 stop etcd "$(pid_of ETCD_PID)"
@@ -64,7 +65,7 @@ for d in /proc/[0-9]*; do
   [[ "$pid" == "$$" || "$pid" == "$BASHPID" ]] && continue
   cmd="$(tr '\0' ' ' 2>/dev/null < "$d/cmdline")" || continue
   case "$cmd" in
-    *"$K8S_BIN_DIR/etcd "*|*"$K8S_BIN_DIR/kube-apiserver "*|*"$KWOK_BIN_DIR/kwok "*)
+    *"$K8S_BIN_DIR/etcd "*|*"$K8S_BIN_DIR/kube-apiserver "*|*"$KWOK_BIN_DIR/kwok "*|*"$K8S_BIN_DIR/kube-controller-manager "*)
       [[ "$cmd" == *"$state"* ]] && leftover+=("$pid") ;;
   esac
 done
@@ -74,7 +75,7 @@ for pid in "${leftover[@]}"; do
 done
 
 still=()
-for pid in "$(pid_of KWOK_PID)" "$(pid_of APISERVER_PID)" "$(pid_of ETCD_PID)" "${leftover[@]}"; do
+for pid in "$(pid_of CONTROLLER_MANAGER_PID)" "$(pid_of KWOK_PID)" "$(pid_of APISERVER_PID)" "$(pid_of ETCD_PID)" "${leftover[@]}"; do
   ours "$pid" && still+=("$pid")
 done
 (( ${#still[@]} == 0 )) || rb_die "processes still running: ${still[*]}"

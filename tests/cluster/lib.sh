@@ -18,7 +18,8 @@ rb_die() { echo "[$(basename "$0")] ERROR: $*" >&2; exit 1; }
 # Binaries the harness needs, with the directory each lives in.
 rb_binaries_present() {
   local f
-  for f in "$K8S_BIN_DIR/kube-apiserver" "$K8S_BIN_DIR/etcd" "$K8S_BIN_DIR/kubectl" "$KWOK_BIN_DIR/kwok"; do
+  for f in "$K8S_BIN_DIR/kube-apiserver" "$K8S_BIN_DIR/etcd" "$K8S_BIN_DIR/kubectl" \
+    "$K8S_BIN_DIR/kube-controller-manager" "$KWOK_BIN_DIR/kwok"; do
     [[ -x "$f" ]] || return 1
   done
 }

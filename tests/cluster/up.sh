@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# Start a throw-away control plane on 127.0.0.1: etcd + kube-apiserver + kwok.
+# Start a throw-away control plane on 127.0.0.1: etcd + kube-apiserver + kwok, and
+# kube-controller-manager running only the PersistentVolume binder (claims and volumes
+# bind as on a real cluster; nothing else of the controller-manager runs).
 #
 #   up.sh [STATE_DIR]
 #
@@ -21,6 +23,7 @@
 #   RB_KWOK_CONFIG_DIR     dir whose *.yaml are passed to kwok with --config
 #                          (default tests/cluster/stages)
 #   RB_NO_KWOK=1           do not start kwok
+#   RB_NO_CONTROLLERS=1    do not start kube-controller-manager
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -64,7 +67,7 @@ mkdir -p "$state/logs" "$state/pki" "$state/apiserver-certs" "$state/kwok"
 rb_log "state dir: $state"
 
 # From here on, any failure tears down whatever was started.
-ETCD_PID="" APISERVER_PID="" KWOK_PID=""
+ETCD_PID="" APISERVER_PID="" KWOK_PID="" CONTROLLER_MANAGER_PID=""
 write_env() {
   {
     echo "KUBECONFIG=$state/kubeconfig"
@@ -80,6 +83,7 @@ write_env() {
     echo "ETCD_PID=$ETCD_PID"
     echo "APISERVER_PID=$APISERVER_PID"
     echo "KWOK_PID=$KWOK_PID"
+    echo "CONTROLLER_MANAGER_PID=$CONTROLLER_MANAGER_PID"
   } > "$state/env.tmp"
   mv "$state/env.tmp" "$state/env"
 }
@@ -93,7 +97,7 @@ on_exit() {
       echo "----- $f" >&2
       tail -n 25 "$f" >&2 || true
     done
-    if [[ -n "$ETCD_PID$APISERVER_PID$KWOK_PID" ]]; then
+    if [[ -n "$ETCD_PID$APISERVER_PID$KWOK_PID$CONTROLLER_MANAGER_PID" ]]; then
       write_env || true
       "$RB_CLUSTER_HOME/down.sh" "$state" >&2 || true
     fi
@@ -312,6 +316,24 @@ if [[ "${RB_NO_KWOK:-0}" != 1 ]]; then
     rb_die "kwok did not become ready"
   done
   rb_log "kwok ready (pid $KWOK_PID, healthz on 127.0.0.1:$kwok_port)"
+fi
+
+# --- kube-controller-manager (the PersistentVolume binder only) ---------------
+if [[ "${RB_NO_CONTROLLERS:-0}" != 1 ]]; then
+  kcm_log="$state/logs/kube-controller-manager.log"
+  # No serving port (tests run side by side), no leader election, the admin identity.
+  start kube-controller-manager "$kcm_log" "$K8S_BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$state/kubeconfig" \
+    --controllers=persistentvolume-binder-controller \
+    --leader-elect=false \
+    --secure-port=0 \
+    --pvclaimbinder-sync-period=2s
+  CONTROLLER_MANAGER_PID=$START_PID
+  write_env
+  wait_for kube-controller-manager "$CONTROLLER_MANAGER_PID" "$kcm_log" \
+    grep -q 'Started controller.*persistentvolume-binder' "$kcm_log" \
+    || rb_die "kube-controller-manager did not start the PersistentVolume binder"
+  rb_log "kube-controller-manager ready (pid $CONTROLLER_MANAGER_PID, PersistentVolume binder only)"
 fi
 
 write_env

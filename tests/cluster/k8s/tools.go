@@ -9,5 +9,6 @@ package tools
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
