@@ -10,7 +10,6 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
-use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::json;
 
 /// Creates pod `name` of gang `group` with the usual spec, `extra` merged over it.
@@ -67,15 +66,7 @@ fn pod_scheduled(p: &Pod) -> Option<(String, String, String)> {
 
 /// The reason of the PodGroup's Unschedulable condition, if it has one.
 async fn condition_reason(client: &Client, ns: &str, name: &str) -> Option<String> {
-    let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()?;
-    pg.status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))
-        .and_then(|c| c.reason)
+    unschedulable_condition(client, ns, name).await?.reason
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -416,7 +416,12 @@ pub fn phase(p: &Pod) -> String {
         .unwrap_or_default()
 }
 
-pub async fn condition_message(client: &Client, ns: &str, name: &str) -> Option<String> {
+/// The PodGroup's Unschedulable condition, whatever its status.
+pub async fn unschedulable_condition(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Option<rust_batch::kube::dialects::volcano::api::PodGroupCondition> {
     let pg = Api::<PodGroup>::namespaced(client.clone(), ns)
         .get(name)
         .await
@@ -424,10 +429,14 @@ pub async fn condition_message(client: &Client, ns: &str, name: &str) -> Option<
     pg.status?
         .conditions?
         .into_iter()
-        .find(|c| {
-            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
-                && c.status.as_deref() == Some("True")
-        })
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))
+}
+
+/// The message of the PodGroup's Unschedulable condition while it holds (status True).
+pub async fn condition_message(client: &Client, ns: &str, name: &str) -> Option<String> {
+    unschedulable_condition(client, ns, name)
+        .await
+        .filter(|c| c.status.as_deref() == Some("True"))
         .and_then(|c| c.message)
 }
 
