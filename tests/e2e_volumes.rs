@@ -243,37 +243,46 @@ async fn pods_go_where_their_bound_volumes_are() {
     check_invariants(&client, NS).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gangs_wait_for_first_consumer_claims_are_provisioned_before_any_pod_binds() {
-    const NS: &str = "e2e-vol-wffc";
-    const CLASS: &str = "e2e-vol-wffc";
-    let client = client().await;
-    install_crds(&client).await;
-    namespace(&client, NS).await;
-    for i in 0..2 {
-        fake_node(&client, &format!("vol-wffc-n{i}"), NS, shape()).await;
+/// A gang "g" of two pods in `ns`, each with its own WaitForFirstConsumer claim
+/// (data-0, data-1) of class `ns`, on `nodes` fresh nodes, scheduled by a new scheduler of
+/// that name; returns the scheduler once both claims were handed to the provisioner, with
+/// the nodes they were handed to.
+async fn wffc_gang(client: &Client, ns: &str, nodes: usize) -> (Scheduler, (String, String)) {
+    install_crds(client).await;
+    namespace(client, ns).await;
+    for i in 0..nodes {
+        fake_node(client, &format!("{ns}-n{i}"), ns, shape()).await;
     }
-    storage_class(&client, CLASS, "WaitForFirstConsumer").await;
-    claim(&client, NS, "data-0", CLASS, None).await;
-    claim(&client, NS, "data-1", CLASS, None).await;
-    let _s = start_scheduler("rb-vol-wffc");
-    pod_group(&client, NS, "g", 2).await;
-    pod_with_claims(&client, NS, "rb-vol-wffc", "g-0", "g", &["data-0"]).await;
-    pod_with_claims(&client, NS, "rb-vol-wffc", "g-1", "g", &["data-1"]).await;
-
-    // The gang commits: both claims are handed to the provisioner for their pods' nodes.
+    storage_class(client, ns, "WaitForFirstConsumer").await;
+    claim(client, ns, "data-0", ns, None).await;
+    claim(client, ns, "data-1", ns, None).await;
+    let scheduler = format!("rb-{ns}");
+    let s = start_scheduler(&scheduler);
+    pod_group(client, ns, "g", 2).await;
+    pod_with_claims(client, ns, &scheduler, "g-0", "g", &["data-0"]).await;
+    pod_with_claims(client, ns, &scheduler, "g-1", "g", &["data-1"]).await;
     let selected = wait_for(
         Duration::from_secs(30),
         "selected-node on both claims",
         || async {
-            let a = selected_node(&get_claim(&client, NS, "data-0").await)?;
-            let b = selected_node(&get_claim(&client, NS, "data-1").await)?;
+            let a = selected_node(&get_claim(client, ns, "data-0").await)?;
+            let b = selected_node(&get_claim(client, ns, "data-1").await)?;
             Some((a, b))
         },
     )
     .await;
+    (s, selected)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gangs_wait_for_first_consumer_claims_are_provisioned_before_any_pod_binds() {
+    const NS: &str = "e2e-vol-wffc";
+    const CLASS: &str = NS;
+    let client = client().await;
+    // The gang commits: both claims are handed to the provisioner for their pods' nodes.
+    let (_s, selected) = wffc_gang(&client, NS, 2).await;
     for node in [&selected.0, &selected.1] {
-        assert!(node.starts_with("vol-wffc-n"), "{selected:?}");
+        assert!(node.starts_with("e2e-vol-wffc-n"), "{selected:?}");
     }
     none_binds_for_a_while(&client, NS, "no claim is bound yet: nothing binds").await;
     let scheduled = scheduled_message(&client, NS, "g").await;
@@ -480,33 +489,12 @@ async fn unbound_immediate_and_missing_claims_wait_with_their_names_while_others
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_scheduler_keeps_a_gang_on_the_nodes_its_claims_were_handed_to() {
     const NS: &str = "e2e-vol-restart";
-    const CLASS: &str = "e2e-vol-restart";
+    const CLASS: &str = NS;
     let client = client().await;
-    install_crds(&client).await;
-    namespace(&client, NS).await;
-    for i in 0..3 {
-        fake_node(&client, &format!("vol-restart-n{i}"), NS, shape()).await;
-    }
-    storage_class(&client, CLASS, "WaitForFirstConsumer").await;
-    claim(&client, NS, "data-0", CLASS, None).await;
-    claim(&client, NS, "data-1", CLASS, None).await;
-    let first = start_scheduler("rb-vol-restart");
-    pod_group(&client, NS, "g", 2).await;
-    pod_with_claims(&client, NS, "rb-vol-restart", "g-0", "g", &["data-0"]).await;
-    pod_with_claims(&client, NS, "rb-vol-restart", "g-1", "g", &["data-1"]).await;
-    let selected = wait_for(
-        Duration::from_secs(30),
-        "selected-node on both claims",
-        || async {
-            let a = selected_node(&get_claim(&client, NS, "data-0").await)?;
-            let b = selected_node(&get_claim(&client, NS, "data-1").await)?;
-            Some((a, b))
-        },
-    )
-    .await;
+    let (first, selected) = wffc_gang(&client, NS, 3).await;
     // The scheduler goes while the gang waits for its claims; a new one takes over.
     drop(first);
-    let _second = start_scheduler("rb-vol-restart");
+    let _second = start_scheduler(&format!("rb-{NS}"));
     none_binds_for_a_while(&client, NS, "the claims are still unbound: nothing binds").await;
     let node0 = provision(&client, NS, "data-0", CLASS).await;
     let node1 = provision(&client, NS, "data-1", CLASS).await;
