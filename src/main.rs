@@ -62,9 +62,14 @@ enum Command {
         /// How often to run a cycle when nothing changes (cycles also run soon after changes).
         #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         schedule_period: std::time::Duration,
-        /// Binds in flight at once.
+        /// Binds and evictions in flight at first; the limit then adapts to the API
+        /// server (grows while its latency stays flat, shrinks on 429s or rising latency).
         #[arg(long, default_value_t = 16)]
         bind_concurrency: usize,
+        /// The most binds and evictions in flight the adaptive limit may reach (equal to
+        /// --bind-concurrency: a fixed limit).
+        #[arg(long, default_value_t = 256)]
+        max_bind_concurrency: usize,
         /// Address for /metrics, /healthz and /readyz, or "off".
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_address: String,
@@ -240,6 +245,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             scheduler_conf,
             schedule_period,
             bind_concurrency,
+            max_bind_concurrency,
             http_address,
             short_gang_timeout,
             short_gang_policy,
@@ -273,6 +279,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     conf,
                     conf_path: scheduler_conf,
                     bind_concurrency,
+                    max_bind_concurrency,
                     http_address,
                     short_gang_timeout,
                     short_gang_policy,

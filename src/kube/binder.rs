@@ -16,10 +16,11 @@ use std::time::Duration;
 use ::kube::api::{Api, PostParams};
 use ::kube::Client;
 use k8s_openapi::api::core::v1::Pod;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::bind_limit::BindLimit;
 use super::events::{pod_ref, Event, EventType};
 use super::index::{lock, Index};
 use super::metrics::Metrics;
@@ -35,8 +36,8 @@ pub struct Binder {
     pub wake: Arc<Notify>,
     pub metrics: Arc<Metrics>,
     pub gate: Arc<Gate>,
-    /// Calls in flight.
-    pub permits: Arc<Semaphore>,
+    /// How many calls may be in flight (adaptive).
+    pub limit: Arc<BindLimit>,
     /// Pods whose last bind was refused: how many times in a row, and not before when to
     /// try again (the engine places such a pod again at once; the binder holds the call
     /// back, the room stays assumed meanwhile).
@@ -133,14 +134,36 @@ impl Binder {
         }
     }
 
-    /// Sends binds and evictions marked with `assume`, at most `permits` at a time.
+    /// Waits for a permit to send a call, counting the wait.
+    async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let asked = Instant::now();
+        let (permit, waited) = self.limit.acquire().await;
+        if waited {
+            self.metrics
+                .bind_permit_wait
+                .observe(asked.elapsed().as_secs_f64());
+        } else {
+            self.metrics.bind_permit_wait.observe(0.0);
+        }
+        permit
+    }
+
+    /// One call answered after `latency`: the limit may move (a 429, a 5xx or no answer
+    /// says the API server is overloaded).
+    fn answered(&self, latency: Duration, sent: &Result<serde_json::Value, ::kube::Error>) {
+        let overloaded = matches!(sent, Err(e) if Failure::of(e) == Failure::Transient);
+        let limit = self.limit.answered(latency, overloaded);
+        self.metrics.bind_limit.set(limit as i64);
+    }
+
+    /// Sends binds and evictions marked with `assume`, as many at a time as the limit allows.
     pub async fn send(&self, binds: Vec<Bind>, evictions: Vec<Eviction>) {
         for e in evictions {
-            let permit = self.permits.clone().acquire_owned().await;
+            let permit = self.permit().await;
             let this = self.clone();
             tokio::spawn(async move {
                 this.evict(e).await;
-                drop(permit);
+                this.limit.release(permit);
             });
         }
         for b in binds {
@@ -150,9 +173,9 @@ impl Binder {
                 if let Some(at) = not_before {
                     tokio::time::sleep_until(at).await;
                 }
-                let permit = this.permits.clone().acquire_owned().await;
+                let permit = this.permit().await;
                 let outcome = this.bind_until_answered(&b).await;
-                drop(permit);
+                this.limit.release(permit);
                 this.settle(b, outcome);
             });
         }
@@ -181,6 +204,7 @@ impl Binder {
                 return BindOutcome::Refused(format!("node {} no longer exists", b.node));
             }
             let sending = Sending::new(&self.in_flight);
+            let started = Instant::now();
             let sent = api
                 .create_subresource::<_, serde_json::Value>(
                     "binding",
@@ -191,7 +215,9 @@ impl Binder {
                 .await;
             drop(sending);
             self.gate.record(&sent);
-            self.metrics.api_write("binding", sent.as_ref().err());
+            self.metrics
+                .api_write_timed("binding", started.elapsed(), sent.as_ref().err());
+            self.answered(started.elapsed(), &sent);
             let err = match sent {
                 Ok(_) => return BindOutcome::Bound,
                 Err(e) => e,
@@ -306,6 +332,7 @@ impl Binder {
         let refused = loop {
             self.gate.pass().await;
             let sending = Sending::new(&self.in_flight);
+            let started = Instant::now();
             let sent = api
                 .create_subresource::<_, serde_json::Value>(
                     "eviction",
@@ -316,7 +343,8 @@ impl Binder {
                 .await;
             drop(sending);
             self.gate.record(&sent);
-            self.metrics.api_write("eviction", sent.as_ref().err());
+            self.metrics
+                .api_write_timed("eviction", started.elapsed(), sent.as_ref().err());
             let err = match sent {
                 Ok(_) => break None,
                 Err(err) => err,

@@ -16,9 +16,10 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
+use super::bind_limit::{BindLimit, LimitController};
 use super::binder::Binder;
 use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::{HyperNode, PodGroup, Queue};
@@ -44,7 +45,10 @@ pub struct DriverOptions {
     /// The file `conf` came from: reloaded when it changes. A bad new file is logged and the
     /// running configuration stays.
     pub conf_path: Option<std::path::PathBuf>,
+    /// Binds and evictions in flight at first; the limit then adapts up to
+    /// `max_bind_concurrency` (see `bind_limit`).
     pub bind_concurrency: usize,
+    pub max_bind_concurrency: usize,
     /// Where to serve /metrics, /healthz and /readyz (None: nowhere).
     pub http_address: Option<std::net::SocketAddr>,
     /// How long a gang a refused bind left short may wait for its missing members.
@@ -56,6 +60,9 @@ pub struct DriverOptions {
     /// Leader election (None: this process is the only scheduler).
     pub leader_election: Option<ElectionConfig>,
 }
+
+/// The floor of the adaptive bind limit: an overloaded API server still gets a few binds.
+const MIN_BIND_CONCURRENCY: usize = 4;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -137,7 +144,11 @@ pub async fn run(
         wake: wake.clone(),
         metrics: metrics.clone(),
         gate: gate.clone(),
-        permits: Arc::new(Semaphore::new(opts.bind_concurrency.max(1))),
+        limit: Arc::new(BindLimit::new(LimitController::new(
+            opts.bind_concurrency,
+            MIN_BIND_CONCURRENCY.min(opts.bind_concurrency),
+            opts.max_bind_concurrency.max(opts.bind_concurrency),
+        ))),
         refused: Default::default(),
         in_flight: Default::default(),
         fence: opts.leader_election.as_ref().map(|c| {
@@ -148,6 +159,7 @@ pub async fn run(
             ))
         }),
     };
+    metrics.bind_limit.set(binder.limit.limit() as i64);
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
     let cycles = Cycles {
         scheduler,

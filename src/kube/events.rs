@@ -168,9 +168,10 @@ async fn publish_all(
         let started = tokio::time::Instant::now();
         loop {
             gate.pass().await;
+            let sending = tokio::time::Instant::now();
             let sent = api.create(&PostParams::default(), &body).await;
             gate.record(&sent);
-            metrics.api_write("event", sent.as_ref().err());
+            metrics.api_write_timed("event", sending.elapsed(), sent.as_ref().err());
             match sent {
                 Ok(_) => break,
                 Err(e) => match Failure::of(&e) {

@@ -39,6 +39,12 @@ pub struct Metrics {
     /// API writes by kind (binding, eviction, podgroup status, queue status, event) and
     /// result (ok, or the failure's code).
     pub api_writes: IntCounterVec,
+    /// How long API writes took, by kind, seconds.
+    pub api_write_latency: HistogramVec,
+    /// How long binds and evictions waited for a permit to be sent, seconds.
+    pub bind_permit_wait: Histogram,
+    /// How many binds and evictions may be in flight now (the adaptive limit).
+    pub bind_limit: IntGauge,
     /// Objects whose status waits to be written.
     pub status_backlog: IntGauge,
     /// 1 while this replica holds the leader lease (always 1 without leader election).
@@ -91,6 +97,22 @@ impl Metrics {
                 Opts::new("api_writes_total", "API writes by kind and result"),
                 &["kind", "result"],
             )?,
+            api_write_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "api_write_duration_seconds",
+                    "How long API writes took, by kind",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+                &["kind"],
+            )?,
+            bind_permit_wait: histogram(
+                "bind_permit_wait_seconds",
+                "How long binds and evictions waited for a permit to be sent",
+            )?,
+            bind_limit: IntGauge::new(
+                "bind_concurrency_limit",
+                "How many binds and evictions may be in flight now (adaptive)",
+            )?,
             status_backlog: IntGauge::new(
                 "status_backlog",
                 "PodGroups and Queues whose status waits to be written",
@@ -134,6 +156,9 @@ impl Metrics {
         m.registry
             .register(Box::new(m.unschedulable_gangs.clone()))?;
         m.registry.register(Box::new(m.api_writes.clone()))?;
+        m.registry.register(Box::new(m.api_write_latency.clone()))?;
+        m.registry.register(Box::new(m.bind_permit_wait.clone()))?;
+        m.registry.register(Box::new(m.bind_limit.clone()))?;
         m.registry.register(Box::new(m.status_backlog.clone()))?;
         m.registry.register(Box::new(m.leader.clone()))?;
         m.registry.register(Box::new(m.watch_lag.clone()))?;
@@ -158,6 +183,7 @@ impl Metrics {
             "event",
         ] {
             m.api_writes.with_label_values(&[kind, "ok"]);
+            m.api_write_latency.with_label_values(&[kind]);
         }
         m.volcano.register(&m.volcano_registry)?;
         Ok(Arc::new(m))
@@ -176,6 +202,19 @@ impl Metrics {
                 .inc_by(u64::from(n));
         }
         self.placement_search_tries.inc_by(stats.tries);
+    }
+
+    /// Counts one API write, how long it took and how it ended.
+    pub fn api_write_timed(
+        &self,
+        kind: &str,
+        took: std::time::Duration,
+        error: Option<&::kube::Error>,
+    ) {
+        self.api_write_latency
+            .with_label_values(&[kind])
+            .observe(took.as_secs_f64());
+        self.api_write(kind, error);
     }
 
     /// Counts one API write and how it ended.

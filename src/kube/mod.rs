@@ -3,7 +3,8 @@
 //! `budgets`), and the parts that connect the engine to
 //! an API server, each with one job: `watch` (one task per kind) feeds the `index`;
 //! `driver` runs cycles on it once every list is complete (and, with `leader`, only while
-//! this replica holds the lease); `binder` sends binds and evictions, `status` writes
+//! this replica holds the lease); `binder` sends binds and evictions (as many at once as `bind_limit` finds the API
+//! server takes), `status` writes
 //! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
 //! gangs a refused bind left short; `volumes` turns claims, volumes and classes into pods'
@@ -13,6 +14,7 @@
 //! Inside this module tree the name `kube` means this module; the external crate is
 //! `::kube`.
 
+pub mod bind_limit;
 pub mod binder;
 pub mod budgets;
 pub mod convert;
