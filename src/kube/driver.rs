@@ -64,6 +64,10 @@ pub struct DriverOptions {
 /// The floor of the adaptive bind limit: an overloaded API server still gets a few binds.
 const MIN_BIND_CONCURRENCY: usize = 4;
 
+/// While changes keep coming, cycles start at most this often (a cycle right after a quiet
+/// spell starts at once).
+const BURST_CYCLE_SPACING: Duration = Duration::from_millis(20);
+
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -217,6 +221,7 @@ impl Cycles<'_> {
         let mut leader_changes = self.leadership.subscribe();
         // Gangs marked as recovering in the cache, to unmark once they are whole again.
         let mut recovering: HashSet<String> = HashSet::new();
+        let mut last_start = Instant::now() - BURST_CYCLE_SPACING;
         loop {
             if let Some(path) = &opts.conf_path {
                 reload_if_changed(path, &mut self.conf_version, &mut self.scheduler);
@@ -224,12 +229,18 @@ impl Cycles<'_> {
             tokio::select! {
                 _ = tokio::time::sleep(opts.schedule_period) => {}
                 _ = wake.notified() => {
-                    // Let a burst of changes (a gang's pods arriving) land before deciding.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    // Idle, decide at once: the change may complete a gang, and a fixed
+                    // debounce would be most of its latency. In a burst (a cycle started
+                    // moments ago), cycles are spaced so its changes land together.
+                    let since = last_start.elapsed();
+                    if since < BURST_CYCLE_SPACING {
+                        tokio::time::sleep(BURST_CYCLE_SPACING - since).await;
+                    }
                 }
                 // A new leader starts its cycles at once.
                 _ = leader_changes.changed() => {}
             }
+            last_start = Instant::now();
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
