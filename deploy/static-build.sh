@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds rust-batch as one statically linked executable (glibc with crt-static; rustls/ring
+# need no system library) for the image (deploy/Containerfile) and the empty-root test.
+#
+#   deploy/static-build.sh             # dev profile, no debug info: what the tests run (faster)
+#   deploy/static-build.sh --release   # the release profile: what an image should ship
+#
+# A separate target dir (target/static) keeps the host build's artifacts: crt-static changes
+# every crate's flags, so sharing target/ would rebuild both on every switch. The binary ends
+# up alone in target/static/image/ (the image's build context); the last stdout line is its path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+triple=x86_64-unknown-linux-gnu
+profile=dev
+dir=debug
+if [[ "${1:-}" == --release ]]; then
+  profile=release
+  dir=release
+fi
+# --target makes RUSTFLAGS apply to the target only, not to build scripts and proc macros
+# (which must stay dynamic to be loaded by rustc).
+RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_DEV_DEBUG=false \
+  cargo build --locked --bin rust-batch --profile "$profile" --target "$triple" \
+  --target-dir target/static >&2
+mkdir -p target/static/image
+# Copied then renamed: a concurrent run or reader never sees half a binary.
+cp "target/static/$triple/$dir/rust-batch" "target/static/image/.rust-batch.$$"
+mv -f "target/static/image/.rust-batch.$$" target/static/image/rust-batch
+echo "$PWD/target/static/image/rust-batch"
