@@ -239,7 +239,10 @@ fn one_replica_may_run_without_leader_election_but_two_may_not() {
 fn a_misspelt_or_mistyped_value_is_refused_by_name() {
     for (set, named) in [
         ("replica=3", "'replica' not allowed"),
-        ("leaderElection.leaseDuration=fifteen", "/leaderElection/leaseDuration"),
+        (
+            "leaderElection.leaseDuration=fifteen",
+            "/leaderElection/leaseDuration",
+        ),
         ("replicas=0", "/replicas"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         ("metrics.serviceMonitor.enable=true", "'enable' not allowed"),
