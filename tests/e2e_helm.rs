@@ -3,7 +3,9 @@
 //! (`kubectl apply --dry-run=server`, CRDs installed first), PodSecurity "restricted" admits
 //! the scheduler's pod, and rust-batch run exactly as the Deployment runs it — its arguments,
 //! its ConfigMap's configuration, its ServiceAccount's RBAC, its Lease and leader fence —
-//! binds a gang. Without a cluster these tests fail; they never skip.
+//! binds a gang; so does the image's static binary in a root holding nothing but itself and
+//! what the kubelet mounts, as UID 65532, with the in-cluster configuration of a real
+//! ServiceAccount token. Without a cluster these tests fail; they never skip.
 
 mod common;
 
@@ -128,28 +130,16 @@ async fn the_deployments_command_config_and_rbac_bind_a_gang() {
     let conf_path = dir.join("volcano-scheduler.conf");
     std::fs::write(&conf_path, conf).unwrap();
 
-    // The Deployment's arguments, with the paths and names a test on a shared cluster needs:
-    // the mounted config is the file above, the scheduler answers to a name of its own (other
-    // tests use rust-batch and volcano), HTTP on a free loopback port. Leader election, its
-    // Lease (rust-batch-system/rust-batch) and the fence bound to it stay as shipped.
-    let container = of_kind("Deployment")["spec"]["template"]["spec"]["containers"][0].clone();
-    let shipped: Vec<String> = serde_yaml::from_value(container["args"].clone()).unwrap();
-    assert_eq!(shipped[0], "run");
+    // The Deployment's arguments; its Lease (rust-batch-system/rust-batch) and the fence
+    // bound to it stay as shipped, the mounted config is the file above.
     let port = free_port();
     let scheduler = "rb-helm";
-    let mut args = Vec::new();
-    for a in &shipped {
-        if a.starts_with("--scheduler-conf=") {
-            args.push(format!("--scheduler-conf={}", conf_path.display()));
-        } else if a.starts_with("--scheduler-name=") {
-            continue;
-        } else if a.starts_with("--http-address=") {
-            args.push(format!("--http-address=127.0.0.1:{port}"));
-        } else {
-            args.push(a.clone());
-        }
-    }
-    args.push(format!("--scheduler-name={scheduler}"));
+    let args = deployment_args(
+        scheduler,
+        &format!("127.0.0.1:{port}"),
+        "rust-batch",
+        &conf_path.display().to_string(),
+    );
     assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
     let log = dir.join("scheduler.log");
     let child = Command::new(env!("CARGO_BIN_EXE_rust-batch"))
@@ -208,4 +198,183 @@ async fn the_deployments_command_config_and_rbac_bind_a_gang() {
     let (code, body) = http_get(port, "/readyz").await.expect("/readyz answers");
     assert_eq!((code, body.trim()), (200, "ok: leader"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Deployment's arguments for a test on a shared cluster: the scheduler answers to a
+/// name of its own (other tests use rust-batch and volcano), serves HTTP on `http`, holds
+/// `lease` and reads its configuration from `conf`; every other argument as shipped.
+fn deployment_args(scheduler: &str, http: &str, lease: &str, conf: &str) -> Vec<String> {
+    let container = of_kind("Deployment")["spec"]["template"]["spec"]["containers"][0].clone();
+    let shipped: Vec<String> = serde_yaml::from_value(container["args"].clone()).unwrap();
+    let mut args: Vec<String> = shipped
+        .into_iter()
+        .filter(|a| !a.starts_with("--scheduler-name="))
+        .map(|a| {
+            if a.starts_with("--http-address=") {
+                format!("--http-address={http}")
+            } else if a.starts_with("--leader-elect-lease-name=") {
+                format!("--leader-elect-lease-name={lease}")
+            } else if a.starts_with("--scheduler-conf=") {
+                format!("--scheduler-conf={conf}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    args.push(format!("--scheduler-name={scheduler}"));
+    args
+}
+
+#[tokio::test]
+async fn the_static_binary_in_an_empty_root_schedules_as_the_service_account() {
+    let client = client().await;
+    install_crds(&client).await;
+    // The render applied: the ServiceAccount exists and has the chart's permissions.
+    scheduler_kubeconfig();
+
+    // The pod's filesystem as the image and the kubelet make it: the binary, the ConfigMap
+    // at its mount path, the ServiceAccount's token, CA and namespace. Nothing else: no
+    // loader, no libc, no /etc/ssl, no /tmp.
+    let build = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/static-build.sh"
+    ))
+    .stderr(Stdio::inherit())
+    .output()
+    .expect("deploy/static-build.sh runs");
+    assert!(build.status.success(), "the static build failed");
+    let binary = String::from_utf8(build.stdout).unwrap();
+    let root = std::env::temp_dir().join(format!("rb-e2e-image-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let sa = root.join("var/run/secrets/kubernetes.io/serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::create_dir_all(root.join("etc/rust-batch")).unwrap();
+    std::fs::copy(
+        binary.lines().last().unwrap().trim(),
+        root.join("rust-batch"),
+    )
+    .unwrap();
+    let conf = of_kind("ConfigMap")["data"]["volcano-scheduler.conf"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(root.join("etc/rust-batch/volcano-scheduler.conf"), conf).unwrap();
+    // A real token of the ServiceAccount (TokenRequest): no impersonation here.
+    let token = kubectl_admin(
+        &[
+            "create",
+            "token",
+            "rust-batch",
+            "-n",
+            NAMESPACE,
+            "--duration=1h",
+        ],
+        "",
+    );
+    std::fs::write(sa.join("token"), token.trim()).unwrap();
+    let state = std::env::var("RB_CLUSTER_DIR").expect("RB_CLUSTER_DIR (with-cluster.sh)");
+    std::fs::copy(
+        format!("{state}/apiserver-certs/apiserver.crt"),
+        sa.join("ca.crt"),
+    )
+    .unwrap();
+    std::fs::write(sa.join("namespace"), NAMESPACE).unwrap();
+    let url = std::env::var("RB_APISERVER_URL").expect("RB_APISERVER_URL (with-cluster.sh)");
+    let (host, port) = url
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .expect("https://HOST:PORT");
+
+    let scheduler = "rb-helm-image";
+    let http = free_port();
+    // Its own Lease: the other test of this file leads rust-batch-system/rust-batch.
+    let args = deployment_args(
+        scheduler,
+        &format!("127.0.0.1:{http}"),
+        "rb-helm-image",
+        "/etc/rust-batch/volcano-scheduler.conf",
+    );
+    let log = std::env::temp_dir().join(format!("rb-e2e-image-{}.log", std::process::id()));
+    let child = Command::new("chroot")
+        .arg("--userspec=65532:65532")
+        .arg(&root)
+        .arg("/rust-batch")
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        // What the kubelet sets: the in-cluster API server, and the downward API's values.
+        .env("KUBERNETES_SERVICE_HOST", host)
+        .env("KUBERNETES_SERVICE_PORT", port)
+        .env("POD_NAME", "rb-helm-image-0")
+        .env("POD_NAMESPACE", NAMESPACE)
+        .env("RUST_LOG", "info,kube=warn,kube_client=error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .expect("chroot runs (the e2e tests run as root)");
+    let _scheduler = Scheduler(child);
+    eprintln!(
+        "chroot {} /rust-batch {} (log {})",
+        root.display(),
+        args.join(" "),
+        log.display()
+    );
+
+    let (ns, pool) = ("e2e-helm-image", "e2e-helm-image");
+    namespace(&client, ns).await;
+    fake_nodes(
+        &client,
+        "helm-image",
+        1..=2,
+        pool,
+        &json!({"cpu": "4", "memory": "16Gi"}),
+    )
+    .await;
+    pod_group(&client, ns, "trainer", 4).await;
+    let place = Place {
+        client: &client,
+        ns,
+        pool,
+        scheduler,
+    };
+    for i in 0..4 {
+        place
+            .pod(
+                "trainer",
+                &format!("trainer-{i}"),
+                "worker",
+                json!({"cpu": "2"}),
+                None,
+            )
+            .await;
+    }
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let bound = wait_for(
+        Duration::from_secs(60),
+        "the gang bound by the static binary",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (pods.len() == 4 && pods.values().all(|p| node_of(p).is_some())).then_some(pods)
+        },
+    )
+    .await;
+    assert_not_over_committed(&client, &bound.values().cloned().collect::<Vec<_>>()).await;
+    let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
+        .get("rb-helm-image")
+        .await
+        .unwrap_or_else(|e| panic!("its Lease: {e}\n{}", log_text()));
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(
+        holder.starts_with("rb-helm-image-0_"),
+        "lease holder {holder}"
+    );
+    let text = log_text();
+    assert!(
+        !text.contains("forbidden") && !text.contains("Forbidden"),
+        "the ServiceAccount's own token lacks a permission:\n{text}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }
