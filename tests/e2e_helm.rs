@@ -200,6 +200,15 @@ async fn the_deployments_command_config_and_rbac_bind_a_gang() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}
+
 /// The Deployment's arguments for a test on a shared cluster: the scheduler answers to a
 /// name of its own (other tests use rust-batch and volcano), serves HTTP on `http`, holds
 /// `lease` and reads its configuration from `conf`; every other argument as shipped.
@@ -295,9 +304,18 @@ async fn the_static_binary_in_an_empty_root_schedules_as_the_service_account() {
         "/etc/rust-batch/volcano-scheduler.conf",
     );
     let log = std::env::temp_dir().join(format!("rb-e2e-image-{}.log", std::process::id()));
-    let child = Command::new("chroot")
-        .arg("--userspec=65532:65532")
-        .arg(&root)
+    let mut in_root = if is_root() {
+        let mut c = Command::new("chroot");
+        c.arg("--userspec=65532:65532").arg(&root);
+        c
+    } else {
+        // Without root: a user namespace (no network namespace, so 127.0.0.1 is the host's).
+        let mut c = Command::new("unshare");
+        c.arg("--map-root-user")
+            .arg(format!("--root={}", root.display()));
+        c
+    };
+    let child = in_root
         .arg("/rust-batch")
         .args(&args)
         .env_clear()
@@ -311,7 +329,7 @@ async fn the_static_binary_in_an_empty_root_schedules_as_the_service_account() {
         .stdout(Stdio::null())
         .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
         .spawn()
-        .expect("chroot runs (the e2e tests run as root)");
+        .expect("chroot / unshare runs");
     let _scheduler = Scheduler(child);
     eprintln!(
         "chroot {} /rust-batch {} (log {})",
