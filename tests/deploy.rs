@@ -1,9 +1,10 @@
-//! deploy/ manifests are valid Kubernetes objects, and the scheduler configuration they
-//! ship loads.
+//! deploy/ manifests (the Helm chart's render, deploy/rust-batch.yaml) are valid Kubernetes
+//! objects, grant what the driver calls and nothing by wildcard, run under PodSecurity
+//! "restricted", and the scheduler configuration they ship loads.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use rust_batch::conf::SchedulerConf;
 use serde::Deserialize;
 
@@ -55,7 +56,8 @@ fn manifests_parse_and_the_shipped_config_loads() {
         lease_role.metadata.namespace.as_deref(),
         Some("rust-batch-system")
     );
-    for verb in ["get", "create", "update", "patch"] {
+    // What kube-lease-manager calls (and the holder's read-back of its renewals).
+    for verb in ["get", "create", "patch"] {
         assert!(
             lease_role.rules.iter().flatten().any(|r| r
                 .resources
@@ -104,6 +106,98 @@ fn manifests_parse_and_the_shipped_config_loads() {
             "pods' volumes: {resource} {verb} (selected-node goes on claims)"
         );
     }
+}
+
+fn no_wildcard(kind: &str, rules: &[PolicyRule]) {
+    for rule in rules {
+        let named = rule
+            .api_groups
+            .iter()
+            .flatten()
+            .chain(rule.resources.iter().flatten())
+            .chain(rule.verbs.iter())
+            .chain(rule.resource_names.iter().flatten());
+        for name in named {
+            assert!(!name.contains('*'), "{kind} rule {rule:?} has a wildcard");
+        }
+        assert!(
+            rule.non_resource_urls.is_none(),
+            "{kind} grants non-resource URLs"
+        );
+    }
+}
+
+#[test]
+fn rbac_is_least_privilege_without_wildcards() {
+    let role: ClusterRole = of_kind("ClusterRole");
+    no_wildcard("ClusterRole", role.rules.as_deref().unwrap_or_default());
+    let lease_role: Role = of_kind("Role");
+    no_wildcard("Role", lease_role.rules.as_deref().unwrap_or_default());
+    let verbs_of = |resource: &str| -> Vec<String> {
+        let mut v: Vec<String> = role
+            .rules
+            .iter()
+            .flatten()
+            .filter(|r| r.resources.iter().flatten().any(|x| x == resource))
+            .flat_map(|r| r.verbs.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    // Nothing the scheduler never does: no delete, no update (every write is a patch or a
+    // create), no write to nodes or to pods themselves.
+    for rule in role.rules.iter().flatten() {
+        for verb in &rule.verbs {
+            assert!(
+                ![
+                    "delete",
+                    "deletecollection",
+                    "update",
+                    "escalate",
+                    "bind",
+                    "impersonate"
+                ]
+                .contains(&verb.as_str()),
+                "ClusterRole grants {verb} on {:?}",
+                rule.resources
+            );
+        }
+    }
+    assert_eq!(verbs_of("nodes"), ["list", "watch"]);
+    assert_eq!(verbs_of("pods"), ["get", "list", "watch"]);
+    // Secrets and ConfigMaps are nobody's business here.
+    assert!(verbs_of("secrets").is_empty() && verbs_of("configmaps").is_empty());
+}
+
+#[test]
+fn the_deployment_meets_pod_security_restricted() {
+    let deployment: Deployment = of_kind("Deployment");
+    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    let pod_sc = pod.security_context.expect("a pod securityContext");
+    assert_eq!(pod_sc.run_as_non_root, Some(true));
+    assert_eq!(pod_sc.run_as_user, Some(65532), "the image's non-root UID");
+    assert_eq!(
+        pod_sc.seccomp_profile.map(|p| p.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    let container = &pod.containers[0];
+    let sc = container
+        .security_context
+        .clone()
+        .expect("a container securityContext");
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        sc.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_string()])
+    );
+    assert!(
+        pod.volumes
+            .iter()
+            .flatten()
+            .all(|v| v.host_path.is_none() && v.empty_dir.is_none()),
+        "the scheduler writes no file: no writable volume"
+    );
 }
 
 /// The metric names README's "Metrics" table documents.

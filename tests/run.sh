@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # The one command that runs every test: unit, property, simulator scenario and end-to-end
 # tests against a real control plane (kube-apiserver + etcd + kwok, built from Go modules by
-# tests/cluster/build.sh and cached by version outside the tree). A fresh machine needs only
-# the Rust and Go toolchains; the first control-plane build takes several minutes.
+# tests/cluster/build.sh and cached by version outside the tree), plus the Helm chart's (helm
+# from tests/cluster/build-helm.sh, cached too) and the static binary's in an empty root. A
+# fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
+# several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "==> building the control plane (cached after the first run)"
 tests/cluster/build.sh
+
+echo "==> building helm for the chart's tests (cached after the first run)"
+tests/cluster/build-helm.sh
+
+echo "==> the statically linked binary of the image (its own target dir, dev profile without debug info)"
+deploy/static-build.sh
 
 echo "==> building rust-batch and its tests"
 cargo test --all-targets --locked --no-run

@@ -78,35 +78,70 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
     spawn_scheduler(name, extra, Stdio::from(file))
 }
 
-/// The identity deploy/rust-batch.yaml gives the scheduler.
+/// The identity the Helm chart (deploy/helm/rust-batch, rendered as deploy/rust-batch.yaml)
+/// gives the scheduler.
 pub const SCHEDULER_ACCOUNT: &str = "system:serviceaccount:rust-batch-system:rust-batch";
 
+/// The chart rendered now with its default values (deploy/render.sh, helm built by
+/// tests/cluster/build-helm.sh and cached): what deploy/rust-batch.yaml must equal.
+pub fn rendered_manifests() -> &'static str {
+    static RENDER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RENDER.get_or_init(|| {
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/render.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("deploy/render.sh runs");
+        assert!(
+            out.status.success(),
+            "deploy/render.sh (helm template) fails"
+        );
+        String::from_utf8(out.stdout).expect("UTF-8 render")
+    })
+}
+
+/// `kubectl` (the one tests/cluster built, first on PATH under with-cluster.sh) as the
+/// cluster admin, `stdin` piped in; panics with its stderr unless it succeeds.
+pub fn kubectl_admin(args: &[&str], stdin: &str) -> String {
+    use std::io::Write;
+    let admin = std::env::var("KUBECONFIG")
+        .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let mut child = Command::new(&kubectl)
+        .args(args)
+        .env("KUBECONFIG", &admin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A kubeconfig that acts as the scheduler's ServiceAccount (impersonation), after the
-/// shipped manifests (namespace, ServiceAccount, ClusterRole, binding) are applied to the
-/// cluster with kubectl: every e2e scheduler runs with exactly the permissions deploy/
+/// chart's render (namespace, ServiceAccount, ClusterRole, bindings, fence) is applied to
+/// the cluster with kubectl: every e2e scheduler runs with exactly the permissions the chart
 /// ships, so a missing one fails a test instead of hiding behind cluster admin.
 pub fn scheduler_kubeconfig() -> &'static std::path::Path {
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let admin = std::env::var("KUBECONFIG")
             .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
-        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-        let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rust-batch.yaml");
-        let out = Command::new(&kubectl)
-            .args([
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "-f",
-                manifests,
-            ])
-            .env("KUBECONFIG", &admin)
-            .output()
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "deploy/rust-batch.yaml applies: {}",
-            String::from_utf8_lossy(&out.stderr)
+        kubectl_admin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            rendered_manifests(),
         );
         let mut config: serde_yaml::Value =
             serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
