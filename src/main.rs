@@ -70,6 +70,11 @@ enum Command {
         /// --bind-concurrency: a fixed limit).
         #[arg(long, default_value_t = 256)]
         max_bind_concurrency: usize,
+        /// Also send each pod a Scheduled event when it is bound, as kube-scheduler does
+        /// (one more API write per pod; by default the PodGroup's Scheduled event says it
+        /// once per gang, and failures are always told per pod).
+        #[arg(long)]
+        pod_scheduled_events: bool,
         /// Address for /metrics, /healthz and /readyz, or "off".
         #[arg(long, default_value = "0.0.0.0:8080")]
         http_address: String,
@@ -246,6 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             schedule_period,
             bind_concurrency,
             max_bind_concurrency,
+            pod_scheduled_events,
             http_address,
             short_gang_timeout,
             short_gang_policy,
@@ -280,6 +286,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     conf_path: scheduler_conf,
                     bind_concurrency,
                     max_bind_concurrency,
+                    pod_scheduled_events,
                     http_address,
                     short_gang_timeout,
                     short_gang_policy,

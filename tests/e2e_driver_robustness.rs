@@ -176,7 +176,8 @@ async fn restart_mid_run_completes_gangs_without_duplicate_binds() {
         pool,
         scheduler: name,
     };
-    let first = start_scheduler(name);
+    // Per-pod Scheduled events count each pod's successful binds.
+    let first = start_scheduler_with(name, &["--http-address", "off", "--pod-scheduled-events"]);
     pod_group(&client, ns, "a", 2).await;
     for i in 0..2 {
         place
@@ -198,7 +199,7 @@ async fn restart_mid_run_completes_gangs_without_duplicate_binds() {
             .pod("b", &format!("b-{i}"), "main", json!({"cpu": "2"}), None)
             .await;
     }
-    let _second = start_scheduler(name);
+    let _second = start_scheduler_with(name, &["--http-address", "off", "--pod-scheduled-events"]);
     wait_for(
         Duration::from_secs(30),
         "gang b bound by the restarted scheduler",

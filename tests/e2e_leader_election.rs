@@ -74,6 +74,8 @@ fn replica(instance: &str) -> Replica {
             &format!("{}s", lease().0),
             "--leader-elect-renew-deadline",
             &format!("{}s", lease().1),
+            // Each bind's event names the replica that made it (reportingInstance).
+            "--pod-scheduled-events",
         ])
         .env("KUBECONFIG", scheduler_kubeconfig())
         // Events name the replica that bound (reportingInstance).

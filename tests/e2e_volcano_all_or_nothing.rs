@@ -105,6 +105,27 @@ async fn s1(client: &Client, port: u16) {
         4,
         "every worker on a node with 2 free GPUs of its own"
     );
+    // Told once per gang, not once per pod (an API write per pod saved at every bind).
+    wait_for(
+        Duration::from_secs(30),
+        "a Scheduled event on the PodGroup",
+        || async {
+            pod_events(client, ns, "tf-smoke-gpu")
+                .await
+                .iter()
+                .any(|(reason, note)| reason == "Scheduled" && note.contains("5/5 tasks"))
+                .then_some(())
+        },
+    )
+    .await;
+    for pod in pods.keys() {
+        let scheduled = pod_events(client, ns, pod)
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "Scheduled")
+            .count();
+        assert_eq!(scheduled, 0, "{pod}: no per-pod Scheduled event by default");
+    }
     let (_, body) = http_get(port, "/apis/v1/plugins/Coscheduling/gangs")
         .await
         .unwrap();

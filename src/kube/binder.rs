@@ -51,6 +51,10 @@ pub struct Binder {
     /// paused with calls already on their way cannot bind or evict after its successor
     /// took over.
     pub fence: Option<Arc<serde_json::Value>>,
+    /// Send each bound pod a Scheduled event, as kube-scheduler does (one more write per
+    /// pod). Off by default: the PodGroup's Scheduled event says it once per gang, and the
+    /// API server's PodScheduled=True condition is on every bound pod.
+    pub pod_scheduled_events: bool,
 }
 
 /// The annotation naming the lease (`namespace/name`) a bind or eviction is made under.
@@ -277,15 +281,17 @@ impl Binder {
                             .observe((super::driver::now_ms() - created).max(0) as f64 / 1000.0);
                     }
                 }
-                ix.events.send(Event {
-                    regarding: r,
-                    type_: EventType::Normal,
-                    reason: "Scheduled".into(),
-                    note: format!(
-                        "Successfully assigned {}/{} to {}",
-                        b.namespace, b.name, b.node
-                    ),
-                });
+                if self.pod_scheduled_events {
+                    ix.events.send(Event {
+                        regarding: r,
+                        type_: EventType::Normal,
+                        reason: "Scheduled".into(),
+                        note: format!(
+                            "Successfully assigned {}/{} to {}",
+                            b.namespace, b.name, b.node
+                        ),
+                    });
+                }
             }
             BindOutcome::AlreadyBound => {}
             BindOutcome::Gone => ix.cache.drop_assumption(&b.task),

@@ -49,6 +49,8 @@ pub struct DriverOptions {
     /// `max_bind_concurrency` (see `bind_limit`).
     pub bind_concurrency: usize,
     pub max_bind_concurrency: usize,
+    /// A Scheduled event on each pod at its bind, besides the PodGroup's once per gang.
+    pub pod_scheduled_events: bool,
     /// Where to serve /metrics, /healthz and /readyz (None: nowhere).
     pub http_address: Option<std::net::SocketAddr>,
     /// How long a gang a refused bind left short may wait for its missing members.
@@ -162,6 +164,7 @@ pub async fn run(
                 &c.identity,
             ))
         }),
+        pod_scheduled_events: opts.pod_scheduled_events,
     };
     metrics.bind_limit.set(binder.limit.limit() as i64);
     info!(names = ?opts.scheduler_names, period = ?opts.schedule_period, "rust-batch scheduling");
