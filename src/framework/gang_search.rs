@@ -242,7 +242,7 @@ impl Statement<'_> {
         }
         let candidates: usize = units.iter().map(|u| u.candidates.len()).sum();
         let checked_by_plugin = within.is_some() && candidates > ROOM_CHECK_NODES;
-        if !checked_by_plugin && !self.room_for(&units, need) {
+        if !checked_by_plugin && !self.room_for(&units, &masks, need) {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
         let mut search = Search {
@@ -377,26 +377,25 @@ impl Statement<'_> {
     }
 
     /// A necessary condition: the `need` members must fit in what the candidate nodes
-    /// will have free, summed (checked only when every pending member is needed, the
-    /// usual case; otherwise which members go is part of the search).
-    fn room_for(&self, units: &[Unit], need: usize) -> bool {
+    /// (those with a bit in `masks`) will have free, summed (checked only when every
+    /// pending member is needed, the usual case; otherwise which members go is part of the
+    /// search).
+    fn room_for(&self, units: &[Unit], masks: &[u64], need: usize) -> bool {
         let pending: usize = units.iter().map(|u| u.tasks.len()).sum();
         if need < pending {
             return true;
         }
         let mut request = crate::model::Resource::new();
-        let mut nodes: Vec<NodeId> = Vec::new();
         for u in units {
             for &t in &u.tasks {
                 request.add(&self.task(t).resreq);
             }
-            nodes.extend(&u.candidates);
         }
-        nodes.sort_unstable();
-        nodes.dedup();
+        // The union of the units' candidates in id order, without sorting and deduplicating
+        // thousands of node ids per search.
         let mut free = crate::model::Resource::new();
-        for n in nodes {
-            free.add(&self.node(n).future_free());
+        for (slot, _) in masks.iter().enumerate().filter(|(_, m)| **m != 0) {
+            free.add(&self.node(NodeId(slot as u32)).future_free());
         }
         request.fits(&free)
     }
