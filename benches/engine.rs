@@ -23,7 +23,11 @@
 //!   anti-affinity within the gang (one worker per node) and a tenth a zone spread
 //!   constraint (maxSkew 1, DoNotSchedule) (target < 1 s on one core).
 //!
-//! The cluster is built once, outside the timed part.
+//! The cluster is built once, outside the timed part. Every cycle prints a decision digest
+//! (binds and gang updates) before it is timed. `ENGINE_BENCH_ONLY=pod_rules` builds only
+//! the clusters of benches whose name contains `pod_rules`; with criterion's `--list`, only
+//! their untimed cycle runs (one cycle to profile:
+//! `ENGINE_BENCH_ONLY=pod_rules valgrind --tool=callgrind target/release/deps/engine-… --bench --list pod_rules`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -238,6 +242,16 @@ fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
 }
 
 fn benches(c: &mut Criterion) {
+    if ![
+        "allocate_5000_nodes_50000_pods",
+        "open_session_nothing_changed",
+        "snapshot",
+    ]
+    .iter()
+    .any(|name| selected(name))
+    {
+        return;
+    }
     let start = Instant::now();
     let mut cache = cluster();
     eprintln!(
@@ -256,16 +270,7 @@ fn benches(c: &mut Criterion) {
         result.job_updates.len(),
         start.elapsed()
     );
-    {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::hash::DefaultHasher::new();
-        for b in &result.binds {
-            (&*b.task, &*b.node).hash(&mut h);
-        }
-        format!("{:?}", result.job_updates).hash(&mut h);
-        // Changes when the decisions change: handy when optimizing what must not.
-        eprintln!("decision digest {:x}", h.finish());
-    }
+    eprintln!("decision digest {:x}", decision_digest(&result));
     assert!(
         gangs_bound >= GANGS * 9 / 10,
         "most gangs should fit: {gangs_bound}"
@@ -296,6 +301,25 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
+/// Changes when the decisions change (binds, gang updates and their messages): handy when
+/// optimizing what must not.
+fn decision_digest(result: &rust_batch::framework::SessionResult) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for b in &result.binds {
+        (&*b.task, &*b.node).hash(&mut h);
+    }
+    format!("{:?}", result.job_updates).hash(&mut h);
+    h.finish()
+}
+
+/// Whether the benches named `name` run: `ENGINE_BENCH_ONLY=substring` skips building the
+/// clusters of the others (criterion's own filter only skips their timing), so that one
+/// cycle can be profiled alone, e.g. with `--list`, which runs each untimed cycle only.
+fn selected(name: &str) -> bool {
+    std::env::var("ENGINE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
+}
+
 /// The group whole cycles are timed in: flat sampling, ten cycles (not 1 + 2 + … + 10).
 fn cycle_group(
     c: &mut Criterion,
@@ -311,15 +335,19 @@ fn cycle_group(
 
 /// One untimed cycle, described; then the timed cycles.
 fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
+    if !selected(name) {
+        return;
+    }
     let scheduler = testkit::scheduler(Some(conf));
     let start = Instant::now();
     let result = scheduler.run_cycle(cache.snapshot(), 0);
     eprintln!(
-        "{name}: {} pods bound in {} gangs, placement search {:?}, in {:?}",
+        "{name}: {} pods bound in {} gangs, placement search {:?}, in {:?}, decision digest {:x}",
         result.binds.len(),
         testkit::binds_by_job(&result).len(),
         result.placement_search,
-        start.elapsed()
+        start.elapsed(),
+        decision_digest(&result)
     );
     let mut group = cycle_group(c);
     group.bench_function(name, |b| {
@@ -336,29 +364,20 @@ fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
 /// and gpu-affinity on (target < 500 ms), and with a tenth of its gangs stranded by
 /// task-by-task placement so that the placement search must place them (target < 1 s).
 fn topology_benches(c: &mut Criterion) {
-    let labelled = cluster_with(true, 0, false);
-    bench_cycle(
-        c,
-        "allocate_5000_nodes_50000_pods_3_topology_levels",
-        &labelled,
-        &topology_conf(),
-    );
-    drop(labelled);
-    let stranded = cluster_with(false, GANGS / 10, false);
-    bench_cycle(
-        c,
-        "allocate_5000_nodes_10pct_gangs_need_search",
-        &stranded,
-        &topology_conf(),
-    );
-    drop(stranded);
-    let ruled = cluster_with(false, 0, true);
-    bench_cycle(
-        c,
-        "allocate_5000_nodes_50000_pods_pod_rules",
-        &ruled,
-        rust_batch::conf::DEFAULT_CONF,
-    );
+    let name = "allocate_5000_nodes_50000_pods_3_topology_levels";
+    if selected(name) {
+        bench_cycle(c, name, &cluster_with(true, 0, false), &topology_conf());
+    }
+    let name = "allocate_5000_nodes_10pct_gangs_need_search";
+    if selected(name) {
+        let stranded = cluster_with(false, GANGS / 10, false);
+        bench_cycle(c, name, &stranded, &topology_conf());
+    }
+    let name = "allocate_5000_nodes_50000_pods_pod_rules";
+    if selected(name) {
+        let ruled = cluster_with(false, 0, true);
+        bench_cycle(c, name, &ruled, rust_batch::conf::DEFAULT_CONF);
+    }
 }
 
 const PREEMPT_NODES: usize = 5_000;
@@ -426,6 +445,9 @@ fn busy_cluster() -> Cache {
 }
 
 fn preempt_benches(c: &mut Criterion) {
+    if !selected("preempt_reclaim_5000_nodes_50000_running") {
+        return;
+    }
     let start = Instant::now();
     let cache = busy_cluster();
     eprintln!(

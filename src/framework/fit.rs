@@ -58,25 +58,30 @@ impl PodMismatch {
     pub fn until_release(&self) -> bool {
         matches!(self, Self::HostPorts)
     }
+
+    /// The reason, when it names nothing of the node's or pod's own.
+    fn fixed_text(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::Affinity => "node(s) didn't match pod affinity rules",
+            Self::AntiAffinity => "node(s) didn't match pod anti-affinity rules",
+            Self::ExistingAntiAffinity => {
+                "node(s) didn't satisfy existing pods anti-affinity rules"
+            }
+            Self::Spread => "node(s) didn't match pod topology spread constraints",
+            Self::HostPorts => "node(s) didn't have free ports for the requested pod ports",
+            Self::SpreadLabel(_) => return None,
+        })
+    }
 }
 
 impl fmt::Display for PodMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Affinity => write!(f, "node(s) didn't match pod affinity rules"),
-            Self::AntiAffinity => write!(f, "node(s) didn't match pod anti-affinity rules"),
-            Self::ExistingAntiAffinity => {
-                write!(f, "node(s) didn't satisfy existing pods anti-affinity rules")
-            }
-            Self::Spread => write!(f, "node(s) didn't match pod topology spread constraints"),
             Self::SpreadLabel(key) => write!(
                 f,
                 "node(s) didn't match pod topology spread constraints (missing required label {key})"
             ),
-            Self::HostPorts => write!(
-                f,
-                "node(s) didn't have free ports for the requested pod ports"
-            ),
+            fixed => f.write_str(fixed.fixed_text().unwrap_or_default()),
         }
     }
 }
@@ -86,13 +91,22 @@ impl Unfit {
     pub fn kind(&self) -> String {
         match self {
             Unfit::Resources(s) => format!("Insufficient {}", s.resource),
-            Unfit::TooManyPods { .. } => "Too many pods".to_string(),
             Unfit::Placement(m) => m.to_string(),
-            Unfit::NodeUnschedulable => "node(s) were unschedulable".to_string(),
-            Unfit::NodeNotReady => "node(s) were not ready".to_string(),
             Unfit::Pod(m) => m.to_string(),
             Unfit::Volume(m) => m.to_string(),
             Unfit::Other(s) => s.clone(),
+            fixed => fixed.fixed_kind().unwrap_or_default().to_string(),
+        }
+    }
+
+    /// `kind` when it names nothing of the node's or pod's own (no formatting needed).
+    fn fixed_kind(&self) -> Option<&'static str> {
+        match self {
+            Unfit::TooManyPods { .. } => Some("Too many pods"),
+            Unfit::NodeUnschedulable => Some("node(s) were unschedulable"),
+            Unfit::NodeNotReady => Some("node(s) were not ready"),
+            Unfit::Pod(m) => m.fixed_text(),
+            _ => None,
         }
     }
 }
@@ -124,15 +138,34 @@ pub struct NodeRejections {
 }
 
 impl NodeRejections {
+    /// Counts one node's reason. Whole clusters are counted for a task that fits nowhere:
+    /// a reason already counted is found without formatting it.
     pub fn add(&mut self, unfit: &Unfit) {
-        self.add_n(unfit.kind(), 1);
+        let counted = match unfit {
+            Unfit::Resources(s) => self
+                .counts
+                .iter_mut()
+                .find(|(kind, _)| kind.strip_prefix("Insufficient ") == Some(&*s.resource))
+                .map(|(_, n)| n),
+            other => other
+                .fixed_kind()
+                .and_then(|kind| self.counts.get_mut(kind)),
+        };
+        match counted {
+            Some(n) => {
+                *n += 1;
+                self.nodes += 1;
+            }
+            None => self.add_n(unfit.kind(), 1),
+        }
         if let Unfit::Resources(s) = unfit {
-            let best = self
-                .best_shortfall
-                .entry(s.resource.to_string())
-                .or_insert_with(|| s.clone());
-            if s.free > best.free {
-                *best = s.clone();
+            match self.best_shortfall.get_mut(&*s.resource) {
+                Some(best) if s.free > best.free => *best = s.clone(),
+                Some(_) => {}
+                None => {
+                    self.best_shortfall
+                        .insert(s.resource.to_string(), s.clone());
+                }
             }
         }
     }

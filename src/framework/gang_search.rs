@@ -150,6 +150,45 @@ enum Step {
     OutOfBudget,
 }
 
+/// The hasher of node class keys: a multiply-rotate hash (FxHash's) instead of SipHash,
+/// whose cost dominated building classes (four resources hashed per node looked at). Keys
+/// only group nodes within one search, never leave the process, and a collision costs at
+/// most a worse try: every placement is still checked by `may_place`.
+#[derive(Default)]
+struct ClassHasher(u64);
+
+impl ClassHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for ClassHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// At most this many node classes are tried per role: beyond, the cluster is so varied
 /// that the budget would run out anyway.
 const MAX_CLASSES: usize = 256;
@@ -242,7 +281,7 @@ impl Statement<'_> {
         }
         let candidates: usize = units.iter().map(|u| u.candidates.len()).sum();
         let checked_by_plugin = within.is_some() && candidates > ROOM_CHECK_NODES;
-        if !checked_by_plugin && !self.room_for(&units, need) {
+        if !checked_by_plugin && !self.room_for(&units, &masks, need) {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
         let mut search = Search {
@@ -377,26 +416,25 @@ impl Statement<'_> {
     }
 
     /// A necessary condition: the `need` members must fit in what the candidate nodes
-    /// will have free, summed (checked only when every pending member is needed, the
-    /// usual case; otherwise which members go is part of the search).
-    fn room_for(&self, units: &[Unit], need: usize) -> bool {
+    /// (those with a bit in `masks`) will have free, summed (checked only when every
+    /// pending member is needed, the usual case; otherwise which members go is part of the
+    /// search).
+    fn room_for(&self, units: &[Unit], masks: &[u64], need: usize) -> bool {
         let pending: usize = units.iter().map(|u| u.tasks.len()).sum();
         if need < pending {
             return true;
         }
         let mut request = crate::model::Resource::new();
-        let mut nodes: Vec<NodeId> = Vec::new();
         for u in units {
             for &t in &u.tasks {
                 request.add(&self.task(t).resreq);
             }
-            nodes.extend(&u.candidates);
         }
-        nodes.sort_unstable();
-        nodes.dedup();
+        // The union of the units' candidates in id order, without sorting and deduplicating
+        // thousands of node ids per search.
         let mut free = crate::model::Resource::new();
-        for n in nodes {
-            free.add(&self.node(n).future_free());
+        for (slot, _) in masks.iter().enumerate().filter(|(_, m)| **m != 0) {
+            free.add(&self.node(NodeId(slot as u32)).future_free());
         }
         request.fits(&free)
     }
@@ -512,7 +550,7 @@ impl Statement<'_> {
                 continue;
             }
             found += 1;
-            let mut h = std::hash::DefaultHasher::new();
+            let mut h = ClassHasher::default();
             node.allocatable.hash(&mut h);
             node.idle.hash(&mut h);
             node.releasing.hash(&mut h);

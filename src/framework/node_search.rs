@@ -35,10 +35,20 @@ pub(super) struct NodeSearch {
     /// What is free in the whole cluster once releases and pipelined tasks are through,
     /// with the length of `touched` it was summed at: every gang allocate gives up on asks
     /// for it, and summing every node each time made allocate quadratic in a full cluster.
-    cluster_free: RefCell<Option<(usize, Resource)>>,
+    cluster_free: RefCell<Option<ClusterFree>>,
     /// The same, over the nodes some placements (their keys, sorted) pass: a gang's
     /// shortfall counts only room its pods could use.
     usable_free: RefCell<HashMap<Vec<u64>, (usize, Resource)>>,
+}
+
+/// The cluster's future free resources, with each schedulable node's part, so that only the
+/// nodes touched since are summed again.
+struct ClusterFree {
+    /// The length of `touched` it accounts for.
+    at: usize,
+    free: Resource,
+    /// Per node slot, what it adds to `free` (nothing for a node that is not schedulable).
+    per_node: Vec<Resource>,
 }
 
 /// Nodes that pass a placement's static predicates.
@@ -110,23 +120,46 @@ impl Session {
     /// through `move_task`, which records the node in `touched`).
     pub(super) fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
         let version = self.search.touched.len();
-        let stale = self
-            .search
-            .cluster_free
-            .borrow()
-            .as_ref()
-            .is_none_or(|(at, _)| *at != version);
-        if stale {
-            let mut free = Resource::new();
-            for (_, n) in self.state.nodes() {
-                if n.schedulable() {
-                    free.add(&n.future_free());
+        let part = |n: &crate::model::NodeInfo| {
+            if n.schedulable() {
+                n.future_free()
+            } else {
+                Resource::new()
+            }
+        };
+        {
+            let mut cached = self.search.cluster_free.borrow_mut();
+            match cached.as_mut() {
+                Some(c) if c.at == version => {}
+                // Only the nodes whose usage changed since are summed again.
+                Some(c) => {
+                    for &id in &self.search.touched[c.at..] {
+                        let now = part(self.state.node(id));
+                        let before = &mut c.per_node[id.0 as usize];
+                        c.free.sub(before);
+                        c.free.add(&now);
+                        *before = now;
+                    }
+                    c.at = version;
+                }
+                None => {
+                    let mut free = Resource::new();
+                    let mut per_node = vec![Resource::new(); self.state.node_slots()];
+                    for (id, n) in self.state.nodes() {
+                        let p = part(n);
+                        free.add(&p);
+                        per_node[id.0 as usize] = p;
+                    }
+                    *cached = Some(ClusterFree {
+                        at: version,
+                        free,
+                        per_node,
+                    });
                 }
             }
-            *self.search.cluster_free.borrow_mut() = Some((version, free));
         }
         std::cell::Ref::map(self.search.cluster_free.borrow(), |c| {
-            &c.as_ref().expect("summed above").1
+            &c.as_ref().expect("summed above").free
         })
     }
 

@@ -203,29 +203,43 @@ impl PodFit {
     }
 }
 
+/// The nodes a spread constraint counts for one placement: those with the key, and (by the
+/// policies) those the pod's node selector and required affinity allow and whose taints it
+/// tolerates. It depends on nodes' labels and taints only, so a session works it out once
+/// per placement and constraint (`PodView::counted_nodes`), not once per pod placed.
+pub struct CountedNodes {
+    pub node: Vec<bool>,
+    pub domain: Vec<bool>,
+}
+
+impl CountedNodes {
+    pub fn new(view: &PodView, t: &TaskInfo, c: &TopologySpreadConstraint) -> CountedNodes {
+        let domains = view.domains(&c.topology_key);
+        let state = view.state();
+        let mut node = vec![false; state.node_slots()];
+        let mut domain = vec![false; domains.len()];
+        for (id, n) in state.nodes() {
+            let Some(d) = domains.of(id) else { continue };
+            let p = &t.placement;
+            let affinity_ok =
+                !c.honours_node_affinity() || p.check(&n.name, &n.labels, &[]).is_ok();
+            let taints_ok = !c.honours_taints() || p.check(&n.name, &n.labels, &n.taints).is_ok();
+            if affinity_ok && taints_ok {
+                node[id.0 as usize] = true;
+                domain[d as usize] = true;
+            }
+        }
+        CountedNodes { node, domain }
+    }
+}
+
 fn spread(view: &PodView, t: &TaskInfo, c: &TopologySpreadConstraint) -> Spread {
     let domains = view.domains(&c.topology_key);
-    let state = view.state();
-    // Which nodes count: those with the key, and (by the policies) those the pod's node
-    // selector and required affinity allow and whose taints it tolerates.
-    let mut counted = vec![false; state.node_slots()];
-    let mut domain_counted = vec![false; domains.len()];
-    for (id, node) in state.nodes() {
-        let Some(d) = domains.of(id) else { continue };
-        let p = &t.placement;
-        let affinity_ok =
-            !c.honours_node_affinity() || p.check(&node.name, &node.labels, &[]).is_ok();
-        let taints_ok =
-            !c.honours_taints() || p.check(&node.name, &node.labels, &node.taints).is_ok();
-        if affinity_ok && taints_ok {
-            counted[id.0 as usize] = true;
-            domain_counted[d as usize] = true;
-        }
-    }
+    let counted = view.counted_nodes(t, c);
     let mut counts = vec![0i64; domains.len()];
     let term = spread_term(c);
     view.for_each_selected(&t.namespace, &term, |node, _| {
-        if counted[node.0 as usize] {
+        if counted.node[node.0 as usize] {
             if let Some(d) = domains.of(node) {
                 counts[d as usize] += 1;
             }
@@ -233,7 +247,7 @@ fn spread(view: &PodView, t: &TaskInfo, c: &TopologySpreadConstraint) -> Spread 
     });
     let eligible: Vec<i64> = counts
         .iter()
-        .zip(&domain_counted)
+        .zip(&counted.domain)
         .filter(|(_, c)| **c)
         .map(|(n, _)| *n)
         .collect();

@@ -12,8 +12,8 @@ use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::pod_fit::PodFit;
-use crate::model::pod_rules::{Labels, PodAffinityTerm};
+use super::pod_fit::{CountedNodes, PodFit};
+use crate::model::pod_rules::{Labels, PodAffinityTerm, TopologySpreadConstraint};
 use crate::model::{NodeId, NodeTask, Placement, TaskInfo, TaskStatus};
 use crate::snapshot::ClusterState;
 
@@ -152,11 +152,21 @@ impl Index {
 /// Per task uid, its rules worked out at an index version.
 type FitMemo = HashMap<Arc<str>, (u64, Rc<PodFit>)>;
 
+/// Per placement (static key), topology key and the two node inclusion policies: the
+/// nodes a spread constraint counts.
+type CountedKey = (u64, String, bool, bool);
+
+/// A task's uid (kept, so the pointer stays unique), index version, fit.
+type LastFit = (Arc<str>, u64, Rc<PodFit>);
+
 /// The session's index (see the module comment).
 #[derive(Default)]
 pub struct PodIndex {
     index: RefCell<Option<Index>>,
     fits: RefCell<FitMemo>,
+    counted: RefCell<HashMap<CountedKey, Rc<CountedNodes>>>,
+    /// The last answer of `PodView::fit`.
+    last_fit: RefCell<Option<LastFit>>,
 }
 
 /// Beyond this many remembered fits, the memo starts afresh (entries of old versions are
@@ -236,6 +246,23 @@ impl PodView<'_> {
             .domains
             .insert(key.to_string(), d.clone());
         d
+    }
+
+    /// The nodes spread constraint `c` of `t` counts (see `CountedNodes`), worked out once
+    /// per session for each placement and constraint.
+    pub fn counted_nodes(&self, t: &TaskInfo, c: &TopologySpreadConstraint) -> Rc<CountedNodes> {
+        let key = (
+            t.placement_key,
+            c.topology_key.clone(),
+            c.honours_node_affinity(),
+            c.honours_taints(),
+        );
+        if let Some(counted) = self.index.counted.borrow().get(&key) {
+            return counted.clone();
+        }
+        let counted = Rc::new(CountedNodes::new(self, t, c));
+        self.index.counted.borrow_mut().insert(key, counted.clone());
+        counted
     }
 
     /// The labels of a namespace, as far as the scheduler knows them (at least
@@ -332,17 +359,30 @@ impl PodView<'_> {
             }
             index.version
         };
-        if let Some((v, fit)) = self.index.fits.borrow().get(&t.uid) {
-            if *v == version {
+        // A node scan asks for one task's fit node after node: the last answer is checked
+        // first, by pointer, sparing a hash of the uid per node.
+        if let Some((uid, v, fit)) = &*self.index.last_fit.borrow() {
+            if *v == version && Arc::ptr_eq(uid, &t.uid) {
                 return (!fit.empty).then(|| fit.clone());
             }
         }
-        let fit = Rc::new(PodFit::new(self, t));
-        let mut fits = self.index.fits.borrow_mut();
-        if fits.len() >= FITS_KEPT {
-            fits.clear();
-        }
-        fits.insert(t.uid.clone(), (version, fit.clone()));
+        let cached = match self.index.fits.borrow().get(&t.uid) {
+            Some((v, fit)) if *v == version => Some(fit.clone()),
+            _ => None,
+        };
+        let fit = match cached {
+            Some(fit) => fit,
+            None => {
+                let fit = Rc::new(PodFit::new(self, t));
+                let mut fits = self.index.fits.borrow_mut();
+                if fits.len() >= FITS_KEPT {
+                    fits.clear();
+                }
+                fits.insert(t.uid.clone(), (version, fit.clone()));
+                fit
+            }
+        };
+        *self.index.last_fit.borrow_mut() = Some((t.uid.clone(), version, fit.clone()));
         (!fit.empty).then_some(fit)
     }
 

@@ -169,16 +169,20 @@ impl NodeInfo {
     /// answer as `req.shortfall_with(|n| self.future_idle(n))`, without looking dimensions up
     /// by name: this runs for every candidate node of every task.
     pub fn future_shortfall(&self, req: &Resource) -> Option<Shortfall> {
+        // Node scans meet a shortfall on most nodes of a full cluster: the fixed names are
+        // shared, not allocated for each.
+        static FIXED: std::sync::LazyLock<[Arc<str>; 3]> =
+            std::sync::LazyLock::new(|| [Arc::from(CPU), Arc::from(MEMORY), Arc::from(PODS)]);
         let (i, r, p) = (&self.idle, &self.releasing, &self.pipelined);
         let fixed = [
-            (CPU, req.milli_cpu, i.milli_cpu + r.milli_cpu - p.milli_cpu),
-            (MEMORY, req.memory, i.memory + r.memory - p.memory),
-            (PODS, req.pods, i.pods + r.pods - p.pods),
+            (0, req.milli_cpu, i.milli_cpu + r.milli_cpu - p.milli_cpu),
+            (1, req.memory, i.memory + r.memory - p.memory),
+            (2, req.pods, i.pods + r.pods - p.pods),
         ];
         for (name, need, free) in fixed {
             if need != 0 && need > free {
                 return Some(Shortfall {
-                    resource: Arc::from(name),
+                    resource: FIXED[name].clone(),
                     need,
                     free,
                 });

@@ -223,6 +223,17 @@ impl Placement {
         Ok(())
     }
 
+    /// Hash of the parts `check` reads (node selector, required node affinity,
+    /// tolerations): the key static predicates are cached by. Preferences, inter-pod rules
+    /// and host ports are left out: they are scored or checked against other pods.
+    pub fn static_key(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        // DefaultHasher::new() uses fixed keys, so the key is the same in every run.
+        let mut h = std::hash::DefaultHasher::new();
+        (&self.node_selector, &self.node_affinity, &self.tolerations).hash(&mut h);
+        h.finish()
+    }
+
     /// Sum of the weights of the preferred node affinity terms the node matches.
     pub fn preferred_node_weight(&self, node_name: &str, labels: &BTreeMap<String, String>) -> i64 {
         self.preferred_node_affinity

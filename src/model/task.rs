@@ -90,7 +90,9 @@ pub struct TaskInfo {
     /// Tasks with equal templates are interchangeable for predicates (same request and
     /// placement rules); predicate results are cached per template.
     pub template: u64,
-    /// Hash of the placement rules alone: static predicates are cached by it.
+    /// Hash of what static predicates read of the placement (`Placement::static_key`):
+    /// their answers are cached by it, so pods that differ only in their inter-pod rules
+    /// (one selector per job) share one list of nodes.
     pub placement_key: u64,
     pub created: Timestamp,
     /// A system-critical pod (kube-system or system-*-critical priority class): never a victim.
@@ -128,7 +130,7 @@ impl TaskInfo {
         created: Timestamp,
     ) -> Self {
         resreq.pods = 1;
-        let placement_key = hash_of(&*placement);
+        let placement_key = placement.static_key();
         let template = hash_of(&(&resreq, &*placement));
         TaskInfo {
             uid: uid.into(),
@@ -155,7 +157,7 @@ impl TaskInfo {
 
     /// Replaces the placement rules, with the keys predicates are cached by.
     pub fn set_placement(&mut self, placement: Placement) {
-        self.placement_key = hash_of(&placement);
+        self.placement_key = placement.static_key();
         self.template = hash_of(&(&self.resreq, &placement));
         self.placement = Arc::new(placement);
     }
