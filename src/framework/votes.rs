@@ -55,8 +55,9 @@ pub type JobOrderFn = Box<dyn Fn(&JobInfo, &JobInfo) -> Ordering>;
 pub type QueueOrderFn = Box<dyn Fn(&QueueInfo, &QueueInfo) -> Ordering>;
 pub type TaskOrderFn = Box<dyn Fn(&TaskInfo, &TaskInfo) -> Ordering>;
 /// A predicate that depends only on the node's spec (labels, taints, readiness) and what
-/// `Placement::check` reads of the task's placement (node selector, required node affinity,
-/// tolerations); cached per `TaskInfo::placement_key` for the whole session.
+/// `Placement::static_key` covers of the task's placement (node selector, required node
+/// affinity, tolerations, volume rules); cached per `TaskInfo::placement_key` for the whole
+/// session.
 pub type StaticPredicateFn = Box<dyn Fn(&TaskInfo, &NodeInfo) -> Result<(), Unfit>>;
 /// A predicate on the node's current usage. It must be monotone: taking resources can only
 /// turn it false, releasing them can only turn it true (the session relies on this to drop

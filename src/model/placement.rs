@@ -223,14 +223,22 @@ impl Placement {
         Ok(())
     }
 
-    /// Hash of the parts `check` reads (node selector, required node affinity,
-    /// tolerations): the key static predicates are cached by. Preferences, inter-pod rules
-    /// and host ports are left out: they are scored or checked against other pods.
+    /// Hash of the parts static predicates read — what `check` reads (node selector,
+    /// required node affinity, tolerations) and the volume rules (where a pod's volumes can
+    /// be reached): the key static predicates are cached by, so it must cover everything
+    /// `predicates::static_fit` reads of a placement. Preferences, inter-pod rules and host
+    /// ports are left out: they are scored or checked against other pods.
     pub fn static_key(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         // DefaultHasher::new() uses fixed keys, so the key is the same in every run.
         let mut h = std::hash::DefaultHasher::new();
-        (&self.node_selector, &self.node_affinity, &self.tolerations).hash(&mut h);
+        (
+            &self.node_selector,
+            &self.node_affinity,
+            &self.tolerations,
+            &self.volumes,
+        )
+            .hash(&mut h);
         h.finish()
     }
 
