@@ -523,6 +523,7 @@ impl Index {
                     self.cache.delete_job(&job);
                     self.verdicts.remove(&job);
                     self.recovery.forget(&job);
+                    self.provisioning.forget(&job);
                 }
             }
         }
@@ -994,6 +995,7 @@ impl Index {
         self.cache.delete_job(key);
         self.verdicts.remove(key);
         self.recovery.forget(key);
+        self.provisioning.forget(key);
         let members: Vec<(String, String, String)> = self
             .cache
             .orphans()

@@ -320,6 +320,12 @@ impl Provisioning {
     fn succeeded(&mut self, gang: &str) {
         self.failures.remove(gang);
     }
+
+    /// The gang is gone: nothing of it is kept (a gang waiting for its claims is called
+    /// off at the next review, as its pods are gone too).
+    pub fn forget(&mut self, gang: &str) {
+        self.failures.remove(gang);
+    }
 }
 
 fn volume_seen(objects: &VolumeObjects, pvc: &PersistentVolumeClaim) -> bool {
@@ -563,6 +569,9 @@ mod tests {
             1
         );
         assert!(p.back_off(&off, 0).ends_with("retrying in 5s"));
+        // A deleted gang leaves no count behind.
+        p.forget("ns/g");
+        assert!(p.failures.is_empty());
     }
 
     #[test]
