@@ -512,19 +512,9 @@ fn held_message(ix: &Index, gang: &str) -> String {
     let Some(job) = s.job_by_uid(gang).map(|id| s.job(id)) else {
         return "waiting for members of its gang held back".to_string();
     };
-    let held = &job.held_back;
-    let mut parts = Vec::new();
-    if !held.gated.is_empty() {
-        let gates: Vec<&str> = held.gated.keys().map(String::as_str).collect();
-        parts.push(format!("gated by {}", gates.join(", ")));
-    }
-    if !held.refused.is_empty() {
-        let why: Vec<&str> = held.refused.keys().map(String::as_str).collect();
-        parts.push(format!("refused: {}", why.join("; ")));
-    }
     format!(
         "waiting for members of its gang that are {}",
-        parts.join("; ")
+        job.held_back.reasons()
     )
 }
 

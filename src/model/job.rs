@@ -143,6 +143,21 @@ impl HeldBack {
             .map(|(why, n)| format!("{} refused: {why}", pods(*n)));
         gated.chain(refused).collect::<Vec<_>>().join("; ")
     }
+
+    /// The gates and refusals without their counts ("gated by a.io/x, b.io/y; refused:
+    /// …"): what waiting siblings are told, which stays put as single gates are lifted.
+    pub fn reasons(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.gated.is_empty() {
+            let gates: Vec<&str> = self.gated.keys().map(String::as_str).collect();
+            parts.push(format!("gated by {}", gates.join(", ")));
+        }
+        if !self.refused.is_empty() {
+            let why: Vec<&str> = self.refused.keys().map(String::as_str).collect();
+            parts.push(format!("refused: {}", why.join("; ")));
+        }
+        parts.join("; ")
+    }
 }
 
 /// What a driver knows about a gang (a PodGroup in any dialect).
