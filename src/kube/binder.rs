@@ -142,13 +142,12 @@ impl Binder {
     async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
         let asked = Instant::now();
         let (permit, waited) = self.limit.acquire().await;
-        if waited {
-            self.metrics
-                .bind_permit_wait
-                .observe(asked.elapsed().as_secs_f64());
+        let wait = if waited {
+            asked.elapsed()
         } else {
-            self.metrics.bind_permit_wait.observe(0.0);
-        }
+            Duration::ZERO
+        };
+        self.metrics.bind_permit_wait.observe(wait.as_secs_f64());
         permit
     }
 
