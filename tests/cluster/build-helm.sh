@@ -17,14 +17,9 @@ if [[ -x "$HELM_BIN_DIR/helm" ]]; then
 fi
 
 command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.26 (helm $HELM_VERSION needs it)"
-command -v flock >/dev/null || rb_die "flock not found (package util-linux)"
 mkdir -p "$RB_CACHE/bin"
 # Its own lock: a helm build need not wait for the control plane's.
-exec 9>"$RB_CACHE/.build-helm.lock"
-if ! flock -n 9; then
-  rb_log "another build holds $RB_CACHE/.build-helm.lock; waiting for it"
-  flock 9
-fi
+rb_lock "$RB_CACHE/.build-helm.lock"
 if [[ ! -x "$HELM_BIN_DIR/helm" ]]; then
   tmp="$HELM_BIN_DIR.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"

@@ -24,16 +24,8 @@ if rb_binaries_present; then
 fi
 
 command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.24 (the module proxy must be reachable)"
-command -v flock >/dev/null || rb_die "flock not found (package util-linux)"
 mkdir -p "$RB_CACHE/bin"
-
-# Only one build at a time per cache dir; a second caller waits, then finds
-# the binaries in place.
-exec 9>"$RB_CACHE/.build.lock"
-if ! flock -n 9; then
-  rb_log "another build holds $RB_CACHE/.build.lock; waiting for it"
-  flock 9
-fi
+rb_lock "$RB_CACHE/.build.lock"
 if rb_binaries_present; then
   rb_log "binaries were built by a concurrent run"
   print_dirs

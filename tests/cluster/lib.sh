@@ -14,6 +14,16 @@ K8S_MINOR="${K8S_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
 
 rb_log() { echo "[$(basename "$0") $(date +%H:%M:%S)] $*" >&2; }
 rb_die() { echo "[$(basename "$0")] ERROR: $*" >&2; exit 1; }
+# Takes the lock file $1 on fd 9 for the rest of the script (one build at a time per
+# cache dir; a second caller waits, then finds the outputs in place).
+rb_lock() {
+  command -v flock >/dev/null || rb_die "flock not found (package util-linux)"
+  exec 9>"$1"
+  if ! flock -n 9; then
+    rb_log "another build holds $1; waiting for it"
+    flock 9
+  fi
+}
 
 # Binaries the harness needs, with the directory each lives in.
 rb_binaries_present() {
