@@ -200,15 +200,6 @@ async fn the_deployments_command_config_and_rbac_bind_a_gang() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        == Some("0")
-}
-
 /// The Deployment's arguments for a test on a shared cluster: the scheduler answers to a
 /// name of its own (other tests use rust-batch and volcano), serves HTTP on `http`, holds
 /// `lease` and reads its configuration from `conf`; every other argument as shipped.
@@ -244,25 +235,12 @@ async fn the_static_binary_in_an_empty_root_schedules_as_the_service_account() {
     // The pod's filesystem as the image and the kubelet make it: the binary, the ConfigMap
     // at its mount path, the ServiceAccount's token, CA and namespace. Nothing else: no
     // loader, no libc, no /etc/ssl, no /tmp.
-    let build = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/static-build.sh"
-    ))
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("deploy/static-build.sh runs");
-    assert!(build.status.success(), "the static build failed");
-    let binary = String::from_utf8(build.stdout).unwrap();
     let root = std::env::temp_dir().join(format!("rb-e2e-image-root-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let sa = root.join("var/run/secrets/kubernetes.io/serviceaccount");
     std::fs::create_dir_all(&sa).unwrap();
     std::fs::create_dir_all(root.join("etc/rust-batch")).unwrap();
-    std::fs::copy(
-        binary.lines().last().unwrap().trim(),
-        root.join("rust-batch"),
-    )
-    .unwrap();
+    std::fs::copy(static_binary(), root.join("rust-batch")).unwrap();
     let conf = of_kind("ConfigMap")["data"]["volcano-scheduler.conf"]
         .as_str()
         .unwrap()
@@ -304,18 +282,7 @@ async fn the_static_binary_in_an_empty_root_schedules_as_the_service_account() {
         "/etc/rust-batch/volcano-scheduler.conf",
     );
     let log = std::env::temp_dir().join(format!("rb-e2e-image-{}.log", std::process::id()));
-    let mut in_root = if is_root() {
-        let mut c = Command::new("chroot");
-        c.arg("--userspec=65532:65532").arg(&root);
-        c
-    } else {
-        // Without root: a user namespace (no network namespace, so 127.0.0.1 is the host's).
-        let mut c = Command::new("unshare");
-        c.arg("--map-root-user")
-            .arg(format!("--root={}", root.display()));
-        c
-    };
-    let child = in_root
+    let child = in_root(&root)
         .arg("/rust-batch")
         .args(&args)
         .env_clear()

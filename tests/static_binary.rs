@@ -4,42 +4,12 @@
 //! --version and check-config. A dynamically linked binary fails here: its loader is missing.
 //! Root uses chroot(8); anyone else a user namespace (unshare --map-root-user --root).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// The image's UID and GID (deploy/Containerfile USER, the chart's runAsUser).
-const IMAGE_USER: &str = "65532:65532";
-
-/// Built once per test process (the tests run side by side).
-fn static_binary() -> &'static Path {
-    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BINARY.get_or_init(build_static_binary)
-}
-
-fn build_static_binary() -> PathBuf {
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/static-build.sh"
-    ))
-    .output()
-    .expect("deploy/static-build.sh runs");
-    assert!(
-        out.status.success(),
-        "the static build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        == Some("0")
-}
+use common::{in_root, static_binary};
 
 /// A fresh directory holding only the binary at /rust-batch (as the image does).
 fn empty_root(name: &str) -> PathBuf {
@@ -52,16 +22,7 @@ fn empty_root(name: &str) -> PathBuf {
 
 /// `/rust-batch ARGS` with `root` as its whole filesystem, as the image's user when root.
 fn run_in(root: &Path, args: &[&str]) -> Output {
-    let mut cmd = if is_root() {
-        let mut c = Command::new("chroot");
-        c.arg(format!("--userspec={IMAGE_USER}")).arg(root);
-        c
-    } else {
-        let mut c = Command::new("unshare");
-        c.arg("--map-root-user")
-            .arg(format!("--root={}", root.display()));
-        c
-    };
+    let mut cmd = in_root(root);
     cmd.arg("/rust-batch")
         .args(args)
         // Nothing from this environment but where chroot/unshare are.

@@ -649,3 +649,49 @@ impl Place<'_> {
         }
     }
 }
+
+/// The image's UID and GID (deploy/Containerfile USER, the chart's runAsUser).
+pub const IMAGE_USER: &str = "65532:65532";
+
+/// The statically linked binary of the image (deploy/static-build.sh, built once per test
+/// process; up to date, the script returns at once).
+pub fn static_binary() -> &'static std::path::Path {
+    static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let out = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/static-build.sh"
+        ))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("deploy/static-build.sh runs");
+        assert!(out.status.success(), "the static build failed");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        std::path::PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
+    })
+}
+
+/// A command that runs what is appended to it with `root` as its whole filesystem: as the
+/// image's user under chroot(8) when root, else in a user namespace (unshare
+/// --map-root-user; no network namespace, so 127.0.0.1 is the host's).
+pub fn in_root(root: &std::path::Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("chroot");
+        c.arg(format!("--userspec={IMAGE_USER}")).arg(root);
+        c
+    } else {
+        let mut c = Command::new("unshare");
+        c.arg("--map-root-user")
+            .arg(format!("--root={}", root.display()));
+        c
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}
