@@ -8,6 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The real operators the e2e suite runs (tests/cluster/operators/*) build from Go modules in
+# the background while the rest builds; the tests wait for them below.
+operators_log="$(mktemp -t rb-build-operators.XXXXXX.log)"
+echo "==> building the real operators in the background (cached after the first run; log: $operators_log)"
+tests/cluster/build-operators.sh >"$operators_log" 2>&1 &
+operators_pid=$!
+
 echo "==> building the control plane (cached after the first run)"
 tests/cluster/build.sh
 
@@ -19,6 +26,14 @@ deploy/static-build.sh
 
 echo "==> building rust-batch and its tests"
 cargo test --all-targets --locked --no-run
+
+echo "==> waiting for the operators' build"
+if ! wait "$operators_pid"; then
+  tail -n 60 "$operators_log" >&2
+  echo "building the real operators failed (log above: $operators_log)" >&2
+  exit 1
+fi
+tail -n 1 "$operators_log"
 
 echo "==> every test, with a fresh control plane up (e2e tests fail without it; none skip)"
 tests/cluster/with-cluster.sh cargo test --all-targets --locked

@@ -17,6 +17,8 @@ use rust_batch::kube::dialects::volcano::PodGroup;
 use rust_batch::model::Resource;
 use serde_json::json;
 
+pub mod operators;
+
 pub struct Scheduler(pub Child);
 
 impl Drop for Scheduler {
@@ -78,9 +80,6 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
     spawn_scheduler(name, extra, Stdio::from(file))
 }
 
-/// The identity the Helm chart (deploy/helm/rust-batch, rendered as deploy/rust-batch.yaml)
-/// gives the scheduler.
-pub const SCHEDULER_ACCOUNT: &str = "system:serviceaccount:rust-batch-system:rust-batch";
 
 /// The chart rendered now with its default values (deploy/render.sh, helm built by
 /// tests/cluster/build-helm.sh and cached): what deploy/rust-batch.yaml must equal.
@@ -137,28 +136,37 @@ pub fn kubectl_admin(args: &[&str], stdin: &str) -> String {
 pub fn scheduler_kubeconfig() -> &'static std::path::Path {
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let admin = std::env::var("KUBECONFIG")
-            .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
         kubectl_admin(
             &["apply", "--server-side", "--force-conflicts", "-f", "-"],
             rendered_manifests(),
         );
-        let mut config: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
-        for user in config["users"].as_sequence_mut().expect("users") {
-            user["user"]["as"] = SCHEDULER_ACCOUNT.into();
-            user["user"]["as-groups"] = serde_yaml::to_value([
-                "system:serviceaccounts",
-                "system:serviceaccounts:rust-batch-system",
-                "system:authenticated",
-            ])
-            .unwrap();
-        }
-        let path =
-            std::env::temp_dir().join(format!("rb-scheduler-{}.kubeconfig", std::process::id()));
-        std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
-        path
+        impersonating_kubeconfig("rust-batch-system", "rust-batch")
     })
+}
+
+/// A kubeconfig (written once per call under the temp dir) that acts as the ServiceAccount
+/// `namespace/name` through impersonation of the admin's credentials: a component started
+/// with it has exactly the permissions bound to that account.
+pub fn impersonating_kubeconfig(namespace: &str, name: &str) -> std::path::PathBuf {
+    let admin = std::env::var("KUBECONFIG")
+        .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
+    let mut config: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
+    for user in config["users"].as_sequence_mut().expect("users") {
+        user["user"]["as"] = format!("system:serviceaccount:{namespace}:{name}").into();
+        user["user"]["as-groups"] = serde_yaml::to_value([
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_string(),
+        ])
+        .unwrap();
+    }
+    let path = std::env::temp_dir().join(format!(
+        "rb-{namespace}-{name}-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    path
 }
 
 fn spawn_scheduler(name: &str, extra: &[&str], stderr: Stdio) -> Scheduler {

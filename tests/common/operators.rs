@@ -1,0 +1,158 @@
+//! Real operators in the e2e suite: each is built from Go modules by
+//! tests/cluster/operators/NAME/build.sh (cached by version; tests/run.sh builds them all in
+//! the background first), its CRDs and RBAC come from its module's source, and it runs as a
+//! process against the test control plane under its own ServiceAccount (impersonation), as
+//! it would in a cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+/// What an operator's build script reports.
+pub struct Built {
+    pub bin: PathBuf,
+    /// The operator's module source (read-only, in the Go module cache).
+    pub src: PathBuf,
+    pub version: String,
+}
+
+/// Builds (or finds cached) the operator `name` with tests/cluster/operators/NAME/build.sh.
+pub fn built(name: &str) -> Built {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cluster/operators")
+        .join(name)
+        .join("build.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{} does not run: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed: operator {name} could not be built from Go modules",
+        script.display()
+    );
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8 build report");
+    let field = |key: &str| {
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(key).map(str::to_string))
+            .unwrap_or_else(|| panic!("{} printed no {key} line", script.display()))
+    };
+    Built {
+        bin: field("BIN=").into(),
+        src: field("SRC=").into(),
+        version: field("VERSION="),
+    }
+}
+
+/// Operators hard-code `schedulerName: volcano` on the pods they create, so one rust-batch
+/// answering to that name sees every operator's pods in the cluster: the tests of one test
+/// binary that start such a scheduler take this lock for their whole run (test binaries
+/// themselves run one after another).
+pub fn volcano_name_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An operator process; killed when dropped.
+pub struct Operator {
+    pub name: String,
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    /// Starts `bin args…` with `kubeconfig` (as `KUBECONFIG`), in `dir`, extra `env`, its
+    /// stdout and stderr in a log file under the temp dir (named in failures).
+    pub fn start(
+        name: &str,
+        bin: &Path,
+        args: &[&str],
+        kubeconfig: &Path,
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Operator {
+        let log = std::env::temp_dir().join(format!(
+            "rb-operator-{name}-{}-{}.log",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        ));
+        let file = std::fs::File::create(&log).expect("operator log file");
+        let child = Command::new(bin)
+            .args(args)
+            .current_dir(dir)
+            .env("KUBECONFIG", kubeconfig)
+            .envs(env.iter().copied())
+            .stdout(Stdio::from(file.try_clone().unwrap()))
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap_or_else(|e| panic!("operator {name} ({}) starts: {e}", bin.display()));
+        Operator {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// Whether the process is still running (an operator that exits on its own is a failure
+    /// the test should report with `log_tail`).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Stops it: SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: std::time::Duration) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Its log's last `lines` lines, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `kubectl apply --server-side` of files or directories (CRDs, RBAC from an operator's
+/// module source) as the cluster admin.
+pub fn apply_paths(paths: &[&Path]) {
+    for path in paths {
+        super::kubectl_admin(
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                &path.display().to_string(),
+            ],
+            "",
+        );
+    }
+}
