@@ -38,12 +38,7 @@ NICE=(nice -n 10)
 start=$SECONDS
 
 moddir="$RB_CLUSTER_HOME/k8s"
-minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean"
-done
+ldflags="$(rb_k8s_ldflags)"
 
 if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K8S_BIN_DIR/kubectl" ]]; then
   [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh)"

@@ -33,3 +33,14 @@ rb_binaries_present() {
     [[ -x "$f" ]] || return 1
   done
 }
+
+# The -ldflags of every Kubernetes binary built from the wrapper module k8s/: /version (and
+# `--version`) report $K8S_VERSION.
+rb_k8s_ldflags() {
+  local pkg flags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
+    flags+=" -X $pkg.gitTreeState=clean"
+  done
+  echo "$flags"
+}
