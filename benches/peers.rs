@@ -1,0 +1,541 @@
+//! rust-batch against its peers, end to end on kwok clusters: the null binder (binds pods
+//! round-robin deciding nothing: the API server's ceiling) with 16 and with 64 binds in
+//! flight, rust-batch (its defaults), kube-scheduler and the Volcano scheduler, each on a
+//! FRESH control plane (tests/cluster/up.sh) with the same nodes and the same workload: pods
+//! in gangs of 10 (a Volcano PodGroup each, minMember 10), created 32 at a time right after
+//! the scheduler process started, as benches/kwok.rs creates them. Per size it prints a
+//! table: pods/s, the ratio to the best null binder and to each peer, gang latency p50/p99
+//! (the gang's last pod created → the whole gang bound), process start → first bind, peak
+//! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
+//! machine was. Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
+//! two nodes.
+//!
+//!   cargo bench --bench peers                                  # 500, 1,000 and 5,000 nodes
+//!   RB_BENCH_SIZES=500 RB_BENCH_RUNS=null-64,rust-batch cargo bench --bench peers
+//!
+//! The peers are built first by tests/cluster/build-peers.sh (cached by version in
+//! ~/.cache/rust-batch; kube-scheduler from the control plane's wrapper module, Volcano
+//! v1.10.0 from tests/cluster/volcano/). Each run starts and stops its own control plane, so
+//! the bench needs no with-cluster.sh (under one it runs the same; the ambient cluster idles).
+//!
+//! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
+//! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano),
+//! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
+//! times out is reported with what it bound).
+//!
+//! Under `cargo test` (no `--bench` argument) it runs the null binder and rust-batch on 20
+//! nodes and 100 pods on the ambient cluster (KUBECONFIG) as a smoke test: no peer is built.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use kube::Client;
+use serde_json::json;
+use support::*;
+
+const GANG_SIZE: usize = 10;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Contender {
+    Null(usize),
+    RustBatch,
+    KubeScheduler,
+    Volcano,
+}
+
+impl Contender {
+    fn parse(s: &str) -> Contender {
+        match s.trim() {
+            "rust-batch" => Contender::RustBatch,
+            "kube-scheduler" => Contender::KubeScheduler,
+            "volcano" => Contender::Volcano,
+            other => Contender::Null(
+                other
+                    .strip_prefix("null-")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("RB_BENCH_RUNS: unknown run {other:?}")),
+            ),
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Contender::Null(n) => format!("null binder, {n} in flight"),
+            Contender::RustBatch => "rust-batch".into(),
+            Contender::KubeScheduler => "kube-scheduler".into(),
+            Contender::Volcano => "Volcano".into(),
+        }
+    }
+
+    fn key(self) -> String {
+        match self {
+            Contender::Null(n) => format!("null-{n}"),
+            Contender::RustBatch => "rust-batch".into(),
+            Contender::KubeScheduler => "kube-scheduler".into(),
+            Contender::Volcano => "volcano".into(),
+        }
+    }
+
+    /// The schedulerName its pods carry.
+    fn scheduler_name(self) -> &'static str {
+        match self {
+            Contender::Null(_) => "null-binder",
+            Contender::RustBatch => "rust-batch",
+            Contender::KubeScheduler => "default-scheduler",
+            Contender::Volcano => "volcano",
+        }
+    }
+}
+
+/// The peers' binaries (tests/cluster/build-peers.sh).
+struct Peers {
+    kube_scheduler: PathBuf,
+    volcano: PathBuf,
+    volcano_src: PathBuf,
+}
+
+fn build_peers() -> Peers {
+    let t = Instant::now();
+    let out = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/build-peers.sh"
+    ))
+    .stderr(Stdio::inherit())
+    .output()
+    .expect("tests/cluster/build-peers.sh runs");
+    assert!(out.status.success(), "tests/cluster/build-peers.sh failed");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let field = |key: &str| -> PathBuf {
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("build-peers.sh printed no {key} line"))
+            .into()
+    };
+    eprintln!("[peers] peers ready ({:.1}s)", t.elapsed().as_secs_f64());
+    Peers {
+        kube_scheduler: field("KUBE_SCHEDULER="),
+        volcano: field("VOLCANO_SCHEDULER="),
+        volcano_src: field("VOLCANO_SRC="),
+    }
+}
+
+/// One run's figures.
+#[derive(Default, Clone)]
+struct Outcome {
+    pods: usize,
+    bound: usize,
+    /// Seconds from the start (the scheduler process spawned, pods being created) to the
+    /// last bind; None if not every pod was bound in time.
+    all_bound: Option<f64>,
+    first_bind: Option<f64>,
+    latencies: Vec<f64>,
+    usage: Option<Usage>,
+    control_plane_cpu: f64,
+    cores_busy: f64,
+    load1: f64,
+    /// rust-batch only: its API writes by kind.
+    writes: Vec<(String, f64)>,
+}
+
+impl Outcome {
+    fn rate(&self) -> Option<f64> {
+        self.all_bound.map(|s| self.pods as f64 / s)
+    }
+}
+
+/// Installs Volcano's own CRDs (the module's config/crd/volcano/bases: PodGroup, Queue, Job,
+/// Command, Numatopology) and its queues `root` and `default`, both Open.
+async fn volcano_setup(client: &Client, src: &Path) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let dir = src.join("config/crd/volcano/bases");
+    let mut names = vec![];
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let crd: CustomResourceDefinition =
+                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let name = crd.metadata.name.clone().unwrap();
+            crds.patch(
+                &name,
+                &PatchParams::apply("rust-batch-bench").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("CRD {name} applies: {e}"));
+            names.push(name);
+        }
+    }
+    for name in names {
+        common::wait_for(Duration::from_secs(60), "CRD established", || async {
+            let c = crds.get(&name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+    let queues = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "scheduling.volcano.sh".into(),
+            version: "v1beta1".into(),
+            api_version: "scheduling.volcano.sh/v1beta1".into(),
+            kind: "Queue".into(),
+            plural: "queues".into(),
+        },
+    );
+    for name in ["root", "default"] {
+        let q: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": 1, "reclaimable": true}
+        }))
+        .unwrap();
+        queues
+            .create(&PostParams::default(), &q)
+            .await
+            .expect("queue created");
+        queues
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                // The CRD's schema requires `allocated` in a status.
+                &Patch::Merge(
+                    json!({"status": {"state": "Open", "allocated": {"cpu": "0", "memory": "0"}}}),
+                ),
+            )
+            .await
+            .expect("queue opened");
+    }
+}
+
+/// Starts the contender's process (None for the null binder, which runs in this process).
+fn start(
+    contender: Contender,
+    cluster: &Cluster,
+    peers: Option<&Peers>,
+    metrics_port: u16,
+    tag: &str,
+    smoke: bool,
+) -> Option<Proc> {
+    let log = log_dir().join(format!("peers-{tag}-{}.log", contender.key()));
+    match contender {
+        Contender::Null(_) => None,
+        Contender::RustBatch => {
+            // Under `cargo test` the scheduler runs as the ServiceAccount the chart ships, as
+            // in every e2e test; in the benchmark every contender runs as the cluster admin.
+            let kubeconfig = if smoke {
+                common::scheduler_kubeconfig().to_path_buf()
+            } else {
+                cluster.kubeconfig.clone()
+            };
+            let mut cmd = rust_batch_command("rust-batch", &kubeconfig, metrics_port, &[]);
+            Some(Proc::spawn("rust-batch", &mut cmd, log))
+        }
+        Contender::KubeScheduler => {
+            let peers = peers.expect("peers built");
+            let config = cluster.dir.join("kube-scheduler.yaml");
+            std::fs::write(
+                &config,
+                format!(
+                    "apiVersion: kubescheduler.config.k8s.io/v1\n\
+                     kind: KubeSchedulerConfiguration\n\
+                     clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
+                     leaderElection:\n  leaderElect: false\n",
+                    cluster.kubeconfig.display()
+                ),
+            )
+            .unwrap();
+            let mut cmd = Command::new(&peers.kube_scheduler);
+            cmd.arg(format!("--config={}", config.display()))
+                .arg("--secure-port=0");
+            Some(Proc::spawn("kube-scheduler", &mut cmd, log))
+        }
+        Contender::Volcano => {
+            let peers = peers.expect("peers built");
+            let conf = peers
+                .volcano_src
+                .join("installer/helm/chart/volcano/config/volcano-scheduler.conf");
+            let mut cmd = Command::new(&peers.volcano);
+            cmd.arg(format!("--kubeconfig={}", cluster.kubeconfig.display()))
+                .arg(format!("--scheduler-conf={}", conf.display()))
+                .args([
+                    "--scheduler-name=volcano",
+                    "--leader-elect=false",
+                    "--kube-api-qps=5000",
+                    "--kube-api-burst=5000",
+                    "--enable-healthz=false",
+                    "--enable-metrics=false",
+                    "--cache-dumper=false",
+                    "--logtostderr",
+                ])
+                .arg(format!("--listen-address=127.0.0.1:{metrics_port}"))
+                .arg(format!(
+                    "--healthz-address=127.0.0.1:{}",
+                    common::free_port()
+                ));
+            Some(Proc::spawn("volcano", &mut cmd, log))
+        }
+    }
+}
+
+/// One contender on `cluster` (fresh, or the ambient one for the smoke test).
+async fn run(
+    contender: Contender,
+    cluster: &Cluster,
+    nodes: &[String],
+    pool: &str,
+    peers: Option<&Peers>,
+    tag: &str,
+    smoke: bool,
+) -> Outcome {
+    let client = &cluster.client;
+    let ns = format!("peers-{}", contender.key());
+    common::namespace(client, &ns).await;
+    let work = Workload {
+        ns: ns.clone(),
+        pool: pool.into(),
+        scheduler: contender.scheduler_name().into(),
+        gangs: 0..nodes.len() * env_or("RB_BENCH_PODS_PER_NODE", 10usize) / GANG_SIZE,
+        gang_size: GANG_SIZE,
+    };
+    work.create_pod_groups(client).await;
+    let (log, watch) = observe_binds(client, &ns).await;
+    let timeout = Duration::from_secs(env_or("RB_BENCH_TIMEOUT", 900u64));
+
+    let cpu0 = machine_cpu();
+    let cp0 = cluster.control_plane_cpu();
+    let port = common::free_port();
+    let mut proc = start(contender, cluster, peers, port, tag, smoke);
+    let binder = match contender {
+        Contender::Null(n) => Some(null_binder(client, &ns, nodes.to_vec(), n)),
+        _ => None,
+    };
+    let t0 = Instant::now();
+    let created = work.create_pods(client).await;
+    let all = wait_bound(&log, work.pods(), timeout.saturating_sub(t0.elapsed())).await;
+    let (first, last) = first_last(&log, t0);
+    let bound = log.lock().unwrap().first.len();
+    let mut out = Outcome {
+        pods: work.pods(),
+        bound,
+        all_bound: if all { last } else { None },
+        first_bind: first,
+        latencies: gang_latencies(&log, &created, GANG_SIZE),
+        usage: proc.as_ref().map(|p| p.usage()),
+        control_plane_cpu: cluster.control_plane_cpu() - cp0,
+        cores_busy: cores_busy(cpu0, machine_cpu()),
+        load1: load1(),
+        writes: vec![],
+    };
+    if contender == Contender::RustBatch {
+        out.writes = rust_batch_writes(port).await;
+    }
+    if let Some(p) = proc.as_mut() {
+        p.assert_running();
+    }
+    if let Some(b) = binder {
+        b.abort();
+    }
+    check_invariants(client, &ns, &log).await;
+    if let Some(p) = proc.as_mut() {
+        p.stop();
+    }
+    watch.abort();
+    if !all {
+        eprintln!(
+            "[peers] {}: only {} of {} pods bound after {:.0}s",
+            contender.label(),
+            out.bound,
+            out.pods,
+            timeout.as_secs_f64()
+        );
+    }
+    out
+}
+
+fn fmt_s(v: Option<f64>) -> String {
+    match v {
+        Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        Some(s) => format!("{s:.2} s"),
+        None => "–".into(),
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "–".into(),
+    }
+}
+
+fn report(nodes: usize, results: &[(Contender, Outcome)]) {
+    let pods = results.first().map_or(0, |(_, o)| o.pods);
+    let rate_of = |want: fn(&Contender) -> bool| {
+        results
+            .iter()
+            .filter(|(c, _)| want(c))
+            .filter_map(|(_, o)| o.rate())
+            .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
+    };
+    let best_null = rate_of(|c| matches!(c, Contender::Null(_)));
+    let kube = rate_of(|c| *c == Contender::KubeScheduler);
+    let volcano = rate_of(|c| *c == Contender::Volcano);
+    println!();
+    println!(
+        "peers benchmark: {nodes} kwok nodes, {pods} pods in gangs of {GANG_SIZE} (each run on a fresh control plane)"
+    );
+    println!();
+    println!(
+        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / load1 |",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (c, o) in results {
+        let rate = match o.rate() {
+            Some(r) => format!("{r:.0}"),
+            None => format!("timed out ({} of {} bound)", o.bound, o.pods),
+        };
+        let gang = format!(
+            "{} / {}",
+            fmt_s(percentile(&o.latencies, 0.5)),
+            fmt_s(percentile(&o.latencies, 0.99))
+        );
+        let (rss, cpu) = match o.usage {
+            Some(u) => (format!("{} MiB", u.peak_rss_mib), format!("{:.1}", u.cpu_s)),
+            None => ("–".into(), "–".into()),
+        };
+        println!(
+            "| {} | {rate} | {} | {} | {} | {gang} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.1} |",
+            c.label(),
+            ratio(o.rate(), best_null),
+            ratio(o.rate(), kube),
+            ratio(o.rate(), volcano),
+            fmt_s(o.first_bind),
+            o.control_plane_cpu,
+            o.cores_busy,
+            o.load1
+        );
+    }
+    for (c, o) in results {
+        if !o.writes.is_empty() && o.bound > 0 {
+            let per_pod: Vec<String> = o
+                .writes
+                .iter()
+                .map(|(k, v)| format!("{k} {:.3}", v / o.bound as f64))
+                .collect();
+            println!(
+                "{} API writes per bound pod: {}",
+                c.label(),
+                per_pod.join(", ")
+            );
+        }
+    }
+}
+
+async fn bench() {
+    let sizes: Vec<usize> = std::env::var("RB_BENCH_SIZES")
+        .unwrap_or_else(|_| "500,1000,5000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("RB_BENCH_SIZES: numbers of nodes"))
+        .collect();
+    let runs: Vec<Contender> = std::env::var("RB_BENCH_RUNS")
+        .unwrap_or_else(|_| "null-16,null-64,rust-batch,kube-scheduler,volcano".into())
+        .split(',')
+        .map(Contender::parse)
+        .collect();
+    let peers = runs
+        .iter()
+        .any(|c| matches!(c, Contender::KubeScheduler | Contender::Volcano))
+        .then(build_peers);
+    for nodes in sizes {
+        let mut results = vec![];
+        for &contender in &runs {
+            let cluster = Cluster::fresh(&format!("peers-{nodes}")).await;
+            if contender == Contender::Volcano {
+                volcano_setup(&cluster.client, &peers.as_ref().unwrap().volcano_src).await;
+            } else {
+                common::install_crds(&cluster.client).await;
+            }
+            let t = Instant::now();
+            let names = create_nodes(&cluster.client, "peers", "peers", nodes).await;
+            eprintln!(
+                "[peers] {nodes} nodes ready in {:.1}s; running {}",
+                t.elapsed().as_secs_f64(),
+                contender.label()
+            );
+            let tag = format!("{nodes}");
+            let out = run(
+                contender,
+                &cluster,
+                &names,
+                "peers",
+                peers.as_ref(),
+                &tag,
+                false,
+            )
+            .await;
+            eprintln!(
+                "[peers] {}: {} pods/s, first bind {}",
+                contender.label(),
+                out.rate().map_or("–".into(), |r| format!("{r:.0}")),
+                fmt_s(out.first_bind)
+            );
+            results.push((contender, out));
+            drop(cluster);
+        }
+        report(nodes, &results);
+    }
+}
+
+/// Under `cargo test`: the null binder and rust-batch, small, on the ambient cluster.
+async fn smoke() {
+    let cluster = Cluster::ambient().await;
+    common::install_crds(&cluster.client).await;
+    let names = create_nodes(&cluster.client, "peers-smoke", "peers-smoke", 10).await;
+    let mut results = vec![];
+    for contender in [Contender::Null(16), Contender::RustBatch] {
+        let out = run(
+            contender,
+            &cluster,
+            &names,
+            "peers-smoke",
+            None,
+            "smoke",
+            true,
+        )
+        .await;
+        assert!(
+            out.all_bound.is_some(),
+            "{}: {} of {} pods bound",
+            contender.label(),
+            out.bound,
+            out.pods
+        );
+        results.push((contender, out));
+    }
+    report(names.len(), &results);
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if full {
+        rt.block_on(bench());
+    } else {
+        rt.block_on(smoke());
+    }
+}

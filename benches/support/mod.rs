@@ -1,0 +1,668 @@
+//! What the benchmarks against the peers (benches/peers.rs) and at scale (benches/scale.rs)
+//! share: a control plane of their own (tests/cluster/up.sh, torn down with down.sh) or the
+//! ambient one (KUBECONFIG, for the smoke tests under `cargo test`), kwok nodes, gangs of
+//! pods, a watch that records when each pod was bound, the processes under test with their
+//! peak RSS and CPU, the machine's load, and the invariants every run checks.
+#![allow(dead_code)] // each bench uses its own subset
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::common;
+
+/// Creations in flight (nodes, PodGroups, pods), as benches/kwok.rs.
+pub const CREATE_CONCURRENCY: usize = 32;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where the benches keep the logs of the processes they ran.
+pub fn log_dir() -> PathBuf {
+    let dir = repo().join("target/bench-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A control plane: one of our own (up.sh in a new state dir; down.sh --purge when dropped,
+/// the state dir kept if the bench panicked) or the ambient one of with-cluster.sh.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    owned: bool,
+}
+
+impl Cluster {
+    /// The cluster KUBECONFIG points at (with-cluster.sh, tests/run.sh).
+    pub async fn ambient() -> Cluster {
+        let client = common::client().await;
+        Cluster {
+            dir: std::env::var("RB_CLUSTER_DIR").unwrap_or_default().into(),
+            kubeconfig: std::env::var("KUBECONFIG").unwrap().into(),
+            client,
+            owned: false,
+        }
+    }
+
+    /// A fresh control plane (etcd, kube-apiserver, kwok; no controller-manager: nothing
+    /// here needs volumes). The API server does not taint new nodes not-ready
+    /// (TaintNodesByCondition off): no node-lifecycle controller runs to lift the taint, and
+    /// lifting it ourselves would cost one write per node. `RB_APISERVER_ARGS` etc. of the
+    /// caller still apply.
+    pub async fn fresh(label: &str) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "rb-bench-{label}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let apiserver_args = format!(
+            "{} --disable-admission-plugins=TaintNodesByCondition",
+            std::env::var("RB_APISERVER_ARGS").unwrap_or_default()
+        );
+        let t = Instant::now();
+        let out = Command::new(repo().join("tests/cluster/up.sh"))
+            .arg(&dir)
+            .env_remove("RB_CLUSTER_DIR")
+            .env_remove("KUBECONFIG")
+            .env("RB_NO_CONTROLLERS", "1")
+            .env("RB_APISERVER_ARGS", apiserver_args)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("tests/cluster/up.sh runs");
+        assert!(
+            out.status.success(),
+            "tests/cluster/up.sh {} failed",
+            dir.display()
+        );
+        eprintln!(
+            "[bench] fresh control plane in {} ({:.1}s)",
+            dir.display(),
+            t.elapsed().as_secs_f64()
+        );
+        let kubeconfig = dir.join("kubeconfig");
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig reads");
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .expect("kubeconfig loads");
+        let client = Client::try_from(config).expect("client");
+        Cluster {
+            dir,
+            kubeconfig,
+            client,
+            owned: true,
+        }
+    }
+
+    /// The pid of a control-plane process (`APISERVER_PID`, `ETCD_PID`, `KWOK_PID`).
+    pub fn pid(&self, var: &str) -> Option<u32> {
+        let env = std::fs::read_to_string(self.dir.join("env")).ok()?;
+        env.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(&format!("{var}=")))?
+            .parse()
+            .ok()
+    }
+
+    /// CPU seconds the API server and etcd have used so far.
+    pub fn control_plane_cpu(&self) -> f64 {
+        ["APISERVER_PID", "ETCD_PID"]
+            .iter()
+            .filter_map(|v| self.pid(v))
+            .map(|pid| usage(pid).cpu_s)
+            .sum()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let mut down = Command::new(repo().join("tests/cluster/down.sh"));
+        down.arg(&self.dir);
+        if !std::thread::panicking() {
+            down.arg("--purge");
+        }
+        match down.stderr(Stdio::inherit()).status() {
+            Ok(s) if s.success() => {}
+            _ => eprintln!("[bench] down.sh {} failed", self.dir.display()),
+        }
+    }
+}
+
+/// What /proc says of a process: peak resident memory (VmHWM) and CPU seconds (user +
+/// system; USER_HZ is 100 on Linux).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub peak_rss_mib: u64,
+    pub cpu_s: f64,
+}
+
+pub fn usage(pid: u32) -> Usage {
+    let peak_rss_mib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024);
+    let cpu_s = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after "pid (comm) ": state is field 3; utime 14, stime 15.
+            let rest: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            let ticks = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0);
+    Usage {
+        peak_rss_mib,
+        cpu_s,
+    }
+}
+
+/// The machine: 1-minute load average now, and the CPU counters to measure how busy all
+/// cores were between two readings.
+#[derive(Clone, Copy, Debug)]
+pub struct MachineCpu {
+    busy: u64,
+    total: u64,
+}
+
+pub fn machine_cpu() -> MachineCpu {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    // idle + iowait
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    MachineCpu {
+        busy: total - idle,
+        total,
+    }
+}
+
+/// Cores busy on average between `from` and `to` (e.g. 1.8 of 2).
+pub fn cores_busy(from: MachineCpu, to: MachineCpu) -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let total = to.total.saturating_sub(from.total).max(1) as f64;
+    cores * to.busy.saturating_sub(from.busy) as f64 / total
+}
+
+pub fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A process under test (a scheduler): killed when dropped, its stderr in a log file.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    pub started: Instant,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+        let file = std::fs::File::create(&log).expect("log file");
+        let started = Instant::now();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file.try_clone().unwrap()))
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        Proc {
+            name: name.to_string(),
+            child,
+            started,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Peak RSS and CPU so far (read before stopping it).
+    pub fn usage(&self) -> Usage {
+        usage(self.child.id())
+    }
+
+    /// Panics, naming the log, if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({status}); log: {}",
+                self.name,
+                self.log.display()
+            );
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` kwok nodes `{prefix}-n{i}` in `pool` (32 cpu, 128Gi, 110 pods, as benches/kwok.rs),
+/// created `CREATE_CONCURRENCY` at a time; returns once every one is Ready and untainted.
+pub async fn create_nodes(client: &Client, prefix: &str, pool: &str, n: usize) -> Vec<String> {
+    let api = Api::<Node>::all(client.clone());
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-n{i}")).collect();
+    stream::iter(names.clone())
+        .for_each_concurrent(CREATE_CONCURRENCY, |name| {
+            let api = api.clone();
+            async move {
+                let alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110"});
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                                 "labels": {"pool": pool, "type": "kwok", "kubernetes.io/hostname": name}},
+                    "status": {"allocatable": alloc.clone(), "capacity": alloc}
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &node)
+                    .await
+                    .expect("node created");
+            }
+        })
+        .await;
+    let selector = ListParams::default().labels(&format!("pool={pool}"));
+    let timeout = Duration::from_secs(120) + Duration::from_millis(40 * n as u64);
+    let tainted: Vec<String> = common::wait_for(timeout, "every node Ready", || async {
+        let nodes = api.list(&selector).await.ok()?.items;
+        let ready = nodes
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        (ready == n).then(|| {
+            nodes
+                .iter()
+                .filter(|n| {
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_ref())
+                        .is_some_and(|t| !t.is_empty())
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect()
+        })
+    })
+    .await;
+    // The not-ready taint the API server puts on new nodes (on a cluster that has
+    // TaintNodesByCondition on): lifted, as the node-lifecycle controller would.
+    stream::iter(tainted)
+        .for_each_concurrent(CREATE_CONCURRENCY, |name| {
+            let api = api.clone();
+            async move {
+                api.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"taints": []}})),
+                )
+                .await
+                .expect("taints cleared");
+            }
+        })
+        .await;
+    names
+}
+
+/// The gangs of a run: `gangs` gangs `gang-{g}` of `gang_size` pods `gang-{g}-{i}`, each pod
+/// 100m cpu / 128Mi, on the nodes of `pool`, for `scheduler`.
+#[derive(Clone)]
+pub struct Workload {
+    pub ns: String,
+    pub pool: String,
+    pub scheduler: String,
+    pub gangs: std::ops::Range<usize>,
+    pub gang_size: usize,
+}
+
+impl Workload {
+    pub fn pods(&self) -> usize {
+        self.gangs.len() * self.gang_size
+    }
+
+    fn pod(&self, group: &str, name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": self.ns, "annotations": {"scheduling.k8s.io/group-name": group}},
+            "spec": {
+                "schedulerName": self.scheduler,
+                "nodeSelector": {"pool": self.pool},
+                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]
+            }
+        }))
+        .unwrap()
+    }
+
+    /// A Volcano PodGroup per gang (minMember = the gang's size, queue default), created
+    /// `CREATE_CONCURRENCY` at a time. rust-batch and Volcano read them; kube-scheduler and
+    /// the null binder ignore them (they exist in every run, so every API server holds the
+    /// same objects).
+    pub async fn create_pod_groups(&self, client: &Client) {
+        use rust_batch::kube::dialects::volcano::PodGroup;
+        let api = Api::<PodGroup>::namespaced(client.clone(), &self.ns);
+        stream::iter(self.gangs.clone())
+            .for_each_concurrent(CREATE_CONCURRENCY, |g| {
+                let api = api.clone();
+                async move {
+                    let pg: PodGroup = serde_json::from_value(json!({
+                        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                        "metadata": {"name": format!("gang-{g}"), "namespace": self.ns},
+                        "spec": {"minMember": self.gang_size, "queue": "default"}
+                    }))
+                    .unwrap();
+                    api.create(&PostParams::default(), &pg)
+                        .await
+                        .expect("podgroup created");
+                }
+            })
+            .await;
+    }
+
+    /// Creates every pod, gang by gang, `CREATE_CONCURRENCY` in flight; returns when each
+    /// gang's last pod was created.
+    pub async fn create_pods(&self, client: &Client) -> HashMap<String, Instant> {
+        let api = Api::<Pod>::namespaced(client.clone(), &self.ns);
+        let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let work: Vec<(String, String)> = self
+            .gangs
+            .clone()
+            .flat_map(|g| {
+                (0..self.gang_size).map(move |i| (format!("gang-{g}"), format!("gang-{g}-{i}")))
+            })
+            .collect();
+        stream::iter(work)
+            .for_each_concurrent(CREATE_CONCURRENCY, |(group, name)| {
+                let api = api.clone();
+                let created = created.clone();
+                async move {
+                    api.create(&PostParams::default(), &self.pod(&group, &name))
+                        .await
+                        .expect("pod created");
+                    let now = Instant::now();
+                    let mut c = created.lock().unwrap();
+                    let last = c.entry(group).or_insert(now);
+                    *last = (*last).max(now);
+                }
+            })
+            .await;
+        Arc::try_unwrap(created).unwrap().into_inner().unwrap()
+    }
+}
+
+/// When each pod of a namespace was first seen bound (and to which node), from a watch;
+/// `rebound` counts pods later seen on another node (must stay 0).
+#[derive(Default)]
+pub struct Binds {
+    pub first: HashMap<String, (Instant, String)>,
+    pub rebound: usize,
+}
+
+pub type BindLog = Arc<Mutex<Binds>>;
+
+/// Starts watching `ns`; returns once the watch has listed what exists.
+pub async fn observe_binds(client: &Client, ns: &str) -> (BindLog, tokio::task::JoinHandle<()>) {
+    let log: BindLog = Arc::default();
+    let l = log.clone();
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut synced = Some(synced_tx);
+        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = events.next().await {
+            let Ok(ev) = ev else { continue };
+            let p = match ev {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => p,
+                watcher::Event::InitDone => {
+                    if let Some(tx) = synced.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let mut b = l.lock().unwrap();
+            match b.first.get(&name) {
+                Some((_, first)) if *first != node => b.rebound += 1,
+                Some(_) => {}
+                None => {
+                    b.first.insert(name, (Instant::now(), node));
+                }
+            }
+        }
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(120), synced_rx).await;
+    (log, task)
+}
+
+/// Waits until `total` pods are seen bound or `timeout` passes; false on timeout.
+pub async fn wait_bound(log: &BindLog, total: usize, timeout: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        if log.lock().unwrap().first.len() >= total {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Binds every pending pod of `ns` round-robin over `nodes` with `concurrency` binds in
+/// flight, deciding nothing: the API server's ceiling. Abort the handle to stop it.
+pub fn null_binder(
+    client: &Client,
+    ns: &str,
+    nodes: Vec<String>,
+    concurrency: usize,
+) -> tokio::task::JoinHandle<()> {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let limit = Arc::new(Semaphore::new(concurrency));
+    tokio::spawn(async move {
+        let mut next = 0usize;
+        let mut seen = std::collections::HashSet::new();
+        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        while let Some(ev) = events.next().await {
+            let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
+                continue;
+            };
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                || !seen.insert(name.clone())
+            {
+                continue;
+            }
+            let node = nodes[next % nodes.len()].clone();
+            next += 1;
+            let permit = limit.clone().acquire_owned().await.unwrap();
+            let api = api.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                  "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                let _ = api
+                    .create_subresource::<_, serde_json::Value>(
+                        "binding",
+                        &name,
+                        &PostParams::default(),
+                        &body,
+                    )
+                    .await;
+            });
+        }
+    })
+}
+
+/// The invariants every run checks, from what the API server holds: no gang bound partly,
+/// no node over-committed, no pod seen on two nodes. Panics otherwise.
+pub async fn check_invariants(client: &Client, ns: &str, log: &BindLog) {
+    let partial = common::partial_gangs(client, ns).await;
+    if !partial.is_empty() {
+        // Binds of one gang land one by one: what is still partial after a while is real.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let again = common::partial_gangs(client, ns).await;
+        let still: Vec<_> = again
+            .iter()
+            .filter(|(g, _, _)| partial.iter().any(|(p, _, _)| p == g))
+            .collect();
+        assert!(still.is_empty(), "gangs bound partially: {still:?}");
+    }
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    common::assert_not_over_committed(client, &pods).await;
+    let rebound = log.lock().unwrap().rebound;
+    assert_eq!(
+        rebound, 0,
+        "{rebound} pods were seen bound to a second node"
+    );
+}
+
+/// Seconds from `since` to the first and to the last bind seen.
+pub fn first_last(log: &BindLog, since: Instant) -> (Option<f64>, Option<f64>) {
+    let b = log.lock().unwrap();
+    let secs = |i: Instant| i.saturating_duration_since(since).as_secs_f64();
+    (
+        b.first.values().map(|(i, _)| *i).min().map(secs),
+        b.first.values().map(|(i, _)| *i).max().map(secs),
+    )
+}
+
+/// Each complete gang's latency (its last pod created → its last pod bound), sorted.
+pub fn gang_latencies(
+    log: &BindLog,
+    created: &HashMap<String, Instant>,
+    gang_size: usize,
+) -> Vec<f64> {
+    let b = log.lock().unwrap();
+    let mut latencies: Vec<f64> = created
+        .iter()
+        .filter_map(|(group, last_created)| {
+            let whole = (0..gang_size)
+                .map(|i| b.first.get(&format!("{group}-{i}")).map(|(t, _)| *t))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .max()?;
+            Some(whole.saturating_duration_since(*last_created).as_secs_f64())
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    (!sorted.is_empty()).then(|| sorted[((sorted.len() as f64 - 1.0) * p).round() as usize])
+}
+
+/// An env var parsed, or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// The rust-batch binary of this build.
+pub fn rust_batch_bin() -> String {
+    std::env::var("RB_SCHEDULER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rust-batch").to_string())
+}
+
+/// `rust-batch run` answering to `name` against `kubeconfig`, metrics on `port`.
+pub fn rust_batch_command(name: &str, kubeconfig: &Path, port: u16, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(rust_batch_bin());
+    cmd.args(["run", "--scheduler-name", name, "--http-address"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAME", name)
+        .env(
+            "RUST_LOG",
+            "info,kube=warn,kube_client=error,kube_client::client::builder=off",
+        );
+    cmd
+}
+
+/// rust-batch's API writes by kind (from its /metrics `rust_batch_api_writes_total`).
+pub async fn rust_batch_writes(port: u16) -> Vec<(String, f64)> {
+    let body = common::http_get(port, "/metrics")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    let mut by_kind: std::collections::BTreeMap<String, f64> = Default::default();
+    for line in body
+        .lines()
+        .filter(|l| l.starts_with("rust_batch_api_writes_total{"))
+    {
+        let kind = line
+            .split("kind=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?")
+            .to_string();
+        let v: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *by_kind.entry(kind).or_default() += v;
+    }
+    by_kind.into_iter().collect()
+}
