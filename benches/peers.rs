@@ -538,4 +538,6 @@ fn main() {
     } else {
         rt.block_on(smoke());
     }
+    // Watches still open do not hold the process.
+    rt.shutdown_timeout(Duration::from_secs(5));
 }

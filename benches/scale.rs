@@ -209,4 +209,6 @@ fn main() {
             scale(Cluster::ambient().await, 10, 100, 20, true).await;
         }
     });
+    // Watches still open do not hold the process.
+    rt.shutdown_timeout(Duration::from_secs(5));
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -458,7 +458,11 @@ pub async fn observe_binds(client: &Client, ns: &str) -> (BindLog, tokio::task::
     let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut synced = Some(synced_tx);
-        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        let mut events = watcher::watcher(api, watcher::Config::default())
+            // Errors back off (and yield): a watch that fails at once again and again must
+            // not spin, nor keep the runtime from shutting down.
+            .default_backoff()
+            .boxed();
         while let Some(ev) = events.next().await {
             let Ok(ev) = ev else { continue };
             let p = match ev {
@@ -516,7 +520,9 @@ pub fn null_binder(
     tokio::spawn(async move {
         let mut next = 0usize;
         let mut seen = std::collections::HashSet::new();
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut events = watcher::watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(ev) = events.next().await {
             let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
                 continue;
