@@ -156,3 +156,25 @@ pub fn apply_paths(paths: &[&Path]) {
         );
     }
 }
+
+/// A `KEY=` line of an operator's build report beyond BIN, SRC and VERSION (the Spark
+/// operator's also names the SPARK_HOME its spark-submit lives in). Runs the build script
+/// again, which answers at once from its cache.
+pub fn report_field(name: &str, key: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cluster/operators")
+        .join(name)
+        .join("build.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{} does not run: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    let prefix = format!("{key}=");
+    String::from_utf8(out.stdout)
+        .expect("UTF-8 build report")
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        .unwrap_or_else(|| panic!("{} printed no {key} line", script.display()))
+}
