@@ -38,8 +38,10 @@ if [[ ! -x "$spark_home/bin/spark-submit" ]]; then
     t0=$SECONDS tmp="$spark_home.tmp.$$"
     rm -rf "$tmp"; mkdir -p "$tmp/bin"
     rb_log "resolving Spark $SPARK_VERSION's jars from Maven Central into $spark_home"
-    nice -n 10 mvn -B -q -Dstyle.color=never -f "$here/spark/pom.xml" -Dspark.version="$SPARK_VERSION" \
-      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/jars" >&2 \
+    # (Maven 3.8 writes colour resets even in batch mode: stripped.)
+    nice -n 10 mvn -B -q -f "$here/spark/pom.xml" -Dspark.version="$SPARK_VERSION" \
+      dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/jars" 2>&1 \
+      | sed 's/\x1b\[[0-9;]*m//g' >&2 \
       || { rm -rf "$tmp"; rb_die "resolving Spark $SPARK_VERSION's jars failed; see the mvn output above"; }
     cp "$here/spark/spark-submit" "$tmp/bin/spark-submit"
     SPARK_HOME="$tmp" "$tmp/bin/spark-submit" --version 2>&1 | grep -q "version $SPARK_VERSION" \
