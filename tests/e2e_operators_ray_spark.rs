@@ -1,8 +1,10 @@
 //! End-to-end with the REAL KubeRay operator and the REAL Spark operator (built from Go
 //! modules, unchanged, by tests/cluster/operators/{kuberay,spark-operator}/build.sh), each
-//! running as a process under its own ServiceAccount with the RBAC its module ships, against
-//! rust-batch answering to `volcano` (both operators hard-code that scheduler name) on the
-//! test control plane. kwok fakes the pods: no container runs.
+//! running as a process under its own ServiceAccount with the RBAC its module ships (KubeRay:
+//! config/rbac plus the PodGroup rule its Helm chart adds for Volcano; Spark: its chart's
+//! RBAC, rendered with helm), against rust-batch answering to `volcano` (both operators
+//! hard-code that scheduler name) on the test control plane. kwok fakes the pods: no
+//! container runs.
 //!
 //! - KubeRay (`--batch-scheduler=volcano`): the operator makes the PodGroup (minMember the
 //!   head plus the workers, minResources their sum); head and workers bind as one gang, wait
@@ -1425,4 +1427,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
         "the Spark operator exited:\n{}",
         operator.log_tail(40)
     );
+    // The queue is this test's alone; other test binaries share this cluster and its queues'
+    // shares.
+    kubectl_admin(&["delete", "queues.scheduling.volcano.sh", queue], "");
 }
