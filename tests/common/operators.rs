@@ -156,3 +156,45 @@ pub fn apply_paths(paths: &[&Path]) {
         );
     }
 }
+
+/// `kubectl kustomize DIR` (an operator's shipped overlay or base, read from its module
+/// source), then `kubectl apply --server-side` of the rendered objects `keep` accepts, as the
+/// cluster admin (an overlay also carries what a cluster without kubelet cannot run, such as
+/// the operator's Deployment, or what would get in the way here, such as a webhook
+/// registration the API server cannot reach). Waits until its CustomResourceDefinitions are
+/// established. Returns `Kind/name` of each object applied.
+pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool) -> Vec<String> {
+    use serde::Deserialize;
+    let rendered = super::kubectl_admin(&["kustomize", &dir.display().to_string()], "");
+    let mut applied = Vec::new();
+    let mut crds = Vec::new();
+    let mut kept = String::new();
+    for document in serde_yaml::Deserializer::from_str(&rendered) {
+        let object = serde_yaml::Value::deserialize(document).expect("kustomize renders YAML");
+        if object.is_null() || !keep(&object) {
+            continue;
+        }
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if kind == "CustomResourceDefinition" {
+            crds.push(format!("crd/{name}"));
+        }
+        applied.push(format!("{kind}/{name}"));
+        kept.push_str("---\n");
+        kept.push_str(&serde_yaml::to_string(&object).unwrap());
+    }
+    assert!(!applied.is_empty(), "nothing kept from {}", dir.display());
+    super::kubectl_admin(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &kept,
+    );
+    if !crds.is_empty() {
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend(crds.iter().map(String::as_str));
+        super::kubectl_admin(&args, "");
+    }
+    applied
+}
