@@ -256,10 +256,13 @@ fn start_job_controller() -> Operator {
     let bin_dir = std::env::var("K8S_BIN_DIR")
         .expect("K8S_BIN_DIR is exported by tests/cluster/with-cluster.sh; run tests/run.sh");
     let admin = PathBuf::from(std::env::var("KUBECONFIG").expect("KUBECONFIG"));
-    Operator::start(
+    // It reads no KUBECONFIG variable: the flag.
+    let kubeconfig = format!("--kubeconfig={}", admin.display());
+    let mut process = Operator::start(
         "job-controller",
         &Path::new(&bin_dir).join("kube-controller-manager"),
         &[
+            &kubeconfig,
             "--controllers=job-controller",
             "--leader-elect=false",
             "--secure-port=0",
@@ -267,7 +270,14 @@ fn start_job_controller() -> Operator {
         &admin,
         &std::env::temp_dir(),
         &[],
-    )
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        process.running(),
+        "kube-controller-manager (Job controller) exited:\n{}",
+        process.log_tail(20)
+    );
+    process
 }
 
 /// rust-batch answering to `volcano` with its HTTP endpoints on a free port; waits for

@@ -167,7 +167,7 @@ pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool
     use serde::Deserialize;
     let rendered = super::kubectl_admin(&["kustomize", &dir.display().to_string()], "");
     let mut applied = Vec::new();
-    let mut crds = Vec::new();
+    let mut crds: Vec<String> = Vec::new();
     let mut kept = String::new();
     for document in serde_yaml::Deserializer::from_str(&rendered) {
         let object = serde_yaml::Value::deserialize(document).expect("kustomize renders YAML");
@@ -191,10 +191,25 @@ pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool
         &["apply", "--server-side", "--force-conflicts", "-f", "-"],
         &kept,
     );
-    if !crds.is_empty() {
-        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
-        args.extend(crds.iter().map(String::as_str));
-        super::kubectl_admin(&args, "");
+    // Polled rather than `kubectl wait`, which fails on a CRD whose status has no
+    // conditions yet (just created).
+    let established = |crd: &str| {
+        let object: serde_json::Value =
+            serde_json::from_str(&super::kubectl_admin(&["get", crd, "-o", "json"], "")).unwrap();
+        object["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+    };
+    for crd in &crds {
+        let start = std::time::Instant::now();
+        while !established(crd) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "{crd} not established after 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
     applied
 }
