@@ -694,10 +694,22 @@ async fn gpu_pool(client: &Client, ns: &str, nodes: usize) {
 // Tests
 // ---------------------------------------------------------------------------------------
 
+/// Runs a test's body on its own runtime while holding the volcano-name lock, taken outside
+/// the runtime: the operators hard-code `schedulerName: volcano`, so the tests of this file
+/// run one after another, each with its own rust-batch answering to that name.
+fn with_volcano_name(test: impl Future<Output = ()>) {
+    let _volcano = volcano_name_lock();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(test);
+}
+
 /// One training job from too few GPUs to success: its PodGroup, as the operator declares
 /// it; waiting whole; all pods bound at once when GPU nodes arrive; the operator's Running,
 /// then Succeeded.
-#[allow(clippy::too_many_arguments)]
 async fn gpu_job_waits_whole_then_runs(
     client: &Client,
     ns: &str,
@@ -725,182 +737,193 @@ async fn gpu_job_waits_whole_then_runs(
     runs_to_success(client, ns, &kind, &name).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn training_operator_tfjob_and_pytorchjob_wait_whole_for_gpus_then_bind_whole_and_succeed() {
-    let _volcano = volcano_name_lock();
-    let client = client().await;
-    install_crds(&client).await;
-    let operator = training_operator_installed();
-    let (_scheduler, _port) = start_rust_batch().await;
-    let _training_operator = start_training_operator(&client, operator).await;
-    let (tf, pt) = ("e2e-kf-tfjob", "e2e-kf-pytorchjob");
-    guarded(&client, &[tf, pt], async {
-        tokio::join!(
-            // 1 PS + 4 workers × 2 GPUs: 8 GPUs; one 2-GPU node at first, four in all.
-            gpu_job_waits_whole_then_runs(&client, tf, tfjob(tf, "mnist", 4, 2, "5s"), 5, 8, 1, 4),
-            // Master + 3 workers × 1 GPU: 4 GPUs; one 2-GPU node at first, two in all.
-            gpu_job_waits_whole_then_runs(
-                &client,
-                pt,
-                pytorchjob(pt, "resnet", 3, 1, "5s"),
-                4,
-                4,
-                1,
-                2
-            ),
-        )
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
-    let _volcano = volcano_name_lock();
-    let client = client().await;
-    install_crds(&client).await;
-    let operator = mpi_operator_installed();
-    let (_scheduler, _port) = start_rust_batch().await;
-    let _mpi_operator = start_mpi_operator(operator).await;
-    let ns = "e2e-kf-mpijob";
-    namespace(&client, ns).await;
-    fake_nodes(
-        &client,
-        ns,
-        1..=2,
-        ns,
-        &json!({"cpu": "8", "memory": "32Gi"}),
-    )
-    .await;
-    let mpijob = json!({
-        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
-        "metadata": {"name": "pi", "namespace": ns},
-        "spec": {
-            "slotsPerWorker": 1,
-            // Once the launcher is done, the operator deletes the workers (they run sshd
-            // until then) and the PodGroup.
-            "runPolicy": {"cleanPodPolicy": "Running"},
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template(ns, "mpi-launcher", 0, Some("4s"))},
-                "Worker": {"replicas": 3, "template": template(ns, "mpi-worker", 0, None)}
-            }
-        }
-    });
-    guarded(&client, &[ns], async {
-        create_job(&client, mpijob).await;
-        // minMember counts the launcher: workers + 1.
-        operator_pod_group(&client, ns, "pi", 4, None).await;
-        // The operator makes the workers itself and the launcher as a batch/v1 Job; with no
-        // Job controller running yet, the gang has 3 of its 4 pods and nothing binds, though
-        // the nodes have room for all of them.
-        wait_for(Duration::from_secs(30), "3 MPI worker pods", || async {
-            (job_pods(&client, ns, "pi").await.len() == 3).then_some(())
+#[test]
+fn training_operator_tfjob_and_pytorchjob_wait_whole_for_gpus_then_bind_whole_and_succeed() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let operator = training_operator_installed();
+        let (_scheduler, _port) = start_rust_batch().await;
+        let _training_operator = start_training_operator(&client, operator).await;
+        let (tf, pt) = ("e2e-kf-tfjob", "e2e-kf-pytorchjob");
+        guarded(&client, &[tf, pt], async {
+            tokio::join!(
+                // 1 PS + 4 workers × 2 GPUs: 8 GPUs; one 2-GPU node at first, four in all.
+                gpu_job_waits_whole_then_runs(
+                    &client,
+                    tf,
+                    tfjob(tf, "mnist", 4, 2, "5s"),
+                    5,
+                    8,
+                    1,
+                    4
+                ),
+                // Master + 3 workers × 1 GPU: 4 GPUs; one 2-GPU node at first, two in all.
+                gpu_job_waits_whole_then_runs(
+                    &client,
+                    pt,
+                    pytorchjob(pt, "resnet", 3, 1, "5s"),
+                    4,
+                    4,
+                    1,
+                    2
+                ),
+            )
         })
         .await;
-        for _ in 0..15 {
-            let pods = job_pods(&client, ns, "pi").await;
-            assert_eq!(
-                bound_count(&pods),
-                0,
-                "MPI workers bound without their launcher"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let pg = pod_group_of(&client, ns, "pi").await.unwrap();
-        eprintln!(
-            "{ns}/pi without its launcher: PodGroup {} ({})",
-            pg_phase(&pg),
-            pg_conditions(&pg)
-        );
-        // The Job controller makes the launcher's pod: launcher and workers bind together.
-        let _job_controller = start_job_controller();
-        let pods = binds_whole(&client, ns, "pi", 4).await;
-        let launchers = pods
-            .iter()
-            .filter(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("training.kubeflow.org/job-role"))
-                    == Some(&"launcher".to_string())
-            })
-            .count();
-        assert_eq!(launchers, 1, "the launcher is one of the gang's bound pods");
-        runs_to_success(&client, ns, "MPIJob", "pi").await;
-    })
-    .await;
+    });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() {
-    let _volcano = volcano_name_lock();
-    let client = client().await;
-    install_crds(&client).await;
-    let operator = training_operator_installed();
-    let (_scheduler, _port) = start_rust_batch().await;
-    let _training_operator = start_training_operator(&client, operator).await;
-    let ns = "e2e-kf-compete";
-    // 4 GPUs; each job wants all of them.
-    gpu_pool(&client, ns, 2).await;
-    let jobs = [("TFJob", "tf-first", 3), ("PyTorchJob", "pt-second", 2)];
-    guarded(&client, &[ns], async {
-        create_job(&client, tfjob(ns, "tf-first", 2, 2, "4s")).await;
-        create_job(&client, pytorchjob(ns, "pt-second", 1, 2, "4s")).await;
-        // Per job: when all its pods were first seen bound, when all had finished.
-        let mut all_bound: HashMap<&str, Instant> = HashMap::new();
-        let mut all_finished: HashMap<&str, Instant> = HashMap::new();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while all_finished.len() < jobs.len() {
-            assert!(
-                Instant::now() < deadline,
-                "both jobs not finished after 90 s"
-            );
-            let mut holding_gpus = Vec::new();
-            for (_, job, members) in jobs {
-                let pods = job_pods(&client, ns, job).await;
-                let bound = bound_count(&pods);
-                let finished = pods.iter().filter(|p| phase(p) == "Succeeded").count();
-                if bound == members {
-                    all_bound.entry(job).or_insert_with(Instant::now);
-                }
-                if finished == members {
-                    all_finished.entry(job).or_insert_with(Instant::now);
-                }
-                let gpus_held = pods.iter().any(|p| {
-                    node_of(p).is_some()
-                        && !matches!(phase(p).as_str(), "Succeeded" | "Failed")
-                        && p.spec.as_ref().unwrap().containers[0]
-                            .resources
-                            .as_ref()
-                            .and_then(|r| r.requests.as_ref())
-                            .is_some_and(|r| r.contains_key("nvidia.com/gpu"))
-                });
-                if gpus_held {
-                    holding_gpus.push(job);
+#[test]
+fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let operator = mpi_operator_installed();
+        let (_scheduler, _port) = start_rust_batch().await;
+        let _mpi_operator = start_mpi_operator(operator).await;
+        let ns = "e2e-kf-mpijob";
+        namespace(&client, ns).await;
+        fake_nodes(
+            &client,
+            ns,
+            1..=2,
+            ns,
+            &json!({"cpu": "8", "memory": "32Gi"}),
+        )
+        .await;
+        let mpijob = json!({
+            "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "pi", "namespace": ns},
+            "spec": {
+                "slotsPerWorker": 1,
+                // Once the launcher is done, the operator deletes the workers (they run sshd
+                // until then) and the PodGroup.
+                "runPolicy": {"cleanPodPolicy": "Running"},
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": template(ns, "mpi-launcher", 0, Some("4s"))},
+                    "Worker": {"replicas": 3, "template": template(ns, "mpi-worker", 0, None)}
                 }
             }
-            assert!(
-                holding_gpus.len() < 2,
-                "both jobs hold GPUs at once: {holding_gpus:?}"
+        });
+        guarded(&client, &[ns], async {
+            create_job(&client, mpijob).await;
+            // minMember counts the launcher: workers + 1.
+            operator_pod_group(&client, ns, "pi", 4, None).await;
+            // The operator makes the workers itself and the launcher as a batch/v1 Job; with no
+            // Job controller running yet, the gang has 3 of its 4 pods and nothing binds, though
+            // the nodes have room for all of them.
+            wait_for(Duration::from_secs(30), "3 MPI worker pods", || async {
+                (job_pods(&client, ns, "pi").await.len() == 3).then_some(())
+            })
+            .await;
+            for _ in 0..15 {
+                let pods = job_pods(&client, ns, "pi").await;
+                assert_eq!(
+                    bound_count(&pods),
+                    0,
+                    "MPI workers bound without their launcher"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let pg = pod_group_of(&client, ns, "pi").await.unwrap();
+            eprintln!(
+                "{ns}/pi without its launcher: PodGroup {} ({})",
+                pg_phase(&pg),
+                pg_conditions(&pg)
             );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        // One after the other: the second bound only once the first had finished.
-        let mut order: Vec<&str> = jobs.iter().map(|(_, j, _)| *j).collect();
-        order.sort_by_key(|j| all_bound[j]);
-        let (first, second) = (order[0], order[1]);
-        assert!(
-            all_bound[second] >= all_finished[first],
-            "{second} bound before {first} finished"
-        );
-        eprintln!(
-            "{first} ran first; {second} bound {:.1} s after {first} finished",
-            (all_bound[second] - all_finished[first]).as_secs_f64()
-        );
-        for (kind, job, _) in jobs {
-            wait_job_condition(&client, ns, kind, job, "Succeeded").await;
-        }
-    })
-    .await;
+            // The Job controller makes the launcher's pod: launcher and workers bind together.
+            let _job_controller = start_job_controller();
+            let pods = binds_whole(&client, ns, "pi", 4).await;
+            let launchers = pods
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("training.kubeflow.org/job-role"))
+                        == Some(&"launcher".to_string())
+                })
+                .count();
+            assert_eq!(launchers, 1, "the launcher is one of the gang's bound pods");
+            runs_to_success(&client, ns, "MPIJob", "pi").await;
+        })
+        .await;
+    });
+}
+
+#[test]
+fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let operator = training_operator_installed();
+        let (_scheduler, _port) = start_rust_batch().await;
+        let _training_operator = start_training_operator(&client, operator).await;
+        let ns = "e2e-kf-compete";
+        // 4 GPUs; each job wants all of them.
+        gpu_pool(&client, ns, 2).await;
+        let jobs = [("TFJob", "tf-first", 3), ("PyTorchJob", "pt-second", 2)];
+        guarded(&client, &[ns], async {
+            create_job(&client, tfjob(ns, "tf-first", 2, 2, "4s")).await;
+            create_job(&client, pytorchjob(ns, "pt-second", 1, 2, "4s")).await;
+            // Per job: when all its pods were first seen bound, when all had finished.
+            let mut all_bound: HashMap<&str, Instant> = HashMap::new();
+            let mut all_finished: HashMap<&str, Instant> = HashMap::new();
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while all_finished.len() < jobs.len() {
+                assert!(
+                    Instant::now() < deadline,
+                    "both jobs not finished after 90 s"
+                );
+                let mut holding_gpus = Vec::new();
+                for (_, job, members) in jobs {
+                    let pods = job_pods(&client, ns, job).await;
+                    let bound = bound_count(&pods);
+                    let finished = pods.iter().filter(|p| phase(p) == "Succeeded").count();
+                    if bound == members {
+                        all_bound.entry(job).or_insert_with(Instant::now);
+                    }
+                    if finished == members {
+                        all_finished.entry(job).or_insert_with(Instant::now);
+                    }
+                    let gpus_held = pods.iter().any(|p| {
+                        node_of(p).is_some()
+                            && !matches!(phase(p).as_str(), "Succeeded" | "Failed")
+                            && p.spec.as_ref().unwrap().containers[0]
+                                .resources
+                                .as_ref()
+                                .and_then(|r| r.requests.as_ref())
+                                .is_some_and(|r| r.contains_key("nvidia.com/gpu"))
+                    });
+                    if gpus_held {
+                        holding_gpus.push(job);
+                    }
+                }
+                assert!(
+                    holding_gpus.len() < 2,
+                    "both jobs hold GPUs at once: {holding_gpus:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            // One after the other: the second bound only once the first had finished.
+            let mut order: Vec<&str> = jobs.iter().map(|(_, j, _)| *j).collect();
+            order.sort_by_key(|j| all_bound[j]);
+            let (first, second) = (order[0], order[1]);
+            assert!(
+                all_bound[second] >= all_finished[first],
+                "{second} bound before {first} finished"
+            );
+            eprintln!(
+                "{first} ran first; {second} bound {:.1} s after {first} finished",
+                (all_bound[second] - all_finished[first]).as_secs_f64()
+            );
+            for (kind, job, _) in jobs {
+                wait_job_condition(&client, ns, kind, job, "Succeeded").await;
+            }
+        })
+        .await;
+    });
 }
 
 /// A TFJob bound and running (4 GPUs, long runtime) and a PyTorchJob waiting for GPUs in
@@ -941,80 +964,82 @@ async fn undisturbed(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn training_operator_restart_leaves_bound_job_bound_and_waiting_job_binds_whole_after() {
-    let _volcano = volcano_name_lock();
-    let client = client().await;
-    install_crds(&client).await;
-    let operator = training_operator_installed();
-    let (_scheduler, _port) = start_rust_batch().await;
-    let mut training_operator = start_training_operator(&client, operator).await;
-    let ns = "e2e-kf-operator-restart";
-    guarded(&client, &[ns], async {
-        let before = one_running_one_waiting(&client, ns).await;
-        training_operator.stop(Duration::from_secs(15));
-        for _ in 0..10 {
-            undisturbed(&client, ns, &before, "operator down").await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let _training_operator = start_training_operator(&client, operator).await;
-        undisturbed(&client, ns, &before, "operator back").await;
-        assert_eq!(
-            job_condition(&client, ns, "TFJob", "running", "Running")
-                .await
-                .as_deref(),
-            Some("True"),
-            "the running TFJob is still Running for the restarted operator"
-        );
-        // Room for the waiting job: it binds whole, and both finish.
-        fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
-        binds_whole(&client, ns, "waiting", 2).await;
-        assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
-        runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
-        runs_to_success(&client, ns, "TFJob", "running").await;
-    })
-    .await;
+#[test]
+fn training_operator_restart_leaves_bound_job_bound_and_waiting_job_binds_whole_after() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let operator = training_operator_installed();
+        let (_scheduler, _port) = start_rust_batch().await;
+        let mut training_operator = start_training_operator(&client, operator).await;
+        let ns = "e2e-kf-operator-restart";
+        guarded(&client, &[ns], async {
+            let before = one_running_one_waiting(&client, ns).await;
+            training_operator.stop(Duration::from_secs(15));
+            for _ in 0..10 {
+                undisturbed(&client, ns, &before, "operator down").await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let _training_operator = start_training_operator(&client, operator).await;
+            undisturbed(&client, ns, &before, "operator back").await;
+            assert_eq!(
+                job_condition(&client, ns, "TFJob", "running", "Running")
+                    .await
+                    .as_deref(),
+                Some("True"),
+                "the running TFJob is still Running for the restarted operator"
+            );
+            // Room for the waiting job: it binds whole, and both finish.
+            fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
+            binds_whole(&client, ns, "waiting", 2).await;
+            assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
+            runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
+            runs_to_success(&client, ns, "TFJob", "running").await;
+        })
+        .await;
+    });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_whole_after() {
-    let _volcano = volcano_name_lock();
-    let client = client().await;
-    install_crds(&client).await;
-    let operator = training_operator_installed();
-    let (scheduler, _port) = start_rust_batch().await;
-    let _training_operator = start_training_operator(&client, operator).await;
-    let ns = "e2e-kf-scheduler-restart";
-    guarded(&client, &[ns], async {
-        let before = one_running_one_waiting(&client, ns).await;
-        drop(scheduler);
-        for _ in 0..10 {
-            undisturbed(&client, ns, &before, "rust-batch down").await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let (_scheduler, _port) = start_rust_batch().await;
-        for _ in 0..10 {
-            undisturbed(&client, ns, &before, "rust-batch back").await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let pg = pod_group_of(&client, ns, "running").await.unwrap();
-        assert_eq!(
-            pg_phase(&pg),
-            "Running",
-            "the running job's PodGroup after the restart"
-        );
-        assert_eq!(
-            job_condition(&client, ns, "TFJob", "running", "Running")
-                .await
-                .as_deref(),
-            Some("True"),
-            "the operator's TFJob is still Running"
-        );
-        fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
-        binds_whole(&client, ns, "waiting", 2).await;
-        assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
-        runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
-        runs_to_success(&client, ns, "TFJob", "running").await;
-    })
-    .await;
+#[test]
+fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_whole_after() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let operator = training_operator_installed();
+        let (scheduler, _port) = start_rust_batch().await;
+        let _training_operator = start_training_operator(&client, operator).await;
+        let ns = "e2e-kf-scheduler-restart";
+        guarded(&client, &[ns], async {
+            let before = one_running_one_waiting(&client, ns).await;
+            drop(scheduler);
+            for _ in 0..10 {
+                undisturbed(&client, ns, &before, "rust-batch down").await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let (_scheduler, _port) = start_rust_batch().await;
+            for _ in 0..10 {
+                undisturbed(&client, ns, &before, "rust-batch back").await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let pg = pod_group_of(&client, ns, "running").await.unwrap();
+            assert_eq!(
+                pg_phase(&pg),
+                "Running",
+                "the running job's PodGroup after the restart"
+            );
+            assert_eq!(
+                job_condition(&client, ns, "TFJob", "running", "Running")
+                    .await
+                    .as_deref(),
+                Some("True"),
+                "the operator's TFJob is still Running"
+            );
+            fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
+            binds_whole(&client, ns, "waiting", 2).await;
+            assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
+            runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
+            runs_to_success(&client, ns, "TFJob", "running").await;
+        })
+        .await;
+    });
 }
