@@ -35,8 +35,9 @@ const TRAINING_OPERATOR_SA: &str = "training-operator";
 /// The MPI operator's (its standalone overlay; also its default leader-election namespace).
 const MPI_OPERATOR_NS: &str = "mpi-operator";
 const MPI_OPERATOR_SA: &str = "mpi-operator";
-/// The training-operator copies its self-made webhook certificate here (a constant in its
-/// pkg/cert, not a flag); in its Deployment this is the Secret's mount.
+/// Where the training-operator reads its webhook certificate (a constant in its pkg/cert,
+/// not a flag): in its Deployment, the mount of the Secret it writes the certificate into;
+/// here the test plays that volume (`mount_webhook_cert_secret`).
 const TRAINING_OPERATOR_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// The MPI operator's health endpoint: a constant in cmd/mpi-operator/app/server.go,
 /// bound on every interface, not a flag.
@@ -826,6 +827,16 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
                 );
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            let message = wait_for(
+                Duration::from_secs(10),
+                "the PodGroup saying the gang lacks a pod",
+                || condition_message(&client, ns, "pi"),
+            )
+            .await;
+            assert!(
+                message.contains("only 3 pods exist, minMember is 4"),
+                "{ns}/pi without its launcher: {message}"
+            );
             let pg = pod_group_of(&client, ns, "pi").await.unwrap();
             eprintln!(
                 "{ns}/pi without its launcher: PodGroup {} ({})",
