@@ -47,6 +47,11 @@ const MPI_OPERATOR_HEALTH_PORT: u16 = 8080;
 /// was bound partially.
 const BIND_GRACE: Duration = Duration::from_secs(3);
 
+/// A kwok node with 4 cpus and no GPU (the MPI jobs here ask for cpu only).
+fn cpu_node() -> Value {
+    json!({"cpu": "4", "memory": "32Gi"})
+}
+
 /// A kwok node with two GPUs.
 fn gpu_node() -> Value {
     json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"})
@@ -413,6 +418,25 @@ fn pytorchjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: &str) -> V
                            "template": template(ns, "pytorch", gpus, Some(runtime))},
                 "Worker": {"replicas": workers, "restartPolicy": "Never",
                            "template": template(ns, "pytorch", gpus, Some(runtime))}
+            }
+        }
+    })
+}
+
+/// An MPIJob (v2beta1): a launcher (the kwok runtime `launcher_runtime`; none: it runs
+/// until deleted) and `workers` workers, 1 cpu each. Once the launcher is done, the
+/// operator deletes the workers (they would run sshd until then) and the PodGroup.
+fn mpijob(ns: &str, name: &str, workers: u32, launcher_runtime: Option<&str>) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1,
+                             "template": template(ns, "mpi-launcher", 0, launcher_runtime)},
+                "Worker": {"replicas": workers, "template": template(ns, "mpi-worker", 0, None)}
             }
         }
     })
@@ -793,22 +817,8 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
             &json!({"cpu": "8", "memory": "32Gi"}),
         )
         .await;
-        let mpijob = json!({
-            "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
-            "metadata": {"name": "pi", "namespace": ns},
-            "spec": {
-                "slotsPerWorker": 1,
-                // Once the launcher is done, the operator deletes the workers (they run sshd
-                // until then) and the PodGroup.
-                "runPolicy": {"cleanPodPolicy": "Running"},
-                "mpiReplicaSpecs": {
-                    "Launcher": {"replicas": 1, "template": template(ns, "mpi-launcher", 0, Some("4s"))},
-                    "Worker": {"replicas": 3, "template": template(ns, "mpi-worker", 0, None)}
-                }
-            }
-        });
         guarded(&client, &[ns], async {
-            create_job(&client, mpijob).await;
+            create_job(&client, mpijob(ns, "pi", 3, Some("4s"))).await;
             // minMember counts the launcher: workers + 1.
             operator_pod_group(&client, ns, "pi", 4, None).await;
             // The operator makes the workers itself and the launcher as a batch/v1 Job; with no
@@ -976,42 +986,6 @@ async fn undisturbed(
 }
 
 #[test]
-fn training_operator_restart_leaves_bound_job_bound_and_waiting_job_binds_whole_after() {
-    with_volcano_name(async {
-        let client = client().await;
-        install_crds(&client).await;
-        let operator = training_operator_installed();
-        let (_scheduler, _port) = start_rust_batch().await;
-        let mut training_operator = start_training_operator(&client, operator).await;
-        let ns = "e2e-kf-operator-restart";
-        guarded(&client, &[ns], async {
-            let before = one_running_one_waiting(&client, ns).await;
-            training_operator.stop(Duration::from_secs(15));
-            for _ in 0..10 {
-                undisturbed(&client, ns, &before, "operator down").await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            let _training_operator = start_training_operator(&client, operator).await;
-            undisturbed(&client, ns, &before, "operator back").await;
-            assert_eq!(
-                job_condition(&client, ns, "TFJob", "running", "Running")
-                    .await
-                    .as_deref(),
-                Some("True"),
-                "the running TFJob is still Running for the restarted operator"
-            );
-            // Room for the waiting job: it binds whole, and both finish.
-            fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
-            binds_whole(&client, ns, "waiting", 2).await;
-            assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
-            runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
-            runs_to_success(&client, ns, "TFJob", "running").await;
-        })
-        .await;
-    });
-}
-
-#[test]
 fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_whole_after() {
     with_volcano_name(async {
         let client = client().await;
@@ -1050,6 +1024,114 @@ fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_w
             assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
             runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
             runs_to_success(&client, ns, "TFJob", "running").await;
+        })
+        .await;
+    });
+}
+
+/// The training-operator stopped while a TFJob runs and a PyTorchJob waits for GPUs: the
+/// TFJob's pods stay bound where they are; once the operator is back, the PyTorchJob binds
+/// whole when GPUs arrive, and both succeed.
+async fn training_operator_restart(client: &Client, operator: &Built, ns: &str) {
+    let mut training_operator = start_training_operator(client, operator).await;
+    let before = one_running_one_waiting(client, ns).await;
+    training_operator.stop(Duration::from_secs(15));
+    for _ in 0..10 {
+        undisturbed(client, ns, &before, "training-operator down").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _training_operator = start_training_operator(client, operator).await;
+    undisturbed(client, ns, &before, "training-operator back").await;
+    assert_eq!(
+        job_condition(client, ns, "TFJob", "running", "Running")
+            .await
+            .as_deref(),
+        Some("True"),
+        "the running TFJob is still Running for the restarted operator"
+    );
+    // Room for the waiting job: it binds whole, and both finish.
+    fake_nodes(client, ns, 3..=4, ns, &gpu_node()).await;
+    binds_whole(client, ns, "waiting", 2).await;
+    assert_eq!(placements(&job_pods(client, ns, "running").await), before);
+    runs_to_success(client, ns, "PyTorchJob", "waiting").await;
+    runs_to_success(client, ns, "TFJob", "running").await;
+}
+
+/// The MPI operator stopped while an MPIJob runs and another waits for cpu: the running
+/// one's pods stay bound where they are; once the operator leads again, the waiting one's
+/// launcher and workers bind whole when a node arrives, and it succeeds.
+async fn mpi_operator_restart(client: &Client, operator: &Built, ns: &str) {
+    let mut mpi_operator = start_mpi_operator(operator).await;
+    // One 4-cpu node: room for one 3-pod job.
+    namespace(client, ns).await;
+    fake_nodes(client, ns, 1..=1, ns, &cpu_node()).await;
+    // Its launcher has no runtime: it runs however long the restart takes.
+    create_job(client, mpijob(ns, "running", 2, None)).await;
+    let before = placements(&binds_whole(client, ns, "running", 3).await);
+    wait_job_condition(client, ns, "MPIJob", "running", "Running").await;
+    create_job(client, mpijob(ns, "waiting", 2, Some("3s"))).await;
+    operator_pod_group(client, ns, "waiting", 3, None).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the waiting MPIJob's 3 pods, its PodGroup saying it is short of cpu",
+        || async {
+            let pods = job_pods(client, ns, "waiting").await;
+            let message = condition_message(client, ns, "waiting").await?;
+            (pods.len() == 3 && message.contains("cpu")).then_some(())
+        },
+    )
+    .await;
+    mpi_operator.stop(Duration::from_secs(15));
+    for _ in 0..10 {
+        undisturbed(client, ns, &before, "MPI operator down").await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // It leads again only once the old process's Lease has expired (15 s: it is not
+    // released on shutdown).
+    let restart = Instant::now();
+    let _mpi_operator = start_mpi_operator(operator).await;
+    eprintln!(
+        "mpi-operator leading again after {:.1} s",
+        restart.elapsed().as_secs_f64()
+    );
+    undisturbed(client, ns, &before, "MPI operator back").await;
+    assert_eq!(
+        job_condition(client, ns, "MPIJob", "running", "Running")
+            .await
+            .as_deref(),
+        Some("True"),
+        "the running MPIJob is still Running for the restarted operator"
+    );
+    // Room for the waiting job: launcher and workers bind whole, and it succeeds.
+    fake_nodes(client, ns, 2..=2, ns, &cpu_node()).await;
+    binds_whole(client, ns, "waiting", 3).await;
+    runs_to_success(client, ns, "MPIJob", "waiting").await;
+    assert_eq!(
+        placements(&job_pods(client, ns, "running").await),
+        before,
+        "the running MPIJob's pods moved or were replaced"
+    );
+}
+
+#[test]
+fn operator_restarts_leave_bound_jobs_bound_and_waiting_jobs_bind_whole_after() {
+    with_volcano_name(async {
+        let client = client().await;
+        install_crds(&client).await;
+        let training = training_operator_installed();
+        let mpi = mpi_operator_installed();
+        let (_scheduler, _port) = start_rust_batch().await;
+        let _job_controller = start_job_controller();
+        let (tf, mpi_ns) = (
+            "e2e-kf-training-operator-restart",
+            "e2e-kf-mpi-operator-restart",
+        );
+        // Side by side: the MPI operator's restart waits out its Lease meanwhile.
+        guarded(&client, &[tf, mpi_ns], async {
+            tokio::join!(
+                training_operator_restart(&client, training, tf),
+                mpi_operator_restart(&client, mpi, mpi_ns),
+            )
         })
         .await;
     });
