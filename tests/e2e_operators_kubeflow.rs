@@ -8,6 +8,10 @@
 //! `volcano_name_lock` for its whole run: one such scheduler, and one instance of each
 //! operator, at a time.
 //!
+//! The MPI operator v2 makes its launcher a batch/v1 Job (its workers are pods), so its
+//! tests also run kube-controller-manager with only the Job controller, as any real cluster
+//! has it; the test control plane runs only the PV binder otherwise.
+//!
 //! Every flow runs under `guarded`, which polls every 200 ms that no gang is bound
 //! partially and no node holds more than its allocatable. Pods finish through the kwok
 //! stage annotation `rust-batch.io/runtime`, set in the jobs' pod templates. Without a
