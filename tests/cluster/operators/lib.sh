@@ -53,3 +53,33 @@ rb_go_build_cached() {
   fi
   echo "$out/$name"
 }
+
+# rb_go_install_cached NAME VERSION PKG: `go install PKG@VERSION` (for an operator whose go.mod
+# has no replace lines, so no wrapper module is needed: its own go.mod and go.sum pin every
+# dependency) into $RB_CACHE/bin/NAME-VERSION/NAME. Locked and atomic like rb_go_build_cached.
+rb_go_install_cached() {
+  local name="$1" version="$2" pkg="$3"
+  local out="$RB_CACHE/bin/$name-$version"
+  if [[ ! -x "$out/$name" ]]; then
+    command -v go >/dev/null || rb_die "go is not in PATH: install Go (the module proxy must be reachable)"
+    mkdir -p "$RB_CACHE/bin"
+    rb_lock "$RB_CACHE/.build-$name.lock"
+    if [[ ! -x "$out/$name" ]]; then
+      local t0=$SECONDS tmp="$out.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp"
+      rb_log "go install $pkg@$version into $out"
+      # `go install pkg@version` ignores any current module; GOFLAGS like -mod would be
+      # rejected. The binary is named after the package's last path element.
+      (cd /tmp && CGO_ENABLED=0 GOFLAGS="" GOBIN="$tmp" nice -n 10 \
+        go install -trimpath -ldflags "-s -w" "$pkg@$version") \
+        || { rm -rf "$tmp"; rb_die "go install $pkg@$version failed; see the go output above"; }
+      local installed
+      installed="$tmp/$(basename "$pkg")"
+      [[ -x "$installed" ]] || { rm -rf "$tmp"; rb_die "go install $pkg@$version left no $installed"; }
+      [[ "$installed" == "$tmp/$name" ]] || mv "$installed" "$tmp/$name"
+      rm -rf "$out"; mv "$tmp" "$out"
+      rb_log "built $name $version in $((SECONDS - t0))s"
+    fi
+  fi
+  echo "$out/$name"
+}
