@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use common::operators::{apply_kustomization, built, volcano_name_lock, Built, Operator};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::{json, Value};
@@ -394,7 +394,7 @@ fn template(pool: &str, container: &str, gpus: u32, runtime: Option<&str>) -> Va
 }
 
 /// A TFJob: one parameter server (cpu only) and `workers` workers with `gpus` GPUs each.
-fn tfjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: &str) -> Value {
+fn tfjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: Option<&str>) -> Value {
     json!({
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
         "metadata": {"name": name, "namespace": ns},
@@ -402,16 +402,16 @@ fn tfjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: &str) -> Value 
             "runPolicy": {"cleanPodPolicy": "None"},
             "tfReplicaSpecs": {
                 "PS": {"replicas": 1, "restartPolicy": "Never",
-                       "template": template(ns, "tensorflow", 0, Some(runtime))},
+                       "template": template(ns, "tensorflow", 0, runtime)},
                 "Worker": {"replicas": workers, "restartPolicy": "Never",
-                           "template": template(ns, "tensorflow", gpus, Some(runtime))}
+                           "template": template(ns, "tensorflow", gpus, runtime)}
             }
         }
     })
 }
 
 /// A PyTorchJob: a master and `workers` workers, `gpus` GPUs each.
-fn pytorchjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: &str) -> Value {
+fn pytorchjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: Option<&str>) -> Value {
     json!({
         "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": ns},
@@ -419,9 +419,9 @@ fn pytorchjob(ns: &str, name: &str, workers: u32, gpus: u32, runtime: &str) -> V
             "runPolicy": {"cleanPodPolicy": "None"},
             "pytorchReplicaSpecs": {
                 "Master": {"replicas": 1, "restartPolicy": "Never",
-                           "template": template(ns, "pytorch", gpus, Some(runtime))},
+                           "template": template(ns, "pytorch", gpus, runtime)},
                 "Worker": {"replicas": workers, "restartPolicy": "Never",
-                           "template": template(ns, "pytorch", gpus, Some(runtime))}
+                           "template": template(ns, "pytorch", gpus, runtime)}
             }
         }
     })
@@ -448,21 +448,49 @@ fn mpijob(ns: &str, name: &str, workers: u32, launcher_runtime: Option<&str>) ->
 
 /// The pods of one job: those naming its PodGroup (both operators name it after the job).
 async fn job_pods(client: &Client, ns: &str, job: &str) -> Vec<Pod> {
+    of_job(&namespace_pods(client, ns).await, job)
+}
+
+async fn namespace_pods(client: &Client, ns: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
-        .into_iter()
-        .filter(|p| {
-            p.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("scheduling.k8s.io/group-name"))
-                .map(String::as_str)
-                == Some(job)
-        })
+}
+
+fn of_job(pods: &[Pod], job: &str) -> Vec<Pod> {
+    pods.iter()
+        .filter(|p| group_of(p) == Some(job))
+        .cloned()
         .collect()
+}
+
+/// Lets a job's pods finish now: each gets the kwok stage's runtime annotation (`0s`), so
+/// the job runs exactly as long as the test needs it to (a runtime fixed at creation would
+/// race the test's own checks on a loaded machine).
+/// `role`: only the pods of that `training.kubeflow.org/job-role` (an MPIJob ends with its
+/// launcher; its workers are the operator's to delete).
+async fn finish(client: &Client, ns: &str, job: &str, role: Option<&str>) {
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    for pod in job_pods(client, ns, job).await {
+        let pod_role = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("training.kubeflow.org/job-role"));
+        if role.is_some_and(|r| pod_role.map(String::as_str) != Some(r)) {
+            continue;
+        }
+        let name = pod.metadata.name.unwrap();
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"rust-batch.io/runtime": "0s"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{ns}/{name}: runtime annotation: {e}"));
+    }
 }
 
 fn bound_count(pods: &[Pod]) -> usize {
@@ -636,11 +664,13 @@ async fn binds_whole(client: &Client, ns: &str, job: &str, members: usize) -> Ve
     pods
 }
 
-/// The job reaches the operator's Running condition, then Succeeded (its pods finish
-/// through the kwok runtime annotation); its PodGroup then is Completed or, as the
+/// The job reaches the operator's Running condition; the test then lets its pods (of
+/// `role` only, if given) finish through the kwok runtime annotation, and the job reaches
+/// Succeeded; its PodGroup then is Completed or, as the
 /// training-operator and the MPI operator do with a finished job's, deleted.
-async fn runs_to_success(client: &Client, ns: &str, kind: &str, job: &str) {
+async fn runs_to_success(client: &Client, ns: &str, kind: &str, job: &str, role: Option<&str>) {
     wait_job_condition(client, ns, kind, job, "Running").await;
+    finish(client, ns, job, role).await;
     wait_job_condition(client, ns, kind, job, "Succeeded").await;
     wait_for(
         Duration::from_secs(20),
@@ -763,7 +793,7 @@ async fn gpu_job_waits_whole_then_runs(
     )
     .await;
     binds_whole(client, ns, &name, members).await;
-    runs_to_success(client, ns, &kind, &name).await;
+    runs_to_success(client, ns, &kind, &name, None).await;
 }
 
 #[test]
@@ -781,7 +811,7 @@ fn training_operator_tfjob_and_pytorchjob_wait_whole_for_gpus_then_bind_whole_an
                 gpu_job_waits_whole_then_runs(
                     &client,
                     tf,
-                    tfjob(tf, "mnist", 4, 2, "5s"),
+                    tfjob(tf, "mnist", 4, 2, None),
                     5,
                     8,
                     1,
@@ -791,7 +821,7 @@ fn training_operator_tfjob_and_pytorchjob_wait_whole_for_gpus_then_bind_whole_an
                 gpu_job_waits_whole_then_runs(
                     &client,
                     pt,
-                    pytorchjob(pt, "resnet", 3, 1, "5s"),
+                    pytorchjob(pt, "resnet", 3, 1, None),
                     4,
                     4,
                     1,
@@ -822,7 +852,7 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
         )
         .await;
         guarded(&client, &[ns], async {
-            create_job(&client, mpijob(ns, "pi", 3, Some("4s"))).await;
+            create_job(&client, mpijob(ns, "pi", 3, None)).await;
             // minMember counts the launcher: workers + 1.
             operator_pod_group(&client, ns, "pi", 4, None).await;
             // The operator makes the workers itself and the launcher as a batch/v1 Job; with no
@@ -871,7 +901,7 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
                 })
                 .count();
             assert_eq!(launchers, 1, "the launcher is one of the gang's bound pods");
-            runs_to_success(&client, ns, "MPIJob", "pi").await;
+            runs_to_success(&client, ns, "MPIJob", "pi", Some("launcher")).await;
         })
         .await;
     });
@@ -890,8 +920,8 @@ fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() 
         gpu_pool(&client, ns, 2).await;
         let jobs = [("TFJob", "tf-first", 3), ("PyTorchJob", "pt-second", 2)];
         guarded(&client, &[ns], async {
-            create_job(&client, tfjob(ns, "tf-first", 2, 2, "4s")).await;
-            create_job(&client, pytorchjob(ns, "pt-second", 1, 2, "4s")).await;
+            create_job(&client, tfjob(ns, "tf-first", 2, 2, Some("4s"))).await;
+            create_job(&client, pytorchjob(ns, "pt-second", 1, 2, Some("4s"))).await;
             // Per job: when all its pods were first seen bound, when all had finished.
             let mut all_bound: HashMap<&str, Instant> = HashMap::new();
             let mut all_finished: HashMap<&str, Instant> = HashMap::new();
@@ -902,8 +932,10 @@ fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() 
                     "both jobs not finished after 90 s"
                 );
                 let mut holding_gpus = Vec::new();
+                // One list for both jobs: what it shows held at one moment.
+                let all = namespace_pods(&client, ns).await;
                 for (_, job, members) in jobs {
-                    let pods = job_pods(&client, ns, job).await;
+                    let pods = of_job(&all, job);
                     let bound = bound_count(&pods);
                     let finished = pods.iter().filter(|p| phase(p) == "Succeeded").count();
                     if bound == members {
@@ -955,10 +987,11 @@ fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() 
 /// the same 4-GPU pool: the setting of both restart tests.
 async fn one_running_one_waiting(client: &Client, ns: &str) -> BTreeMap<String, (String, String)> {
     gpu_pool(client, ns, 2).await;
-    create_job(client, tfjob(ns, "running", 2, 2, "25s")).await;
+    // No runtime: it runs until the test finishes it.
+    create_job(client, tfjob(ns, "running", 2, 2, None)).await;
     let running = binds_whole(client, ns, "running", 3).await;
     wait_job_condition(client, ns, "TFJob", "running", "Running").await;
-    create_job(client, pytorchjob(ns, "waiting", 1, 2, "3s")).await;
+    create_job(client, pytorchjob(ns, "waiting", 1, 2, None)).await;
     operator_pod_group(client, ns, "waiting", 2, Some(4)).await;
     waits_whole_for_gpus(client, ns, "waiting").await;
     placements(&running)
@@ -1026,8 +1059,7 @@ fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_w
             fake_nodes(&client, ns, 3..=4, ns, &gpu_node()).await;
             binds_whole(&client, ns, "waiting", 2).await;
             assert_eq!(placements(&job_pods(&client, ns, "running").await), before);
-            runs_to_success(&client, ns, "PyTorchJob", "waiting").await;
-            runs_to_success(&client, ns, "TFJob", "running").await;
+            finish_both(&client, ns).await;
         })
         .await;
     });
@@ -1057,8 +1089,14 @@ async fn training_operator_restart(client: &Client, operator: &Built, ns: &str) 
     fake_nodes(client, ns, 3..=4, ns, &gpu_node()).await;
     binds_whole(client, ns, "waiting", 2).await;
     assert_eq!(placements(&job_pods(client, ns, "running").await), before);
-    runs_to_success(client, ns, "PyTorchJob", "waiting").await;
-    runs_to_success(client, ns, "TFJob", "running").await;
+    finish_both(client, ns).await;
+}
+
+/// The end of both restart tests: the once-waiting PyTorchJob and the running TFJob finish
+/// and succeed.
+async fn finish_both(client: &Client, ns: &str) {
+    runs_to_success(client, ns, "PyTorchJob", "waiting", None).await;
+    runs_to_success(client, ns, "TFJob", "running", None).await;
 }
 
 /// The MPI operator stopped while an MPIJob runs and another waits for cpu: the running
@@ -1073,7 +1111,7 @@ async fn mpi_operator_restart(client: &Client, operator: &Built, ns: &str) {
     create_job(client, mpijob(ns, "running", 2, None)).await;
     let before = placements(&binds_whole(client, ns, "running", 3).await);
     wait_job_condition(client, ns, "MPIJob", "running", "Running").await;
-    create_job(client, mpijob(ns, "waiting", 2, Some("3s"))).await;
+    create_job(client, mpijob(ns, "waiting", 2, None)).await;
     operator_pod_group(client, ns, "waiting", 3, None).await;
     wait_for(
         Duration::from_secs(30),
@@ -1109,7 +1147,7 @@ async fn mpi_operator_restart(client: &Client, operator: &Built, ns: &str) {
     // Room for the waiting job: launcher and workers bind whole, and it succeeds.
     fake_nodes(client, ns, 2..=2, ns, &cpu_node()).await;
     binds_whole(client, ns, "waiting", 3).await;
-    runs_to_success(client, ns, "MPIJob", "waiting").await;
+    runs_to_success(client, ns, "MPIJob", "waiting", Some("launcher")).await;
     assert_eq!(
         placements(&job_pods(client, ns, "running").await),
         before,
