@@ -80,6 +80,7 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
     spawn_scheduler(name, extra, Stdio::from(file))
 }
 
+
 /// The chart rendered now with its default values (deploy/render.sh, helm built by
 /// tests/cluster/build-helm.sh and cached): what deploy/rust-batch.yaml must equal.
 pub fn rendered_manifests() -> &'static str {
