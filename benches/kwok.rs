@@ -348,7 +348,7 @@ async fn print_requests_per_pod(label: &str, port: u16) {
             line.push_str(&format!(" {verb} {kind_result} {:.3};", n / bound));
         }
     }
-    line.push_str(&format!(" total {total:.3}"));
+    line.push_str(&format!(" total {:.3}", total / bound));
     println!("{line}");
     let mean = |metric: &str, labels: &[&str]| -> Vec<(String, f64, f64)> {
         let sums = samples(&body, &format!("{metric}_sum"), labels);
