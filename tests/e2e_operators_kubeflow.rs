@@ -290,22 +290,6 @@ fn start_job_controller() -> Operator {
     process
 }
 
-/// rust-batch answering to `volcano` with its HTTP endpoints on a free port; waits for
-/// /readyz (every watched kind listed).
-async fn start_rust_batch() -> (Scheduler, u16) {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let scheduler = start_scheduler_with("volcano", &["--http-address", &address]);
-    wait_for(Duration::from_secs(30), "rust-batch /readyz", || async {
-        http_get(port, "/readyz")
-            .await
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    (scheduler, port)
-}
-
 // ---------------------------------------------------------------------------------------
 // Jobs, their pods and PodGroups
 // ---------------------------------------------------------------------------------------
@@ -802,7 +786,7 @@ fn training_operator_tfjob_and_pytorchjob_wait_whole_for_gpus_then_bind_whole_an
         let client = client().await;
         install_crds(&client).await;
         let operator = training_operator_installed();
-        let (_scheduler, _port) = start_rust_batch().await;
+        let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _training_operator = start_training_operator(&client, operator).await;
         let (tf, pt) = ("e2e-kf-tfjob", "e2e-kf-pytorchjob");
         guarded(&client, &[tf, pt], async {
@@ -839,7 +823,7 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
         let client = client().await;
         install_crds(&client).await;
         let operator = mpi_operator_installed();
-        let (_scheduler, _port) = start_rust_batch().await;
+        let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _mpi_operator = start_mpi_operator(operator).await;
         let ns = "e2e-kf-mpijob";
         namespace(&client, ns).await;
@@ -913,7 +897,7 @@ fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() 
         let client = client().await;
         install_crds(&client).await;
         let operator = training_operator_installed();
-        let (_scheduler, _port) = start_rust_batch().await;
+        let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _training_operator = start_training_operator(&client, operator).await;
         let ns = "e2e-kf-compete";
         // 4 GPUs; each job wants all of them.
@@ -1028,7 +1012,7 @@ fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_w
         let client = client().await;
         install_crds(&client).await;
         let operator = training_operator_installed();
-        let (scheduler, _port) = start_rust_batch().await;
+        let (scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _training_operator = start_training_operator(&client, operator).await;
         let ns = "e2e-kf-scheduler-restart";
         guarded(&client, &[ns], async {
@@ -1038,7 +1022,7 @@ fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_w
                 undisturbed(&client, ns, &before, "rust-batch down").await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let (_scheduler, _port) = start_rust_batch().await;
+            let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
             for _ in 0..10 {
                 undisturbed(&client, ns, &before, "rust-batch back").await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1162,7 +1146,7 @@ fn operator_restarts_leave_bound_jobs_bound_and_waiting_jobs_bind_whole_after() 
         install_crds(&client).await;
         let training = training_operator_installed();
         let mpi = mpi_operator_installed();
-        let (_scheduler, _port) = start_rust_batch().await;
+        let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _job_controller = start_job_controller();
         let (tf, mpi_ns) = (
             "e2e-kf-training-operator-restart",

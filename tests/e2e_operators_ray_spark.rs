@@ -51,22 +51,6 @@ const VOLCANO: &str = "volcano";
 // Shared plumbing
 // ---------------------------------------------------------------------------------------
 
-/// rust-batch answering to `volcano`, with its HTTP port, once ready (every watched kind
-/// listed).
-async fn start_rust_batch() -> (Scheduler, u16) {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let scheduler = start_scheduler_with(VOLCANO, &["--http-address", &address]);
-    wait_for(Duration::from_secs(60), "rust-batch /readyz", || async {
-        http_get(port, "/readyz")
-            .await
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    (scheduler, port)
-}
-
 /// Waits until an operator serves its health probe on `port` (its manager has started).
 async fn wait_healthy(operator: &mut Operator, port: u16) {
     let start = Instant::now();
@@ -514,7 +498,7 @@ async fn kuberay_gang_waits_whole_binds_whole_and_scales_up_as_room_allows() {
     let kubeconfig = install_kuberay(&client, &ray, ns).await;
     let node = json!({"cpu": "4", "memory": "16Gi"});
     fake_node(&client, &format!("{ns}-n1"), ns, node.clone()).await;
-    let (_rust_batch, _port) = start_rust_batch().await;
+    let (_rust_batch, _port) = start_ready_scheduler(VOLCANO, &[]).await;
     let mut operator = start_kuberay(&ray, &kubeconfig, ns).await;
 
     // Head 2 cpu + 2 workers × 2 cpu: 6 cpu, one 4-cpu node.
@@ -664,7 +648,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
     let kubeconfig = install_kuberay(&client, &ray, ns).await;
     let node = json!({"cpu": "4", "memory": "16Gi"});
     fake_nodes(&client, ns, 1..=2, ns, &node).await;
-    let (rust_batch, _port) = start_rust_batch().await;
+    let (rust_batch, _port) = start_ready_scheduler(VOLCANO, &[]).await;
     let mut operator = start_kuberay(&ray, &kubeconfig, ns).await;
 
     // A running gang: head + 2 workers, 2 cpu each (6 of 8 cpu).
@@ -760,7 +744,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         .expect("PodGroup kept");
     assert_eq!(waiting_pg.spec.min_member, Some(3));
     // A new rust-batch binds the waiting gang whole and leaves the running ones alone.
-    let (_rust_batch, _port) = start_rust_batch().await;
+    let (_rust_batch, _port) = start_ready_scheduler(VOLCANO, &[]).await;
     let pods = poll_until(
         &client,
         ns,
@@ -1186,7 +1170,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
         json!({"cpu": "8", "memory": "32Gi"}),
     )
     .await;
-    let (_rust_batch, _port) = start_rust_batch().await;
+    let (_rust_batch, _port) = start_ready_scheduler(VOLCANO, &[]).await;
     let mut operator = start_spark_operator(&spark, &kubeconfig, ns).await;
 
     apply(&spark_application(ns, "pi", queue, 2, 2));
