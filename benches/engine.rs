@@ -23,6 +23,10 @@
 //!   anti-affinity within the gang (one worker per node) and a tenth a zone spread
 //!   constraint (maxSkew 1, DoNotSchedule) (target < 1 s on one core).
 //!
+//! - `allocate_10000_nodes_100000_pods` and `open_session_nothing_changed_10000_nodes`:
+//!   issue 17's size, the plain cluster twice over (12,500 gangs of 8): the allocate cycle
+//!   (target < 1 s on one core) and a session with nothing changed (target < 5 ms).
+//!
 //! The cluster is built once, outside the timed part. Every cycle prints a decision digest
 //! (binds and gang updates) before it is timed. `ENGINE_BENCH_ONLY=pod_rules` builds only
 //! the clusters of benches whose name contains `pod_rules`; with criterion's `--list`, only
@@ -72,6 +76,13 @@ fn topology_conf() -> String {
 /// 2-cpu PS and a 4-cpu/2-GPU worker) pinned to its own pair of nodes (4 cpu, and 5 cpu
 /// with 2 GPUs), taken from the plain node pools so the cluster keeps 5,000 nodes.
 fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
+    cluster_at(1, topology, stranded, pod_rules)
+}
+
+/// The benchmark cluster `scale` times over: `scale` × 5,000 nodes, `scale` × 50,000
+/// pending pods in gangs of 8 (the same shapes, queues and priorities).
+fn cluster_at(scale: usize, topology: bool, stranded: usize, pod_rules: bool) -> Cache {
+    let (cpu_nodes, gpu_nodes, gangs) = (CPU_NODES * scale, GPU_NODES * scale, GANGS * scale);
     let mut cache = testkit::cache_with_default_queue();
     for q in 0..QUEUES {
         cache.apply_queue(testkit::queue(&format!("team-{q}"), 1));
@@ -111,7 +122,7 @@ fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
         .into_iter()
         .collect()
     };
-    for i in 0..CPU_NODES - stranded {
+    for i in 0..cpu_nodes - stranded {
         let name = format!("cpu-{i:05}");
         let mut labels = host_labels(&name, i);
         if topology {
@@ -137,11 +148,11 @@ fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
             ("pods", "110"),
         ],
     );
-    for i in 0..GPU_NODES - stranded {
+    for i in 0..gpu_nodes - stranded {
         let name = format!("gpu-{i:05}");
         let mut labels = host_labels(&name, i);
         if topology {
-            labels.extend(topology_labels(CPU_NODES + i, Some(i)));
+            labels.extend(topology_labels(cpu_nodes + i, Some(i)));
         }
         cache.apply_node(NodeSpec {
             name,
@@ -198,7 +209,7 @@ fn cluster_with(topology: bool, stranded: usize, pod_rules: bool) -> Cache {
         }],
         ..Default::default()
     };
-    for g in 0..GANGS {
+    for g in 0..gangs {
         let gang = Gang::new(&format!("job-{g:05}"), GANG_SIZE as u32)
             .queue(&format!("team-{}", g % QUEUES))
             .priority((g % 3) as i32)
@@ -490,5 +501,81 @@ fn preempt_benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(engine, preempt_benches, benches, topology_benches);
+/// Issue 17's size: 10,000 nodes and 100,000 pending pods in 12,500 gangs of 8 (the plain
+/// cluster twice over). The allocate cycle (target < 1 s on one core), then, once
+/// everything that fits is bound, a session opened and closed with nothing changed (target
+/// < 5 ms).
+fn scale_benches(c: &mut Criterion) {
+    let (cycle, open) = (
+        "allocate_10000_nodes_100000_pods",
+        "open_session_nothing_changed_10000_nodes",
+    );
+    if !selected(cycle) && !selected(open) {
+        return;
+    }
+    let start = Instant::now();
+    let mut cache = cluster_at(2, false, 0, false);
+    eprintln!(
+        "built {} + {} nodes, {} gangs of {GANG_SIZE} in {:?}",
+        2 * CPU_NODES,
+        2 * GPU_NODES,
+        2 * GANGS,
+        start.elapsed()
+    );
+    let scheduler = testkit::scheduler(None);
+    let start = Instant::now();
+    let result = scheduler.run_cycle(cache.snapshot(), 0);
+    let gangs_bound = testkit::binds_by_job(&result).len();
+    eprintln!(
+        "{cycle}: {} pods bound in {gangs_bound} gangs, {} gang updates, in {:?}, decision digest {:x}",
+        result.binds.len(),
+        result.job_updates.len(),
+        start.elapsed(),
+        decision_digest(&result)
+    );
+    assert!(
+        gangs_bound >= 2 * GANGS * 9 / 10,
+        "most gangs should fit: {gangs_bound}"
+    );
+    let mut group = cycle_group(c);
+    if selected(cycle) {
+        group.bench_function(cycle, |b| {
+            b.iter_batched(
+                || cache.snapshot(),
+                |snapshot| scheduler.run_cycle(snapshot, 0),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    testkit::apply_result(&mut cache, &result);
+    if selected(open) {
+        let start = Instant::now();
+        let idle = scheduler.open_close(cache.snapshot(), 1);
+        eprintln!(
+            "{open}: {} binds, {} gang updates, in {:?}",
+            idle.binds.len(),
+            idle.job_updates.len(),
+            start.elapsed()
+        );
+        group
+            .sampling_mode(SamplingMode::Auto)
+            .measurement_time(Duration::from_secs(3));
+        group.bench_function(open, |b| {
+            b.iter_batched(
+                || cache.snapshot(),
+                |snapshot| scheduler.open_close(snapshot, 1),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    engine,
+    preempt_benches,
+    benches,
+    topology_benches,
+    scale_benches
+);
 criterion_main!(engine);

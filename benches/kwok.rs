@@ -228,7 +228,9 @@ async fn run_rust_batch(
     let scheduler = format!("rust-batch-{label}");
     common::namespace(client, &ns).await;
     let bound = observe_binds(client, &ns);
-    let mut all = vec!["--http-address", "off"];
+    let port = common::free_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut all = vec!["--http-address", address.as_str()];
     all.extend_from_slice(args);
     let _scheduler = common::start_scheduler_with(&scheduler, &all);
     for g in 0..size.gangs {
@@ -259,7 +261,116 @@ async fn run_rust_batch(
         common::partial_gangs(client, &ns).await.is_empty(),
         "a gang was bound partially"
     );
+    print_requests_per_pod(label, port).await;
     (secs, latencies)
+}
+
+/// A sum per label set of the samples of `metric` in a Prometheus text body, keyed by the
+/// values of `labels` (joined with `/`).
+fn samples(body: &str, metric: &str, labels: &[&str]) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix(metric) else {
+            continue;
+        };
+        let (set, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.split_once('}') {
+                Some((set, value)) => (set, value),
+                None => continue,
+            },
+            None if rest.starts_with(' ') => ("", rest),
+            None => continue,
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let key: Vec<&str> = labels
+            .iter()
+            .map(|l| {
+                set.split(&format!("{l}=\""))
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .unwrap_or("")
+            })
+            .collect();
+        let key = key.join("/");
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v += value,
+            None => out.push((key, value)),
+        }
+    }
+    out
+}
+
+/// Prints a rust-batch run's API requests per bound pod by kind and result, how long binds
+/// waited for a permit, and the API server's mean latency per kind — from the scheduler's
+/// own /metrics once its status writes have landed.
+async fn print_requests_per_pod(label: &str, port: u16) {
+    let scrape = || async {
+        common::http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    };
+    // Status writes trail the binds (paced, and pod conditions after a grace).
+    let settle = Instant::now();
+    let mut body = scrape().await;
+    while settle.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let again = scrape().await;
+        let backlog = samples(&again, "rust_batch_status_backlog", &[]);
+        let writes = |b: &str| samples(b, "rust_batch_api_writes_total", &[]);
+        let quiet = writes(&again) == writes(&body) && backlog.iter().all(|(_, v)| *v == 0.0);
+        body = again;
+        if quiet {
+            break;
+        }
+    }
+    let bound: f64 = samples(&body, "rust_batch_pods_bound_total", &[])
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    if bound == 0.0 {
+        println!("  {label}: no /metrics (or nothing bound)");
+        return;
+    }
+    let mut line = format!("  {label}: API requests per bound pod ({bound} bound):");
+    let mut total = 0.0;
+    for (metric, verb) in [
+        ("rust_batch_api_writes_total", "write"),
+        ("rust_batch_api_reads_total", "read"),
+    ] {
+        let mut rows = samples(&body, metric, &["kind", "result"]);
+        rows.retain(|(_, n)| *n > 0.0);
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        for (kind_result, n) in rows {
+            total += n;
+            line.push_str(&format!(" {verb} {kind_result} {:.3};", n / bound));
+        }
+    }
+    line.push_str(&format!(" total {:.3}", total / bound));
+    println!("{line}");
+    let mean = |metric: &str, labels: &[&str]| -> Vec<(String, f64, f64)> {
+        let sums = samples(&body, &format!("{metric}_sum"), labels);
+        let counts = samples(&body, &format!("{metric}_count"), labels);
+        sums.into_iter()
+            .filter_map(|(k, s)| {
+                let n = counts.iter().find(|(c, _)| *c == k)?.1;
+                (n > 0.0).then(|| (k, s / n * 1000.0, n))
+            })
+            .collect()
+    };
+    let mut line = format!("  {label}: API latency mean ms:");
+    for (kind, ms, n) in mean("rust_batch_api_write_duration_seconds", &["kind"])
+        .into_iter()
+        .chain(mean("rust_batch_api_read_duration_seconds", &["kind"]))
+    {
+        line.push_str(&format!(" {kind} {ms:.1} (n {n});"));
+    }
+    for (_, ms, n) in mean("rust_batch_bind_permit_wait_seconds", &[]) {
+        line.push_str(&format!(" bind permit wait mean {ms:.1} ms (n {n})"));
+    }
+    println!("{line}");
 }
 
 async fn bench(size: Size) {
@@ -290,6 +401,22 @@ async fn bench(size: Size) {
     .await;
     let adaptive =
         run_rust_batch(&client, &size, "adaptive", &["--bind-concurrency", &narrow]).await;
+    // Another build beside this one, same cluster and run (e.g. main, to compare API
+    // requests per pod): RB_KWOK_BASELINE_BIN=/path/to/rust-batch.
+    let baseline = match std::env::var("RB_KWOK_BASELINE_BIN") {
+        Ok(bin) => {
+            let this = std::env::var("RB_SCHEDULER_BIN").ok();
+            std::env::set_var("RB_SCHEDULER_BIN", bin);
+            let run =
+                run_rust_batch(&client, &size, "baseline", &["--bind-concurrency", &narrow]).await;
+            match this {
+                Some(b) => std::env::set_var("RB_SCHEDULER_BIN", b),
+                None => std::env::remove_var("RB_SCHEDULER_BIN"),
+            }
+            Some(run)
+        }
+        Err(_) => None,
+    };
 
     let rate = |secs: f64| total as f64 / secs;
     let ceiling = rate(null_16).max(rate(null_64));
@@ -305,10 +432,14 @@ async fn bench(size: Size) {
         "  null binder, {WIDE_BIND_CONCURRENCY} in flight:  {:.0} pods/s ({null_64:.1}s)",
         rate(null_64)
     );
-    for (name, (secs, latencies)) in [
+    let mut runs = vec![
         ("rust-batch, fixed 16", &fixed),
         ("rust-batch, adaptive", &adaptive),
-    ] {
+    ];
+    if let Some(b) = &baseline {
+        runs.push(("baseline (RB_KWOK_BASELINE_BIN), adaptive", b));
+    }
+    for (name, (secs, latencies)) in runs {
         println!(
             "  {name}: {:.0} pods/s ({secs:.1}s) = {:.0}% of the best null binder; \
              gang latency (last pod created -> gang bound) p50 {:.3}s, p99 {:.3}s",

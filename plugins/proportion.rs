@@ -207,21 +207,32 @@ pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>
             )
         })
         .collect();
+    // Summed per queue first (exact integers, so the same sums): the queue tree is walked
+    // and the queues looked up once per queue, not once per gang.
+    let mut by_queue: std::collections::HashMap<&str, [Resource; 3]> =
+        std::collections::HashMap::new();
     for (_, job) in state.jobs() {
-        for a in tree.path(&job.queue).filter(|q| !tree.is_leaf(q)) {
+        let [allocated, request, inqueue] = by_queue.entry(&*job.queue).or_default();
+        // Pod counts are dropped once below, rather than copying every vector here.
+        allocated.add(&job.allocated);
+        request.add(&job.total_request);
+        if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
+            inqueue.add(&job.min_request());
+        }
+    }
+    for (name, [allocated, request, inqueue]) in by_queue {
+        let subtree = allocated.without_pods();
+        for a in tree.path(name).filter(|q| !tree.is_leaf(q)) {
             if let Some(q) = queues.get_mut(a) {
-                q.subtree_allocated.add(&job.allocated.without_pods());
+                q.subtree_allocated.add(&subtree);
             }
         }
-        let Some(q) = queues.get_mut(&job.queue) else {
+        let Some(q) = queues.get_mut(name) else {
             continue;
         };
-        // Pod counts are dropped once below, rather than copying every vector here.
-        q.allocated.add(&job.allocated);
-        q.request.add(&job.total_request);
-        if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-            q.inqueue.add(&job.min_request());
-        }
+        q.allocated.add(&allocated);
+        q.request.add(&request);
+        q.inqueue.add(&inqueue);
     }
     for q in queues.values_mut() {
         q.allocated.pods = 0;

@@ -101,7 +101,8 @@ impl ClusterState {
     /// for them only where there is something to check.
     pub fn pod_rules_in_use(&self) -> PodRulesInUse {
         let mut used = PodRulesInUse::default();
-        for (_, job) in self.jobs() {
+        // Only gangs with pending members: a running cluster's tasks are not read.
+        for (_, job) in self.jobs().filter(|(_, j)| j.pending_count() > 0) {
             for t in job.tasks() {
                 if t.status == crate::model::TaskStatus::Pending {
                     used.pending_rules |= t.placement.rules().is_some();
@@ -110,13 +111,7 @@ impl ClusterState {
                 }
             }
         }
-        used.existing_anti_affinity = self.nodes().any(|(_, n)| {
-            n.tasks.values().any(|t| {
-                t.placement
-                    .rules()
-                    .is_some_and(|r| !r.pod_anti_affinity.required().is_empty())
-            })
-        });
+        used.existing_anti_affinity = self.nodes().any(|(_, n)| n.anti_affinity_tasks > 0);
         used
     }
 
@@ -162,3 +157,46 @@ impl PodRulesInUse {
 
 /// A snapshot of the cache: the state a session starts from.
 pub type Snapshot = ClusterState;
+
+#[cfg(test)]
+mod tests {
+    use crate::model::pod_rules::PodRules;
+    use crate::model::{Placement, TaskStatus};
+    use crate::testkit::*;
+
+    fn anti_affinity() -> Placement {
+        let rules: PodRules = serde_yaml::from_str(
+            "podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
+             [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}",
+        )
+        .unwrap();
+        Placement {
+            pod_rules: Some(Box::new(rules)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn existing_anti_affinity_is_counted_per_node_as_pods_come_change_and_go() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(node("n1", &[("cpu", "8")]));
+        let used = |c: &crate::cache::Cache| c.state().pod_rules_in_use().existing_anti_affinity;
+        foreign_pod_with(&mut cache, "plain", "n1", &[], Placement::default());
+        assert!(!used(&cache));
+        foreign_pod_with(&mut cache, "loner", "n1", &[("app", "db")], anti_affinity());
+        assert!(used(&cache));
+        // Reported again (replaced), and terminating: still on the node.
+        foreign_pod_with(&mut cache, "loner", "n1", &[("app", "db")], anti_affinity());
+        cache.set_pod_status("loner", TaskStatus::Releasing, Some("n1".into()));
+        let n = cache
+            .state()
+            .node(cache.state().node_by_name("n1").unwrap());
+        assert_eq!(n.anti_affinity_tasks, 1, "counted once");
+        cache.delete_pod("loner");
+        assert!(!used(&cache), "gone with its pod");
+        let n = cache
+            .state()
+            .node(cache.state().node_by_name("n1").unwrap());
+        assert_eq!(n.anti_affinity_tasks, 0);
+    }
+}

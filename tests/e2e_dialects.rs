@@ -20,21 +20,11 @@ use serde_json::{json, Value};
 const KOORD: &str = "gang.scheduling.koordinator.sh";
 
 async fn start(name: &str, extra_names: &[&str]) -> (Scheduler, u16) {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let mut args = vec!["--http-address", address.as_str()];
-    for n in extra_names {
-        args.extend(["--scheduler-name", n]);
-    }
-    let scheduler = start_scheduler_with(name, &args);
-    wait_for(Duration::from_secs(30), "/readyz ready", || async {
-        http_get(port, "/readyz")
-            .await
-            .filter(|(code, _)| *code == 200)
-            .map(|_| ())
-    })
-    .await;
-    (scheduler, port)
+    let extra: Vec<&str> = extra_names
+        .iter()
+        .flat_map(|n| ["--scheduler-name", *n])
+        .collect();
+    start_ready_scheduler(name, &extra).await
 }
 
 async fn gang_info(port: u16, ns: &str, name: &str) -> Option<Value> {

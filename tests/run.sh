@@ -36,7 +36,7 @@ fi
 tail -n 1 "$operators_log"
 
 echo "==> every test, with a fresh control plane up (e2e tests fail without it; none skip)"
-tests/cluster/with-cluster.sh cargo test --all-targets --locked
+tests/cluster/with-cluster.sh cargo test --all-targets --locked --no-fail-fast
 
 echo "==> the bundled default scenario must run with both invariants at 0"
 # The binary the tests were built with: `cargo run` would build the crate once more without

@@ -268,7 +268,7 @@ impl Statement<'_> {
         if tasks.len() < need || tasks.is_empty() {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
-        let units = self.units(tasks, within);
+        let units = self.unit_candidates(tasks, within);
         if units.len() > 64 {
             // More templates than a mask holds: a gang this varied is left to greedy.
             return SearchOutcome::GaveUp { tries: 0 };
@@ -284,6 +284,9 @@ impl Statement<'_> {
         if !checked_by_plugin && !self.room_for(&units, &masks, need) {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
+        // Ordered only now: counting feasible nodes scans every candidate of a gang that
+        // fits nowhere, which the room check above answers from sums.
+        let units = self.order_units(units);
         let mut search = Search {
             job,
             units,
@@ -344,9 +347,9 @@ impl Statement<'_> {
         });
     }
 
-    /// The gang's tasks grouped by template, most constrained first: fewest feasible nodes,
-    /// then the largest share of the scarcest resource.
-    fn units(&mut self, tasks: &[TaskRef], within: Option<&NodeSet>) -> Vec<Unit> {
+    /// The gang's tasks grouped by template (in the order templates first appear), each with
+    /// the nodes passing its static predicates and the node set; `order_units` orders them.
+    fn unit_candidates(&mut self, tasks: &[TaskRef], within: Option<&NodeSet>) -> Vec<Unit> {
         let mut by_template: Vec<(u64, Vec<TaskRef>)> = Vec::new();
         for &t in tasks {
             let template = self.task(t).template;
@@ -356,7 +359,7 @@ impl Statement<'_> {
             }
         }
         let total = self.total_allocatable().clone();
-        let mut units: Vec<(usize, Unit)> = by_template
+        by_template
             .into_iter()
             .enumerate()
             .map(|(i, (_, ts))| {
@@ -389,22 +392,33 @@ impl Statement<'_> {
                     })
                     .max_by(|a, b| a.1.total_cmp(&b.1))
                     .unwrap_or((None, 0.0));
-                let pods = self.pod_view();
-                let feasible = candidates
+                Unit {
+                    tasks: ts,
+                    candidates,
+                    bit: 1u64 << i.min(63),
+                    dominant,
+                    dominant_share,
+                }
+            })
+            .collect()
+    }
+
+    /// The units most constrained first: fewest feasible nodes (counted up to
+    /// `FEASIBLE_COUNTED`), then the largest share of the scarcest resource, then the most
+    /// tasks; otherwise in the order their templates first appear.
+    fn order_units(&self, units: Vec<Unit>) -> Vec<Unit> {
+        let pods = self.pod_view();
+        let mut units: Vec<(usize, Unit)> = units
+            .into_iter()
+            .map(|u| {
+                let t = self.task(u.tasks[0]);
+                let feasible = u
+                    .candidates
                     .iter()
                     .filter(|n| dynamic_fit(&self.votes, &pods, t, **n, self.node(**n)).is_ok())
                     .take(FEASIBLE_COUNTED)
                     .count();
-                (
-                    feasible,
-                    Unit {
-                        tasks: ts,
-                        candidates,
-                        bit: 1u64 << i.min(63),
-                        dominant,
-                        dominant_share,
-                    },
-                )
+                (feasible, u)
             })
             .collect();
         units.sort_by(|(fa, a), (fb, b)| {
@@ -432,10 +446,17 @@ impl Statement<'_> {
         }
         // The union of the units' candidates in id order, without sorting and deduplicating
         // thousands of node ids per search.
+        // Summed part by part (exact integers: the same sum as each node's future_free),
+        // without a resource allocated per node.
         let mut free = crate::model::Resource::new();
+        let mut pipelined = crate::model::Resource::new();
         for (slot, _) in masks.iter().enumerate().filter(|(_, m)| **m != 0) {
-            free.add(&self.node(NodeId(slot as u32)).future_free());
+            let node = self.node(NodeId(slot as u32));
+            free.add(&node.idle);
+            free.add(&node.releasing);
+            pipelined.add(&node.pipelined);
         }
+        free.sub(&pipelined);
         request.fits(&free)
     }
 

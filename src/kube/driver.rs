@@ -123,14 +123,15 @@ pub async fn run(
     if leadership.is_elected() {
         // A write like any other: only the leader creates the default queue (it usually
         // exists: an earlier leader made it).
-        let (client, index, gate) = (client.clone(), index.clone(), gate.clone());
+        let (client, index, gate, metrics) =
+            (client.clone(), index.clone(), gate.clone(), metrics.clone());
         tokio::spawn(async move {
             gate.pass().await;
-            ensure_default_queue(&client, &index).await;
+            ensure_default_queue(&client, &index, &metrics).await;
         });
     } else {
         // Before the watches: their first list already holds it.
-        ensure_default_queue(&client, &index).await;
+        ensure_default_queue(&client, &index, &metrics).await;
     }
     spawn_watches(&client, &index, &wake, &gate);
     let election = opts
@@ -375,7 +376,7 @@ impl Cycles<'_> {
                 metrics
                     .volcano
                     .observe_queues(ix.cache.state(), self.scheduler.conf());
-                writer.mark_changed(&ix, now_ms());
+                writer.mark_touched(&mut ix, now_ms());
                 metrics.status_backlog.set(writer.backlog() as i64);
                 (binds, patches)
             };
@@ -481,14 +482,15 @@ fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
 /// that cannot be annotated calls its gang off at the next cycle.
 fn send_claim_patches(binder: &Binder, patches: Vec<ClaimPatch>) {
     for patch in patches {
-        let (client, gate, index, wake) = (
+        let (client, gate, index, wake, metrics) = (
             binder.client.clone(),
             binder.gate.clone(),
             binder.index.clone(),
             binder.wake.clone(),
+            binder.metrics.clone(),
         );
         tokio::spawn(async move {
-            let Err(why) = patch_claim(&client, &gate, &patch).await else {
+            let Err(why) = patch_claim(&client, &gate, &metrics, &patch).await else {
                 return;
             };
             if patch.node.is_some() {
@@ -557,8 +559,7 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             },
             _ => c,
         };
-        ix.verdicts
-            .insert(u.job.to_string(), (Some(c.clone()), u.task_reasons.clone()));
+        ix.record_verdict(&u.job, (Some(c.clone()), u.task_reasons.clone()));
         // Each pending pod's PodScheduled=False condition: `Unschedulable` (what cluster
         // autoscalers act on) only when more nodes would help; written on change only.
         if let (ConditionKind::Unschedulable, Some(blocker)) = (c.kind, u.blocked_by) {
@@ -571,10 +572,7 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
                 _ => c.message.clone(),
             };
             for (uid, _) in &u.task_reasons {
-                ix.pod_conditions.insert(
-                    uid.to_string(),
-                    (blocker.pod_reason().to_string(), message.clone()),
-                );
+                ix.want_pod_condition(uid, blocker.pod_reason(), &message);
             }
         }
         // The PodGroup gets an event when its verdict changes (deduplicated); a gang
@@ -825,7 +823,7 @@ fn reload_if_changed(
     }
 }
 
-async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>) {
+async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>, metrics: &Metrics) {
     let api = Api::<Queue>::all(client.clone());
     let queue: Queue = match serde_json::from_value(serde_json::json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -839,7 +837,10 @@ async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>) {
             return;
         }
     };
-    match api.create(&PostParams::default(), &queue).await {
+    let started = Instant::now();
+    let created = api.create(&PostParams::default(), &queue).await;
+    metrics.api_write_timed("queue", started.elapsed(), created.as_ref().err());
+    match created {
         Ok(_) => info!("created queue default"),
         Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
         Err(e) => {

@@ -85,6 +85,16 @@ pub struct PendingPod {
     pub scheduled: Option<(String, String, String)>,
 }
 
+/// Objects whose status may need writing since the status writer last looked, besides the
+/// gangs the engine changed (see `status::StatusWriter::mark_touched`): group keys, queue
+/// names, pod uids.
+#[derive(Default)]
+pub struct Touched {
+    pub groups: HashSet<String>,
+    pub queues: HashSet<String>,
+    pub pods: HashSet<String>,
+}
+
 /// Everything the watches know.
 #[derive(Default)]
 pub struct Index {
@@ -128,6 +138,11 @@ pub struct Index {
     /// The PodScheduled=False (reason, message) each pending pod of ours should carry,
     /// from the last verdict on its gang, by uid.
     pub(super) pod_conditions: HashMap<String, (String, String)>,
+    /// Objects a watch event or a verdict touched since the status writer last looked.
+    pub(super) status_touched: Touched,
+    /// The engine's gangs as the status writer last looked at them (None: never looked).
+    /// Holding it makes the cache copy a gang it changes, so a change shows as a new pointer.
+    pub(super) status_seen: Option<Snapshot>,
     pub readiness: Readiness,
     /// New pods' creation → watch event (None in tests).
     pub watch_lag: Option<prometheus::Histogram>,
@@ -252,6 +267,7 @@ impl Index {
                     c.message.clone().unwrap_or_default(),
                 )
             });
+        self.status_touched.pods.insert(uid.clone());
         self.pending_pods.insert(
             uid,
             PendingPod {
@@ -261,6 +277,17 @@ impl Index {
                 scheduled,
             },
         );
+    }
+
+    /// The API server's answer to the status writer: noted only while the pod is a pending
+    /// pod the index knows (a delete event may have come first).
+    pub fn note_pod_answer(&mut self, pod: &Pod) {
+        if self
+            .pending_pods
+            .contains_key(&pod.uid().unwrap_or_default())
+        {
+            self.note_pod_status(pod);
+        }
     }
 
     /// A pod seen for the first time, unbound, once the pods are listed: a new pod; how
@@ -378,8 +405,7 @@ impl Index {
                     "FailedScheduling",
                     format!("{why}; the pod is not scheduled (nor counted for its gang)"),
                 );
-                self.pod_conditions
-                    .insert(uid.to_string(), (UNSUPPORTED.to_string(), why.clone()));
+                self.want_pod_condition(uid, UNSUPPORTED, why);
             }
         }
         let before = self.held.insert(
@@ -749,6 +775,7 @@ impl Index {
         if !store_newest(&mut self.queues, name.clone(), q) {
             return;
         }
+        self.status_touched.queues.insert(name.clone());
         match queue_to_info(q) {
             Ok(info) => {
                 self.cache.apply_queue(info);
@@ -758,6 +785,18 @@ impl Index {
                 let r = q.object_ref(&());
                 self.report(r, EventType::Warning, "InvalidQueue", e.to_string());
             }
+        }
+    }
+
+    /// The API server's answer to the status writer: kept only while the index still has
+    /// that queue (see `apply_group_answer`).
+    pub fn apply_queue_answer(&mut self, q: &Queue) {
+        let same = self
+            .queues
+            .get(&q.name_any())
+            .is_some_and(|have| have.uid() == q.uid());
+        if same {
+            self.apply_queue(q);
         }
     }
 
@@ -964,8 +1003,71 @@ impl Index {
     pub fn apply_group<G: StoredGroup>(&mut self, pg: &G) {
         let key = key_of_group(pg);
         if store_newest(G::stored_mut(self), key.clone(), pg) {
+            self.status_touched.groups.insert(key.clone());
             self.refresh_group(&key);
         }
+    }
+
+    /// The API server's answer to the status writer (a write or a reread): kept only while
+    /// the index still has that object. A delete event that came first means the object is
+    /// gone; stored again, it would stay in the index for good (no event ever removes it)
+    /// and every change of its gang would write it again, answered 404.
+    pub fn apply_group_answer<G: StoredGroup>(&mut self, pg: &G) {
+        let key = key_of_group(pg);
+        let same = G::stored(self)
+            .get(&key)
+            .is_some_and(|have| have.uid() == pg.uid());
+        if same {
+            self.apply_group(pg);
+        }
+    }
+
+    /// Whether the PodGroup of `dialect` at `key` is being deleted (it has a
+    /// deletionTimestamp: finalizers hold it).
+    pub fn group_deleting(&self, dialect: Dialect, key: &str) -> bool {
+        let meta = match dialect {
+            Dialect::Volcano => self.pod_groups.get(key).map(|g| g.meta()),
+            Dialect::XK8sPodGroup => self.x_k8s_groups.get(key).map(|g| g.meta()),
+            Dialect::SigsPodGroup => self.sigs_groups.get(key).map(|g| g.meta()),
+        };
+        meta.is_some_and(|m| m.deletion_timestamp.is_some())
+    }
+
+    /// A status write was answered 404: the object is gone, forgotten as its delete event
+    /// would (which is on its way, and then finds nothing).
+    pub fn forget_gone(&mut self, t: &super::status::Target) {
+        match t {
+            super::status::Target::Group(dialect, key) => self.delete_group(*dialect, key),
+            super::status::Target::Queue(name) => self.delete_queue(name),
+            super::status::Target::Pod(uid) => {
+                self.pending_pods.remove(uid);
+                self.pod_conditions.remove(uid);
+            }
+        }
+    }
+
+    /// The PodScheduled=False (reason, message) a pending pod of ours should carry;
+    /// touched for the status writer when it changes.
+    pub fn want_pod_condition(&mut self, uid: &str, reason: &str, message: &str) {
+        let same = self
+            .pod_conditions
+            .get(uid)
+            .is_some_and(|(r, m)| r == reason && m == message);
+        if !same {
+            self.pod_conditions
+                .insert(uid.to_string(), (reason.to_string(), message.to_string()));
+            self.status_touched.pods.insert(uid.to_string());
+        }
+    }
+
+    /// A gang's verdict from a cycle; touched for the status writer when its condition
+    /// changes.
+    pub fn record_verdict(&mut self, key: &str, verdict: Verdict) {
+        let changed = self.verdicts.get(key).map(|(c, _)| c) != Some(&verdict.0);
+        if changed {
+            self.status_touched.groups.insert(key.to_string());
+        }
+        self.verdicts.insert(key.to_string(), verdict);
     }
 
     pub fn group_keys<G: StoredGroup>(&self) -> Vec<String> {
@@ -1175,6 +1277,63 @@ mod tests {
         st.apply_group(&pod_group("21", "Inqueue"));
         assert_eq!(phase(&st).as_deref(), Some("Inqueue"), "newer event taken");
         assert!(older(Some("9"), Some("10")) && !older(Some("x"), Some("10")));
+    }
+
+    #[test]
+    fn an_answer_after_the_delete_event_does_not_bring_the_object_back() {
+        let mut st = Index::default();
+        let with_uid = |rv: &str| {
+            let mut g = pod_group(rv, "Running");
+            g.metadata.uid = Some("pg-uid".into());
+            g
+        };
+        st.apply_group(&with_uid("5"));
+        st.apply_group_answer(&with_uid("6"));
+        assert_eq!(
+            st.pod_groups["ns/g"].metadata.resource_version.as_deref(),
+            Some("6"),
+            "an answer updates the object the index has"
+        );
+        // The status writer's PATCH was answered, but the delete event came first.
+        st.delete_group(Dialect::Volcano, "ns/g");
+        st.apply_group_answer(&with_uid("7"));
+        assert_eq!(st.group_dialect("ns/g"), None, "gone stays gone");
+        assert!(st.cache.state().job_by_uid("ns/g").is_none());
+        // A new object of the same name is another uid: the watch brings it, not an answer.
+        let mut new = with_uid("9");
+        new.metadata.uid = Some("other".into());
+        st.apply_group(&new);
+        st.apply_group_answer(&with_uid("10"));
+        assert_eq!(
+            st.pod_groups["ns/g"].metadata.uid.as_deref(),
+            Some("other"),
+            "an answer about the old object does not replace the new one"
+        );
+
+        let queue = |rv: &str| -> Queue {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": "q", "uid": "q-uid", "resourceVersion": rv},
+                "spec": {"weight": 1}
+            }))
+            .unwrap()
+        };
+        st.apply_queue(&queue("1"));
+        st.delete_queue("q");
+        st.apply_queue_answer(&queue("2"));
+        assert!(!st.queues.contains_key("q"));
+
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        let mut p = pod("a", false, "rust-batch");
+        p.metadata.resource_version = Some("3".into());
+        st.apply_pod(&p);
+        assert!(st.pending_pods.contains_key("a"));
+        st.delete_pod("a");
+        st.note_pod_answer(&p);
+        assert!(
+            !st.pending_pods.contains_key("a"),
+            "a deleted pod is not noted"
+        );
     }
 
     fn pod(name: &str, gated: bool, scheduler: &str) -> Pod {

@@ -36,11 +36,14 @@ pub struct Metrics {
     pub bind_failures: IntCounter,
     /// Gangs reported unschedulable by the last cycle.
     pub unschedulable_gangs: IntGauge,
-    /// API writes by kind (binding, eviction, podgroup status, queue status, event) and
-    /// result (ok, or the failure's code).
+    /// API writes by kind (see `WRITE_KINDS`) and result (ok, or the failure's code).
     pub api_writes: IntCounterVec,
     /// How long API writes took, by kind, seconds.
     pub api_write_latency: HistogramVec,
+    /// API reads the driver makes besides its watches (see `READ_KINDS`), by kind and result.
+    pub api_reads: IntCounterVec,
+    /// How long those reads took, by kind, seconds.
+    pub api_read_latency: HistogramVec,
     /// How long binds and evictions waited for a permit to be sent, seconds.
     pub bind_permit_wait: Histogram,
     /// How many binds and evictions may be in flight now (the adaptive limit).
@@ -105,6 +108,21 @@ impl Metrics {
                 .buckets(LATENCY_BUCKETS.to_vec()),
                 &["kind"],
             )?,
+            api_reads: IntCounterVec::new(
+                Opts::new(
+                    "api_reads_total",
+                    "API reads besides the watches (a reread after a conflict), by kind and result",
+                ),
+                &["kind", "result"],
+            )?,
+            api_read_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "api_read_duration_seconds",
+                    "How long API reads besides the watches took, by kind",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+                &["kind"],
+            )?,
             bind_permit_wait: histogram(
                 "bind_permit_wait_seconds",
                 "How long binds and evictions waited for a permit to be sent",
@@ -157,6 +175,8 @@ impl Metrics {
             .register(Box::new(m.unschedulable_gangs.clone()))?;
         m.registry.register(Box::new(m.api_writes.clone()))?;
         m.registry.register(Box::new(m.api_write_latency.clone()))?;
+        m.registry.register(Box::new(m.api_reads.clone()))?;
+        m.registry.register(Box::new(m.api_read_latency.clone()))?;
         m.registry.register(Box::new(m.bind_permit_wait.clone()))?;
         m.registry.register(Box::new(m.bind_limit.clone()))?;
         m.registry.register(Box::new(m.status_backlog.clone()))?;
@@ -174,16 +194,13 @@ impl Metrics {
             m.placement_searches.with_label_values(&[result]);
         }
         // Served from the start (a scrape right after the first bind must not miss it).
-        for kind in [
-            "binding",
-            "eviction",
-            "podgroup status",
-            "queue status",
-            "pod condition",
-            "event",
-        ] {
+        for kind in WRITE_KINDS {
             m.api_writes.with_label_values(&[kind, "ok"]);
             m.api_write_latency.with_label_values(&[kind]);
+        }
+        for kind in READ_KINDS {
+            m.api_reads.with_label_values(&[kind, "ok"]);
+            m.api_read_latency.with_label_values(&[kind]);
         }
         m.volcano.register(&m.volcano_registry)?;
         Ok(Arc::new(m))
@@ -214,17 +231,24 @@ impl Metrics {
         self.api_write_latency
             .with_label_values(&[kind])
             .observe(took.as_secs_f64());
-        self.api_write(kind, error);
+        self.api_writes
+            .with_label_values(&[kind, &result_label(error)])
+            .inc();
     }
 
-    /// Counts one API write and how it ended.
-    pub fn api_write(&self, kind: &str, error: Option<&::kube::Error>) {
-        let result = match error {
-            None => "ok".to_string(),
-            Some(::kube::Error::Api(s)) => s.code.to_string(),
-            Some(_) => "unreachable".to_string(),
-        };
-        self.api_writes.with_label_values(&[kind, &result]).inc();
+    /// Counts one API read (not a watch), how long it took and how it ended.
+    pub fn api_read_timed(
+        &self,
+        kind: &str,
+        took: std::time::Duration,
+        error: Option<&::kube::Error>,
+    ) {
+        self.api_read_latency
+            .with_label_values(&[kind])
+            .observe(took.as_secs_f64());
+        self.api_reads
+            .with_label_values(&[kind, &result_label(error)])
+            .inc();
     }
 
     pub fn render(&self) -> String {
@@ -236,6 +260,36 @@ impl Metrics {
             return format!("# error encoding metrics: {e}\n");
         }
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+/// Every kind of API write the driver makes (label `kind` of `api_writes_total`), with its
+/// verb and resource: `binding` POST pods/binding, `eviction` POST pods/eviction, `podgroup
+/// status` PATCH podgroups (Volcano's, no status subresource) or podgroups/status,
+/// `queue status` PATCH queues/status, `pod condition` PATCH pods/status, `event` POST
+/// events, `claim` PATCH persistentvolumeclaims (the selected-node annotation), `queue`
+/// POST queues (the default queue, at start).
+pub const WRITE_KINDS: [&str; 8] = [
+    "binding",
+    "eviction",
+    "podgroup status",
+    "queue status",
+    "pod condition",
+    "event",
+    "claim",
+    "queue",
+];
+
+/// Every kind of API read besides the watches (label `kind` of `api_reads_total`): a GET of
+/// a `podgroup`, `queue` or `pod` whose status write met a conflict.
+pub const READ_KINDS: [&str; 3] = ["podgroup", "queue", "pod"];
+
+/// A call's result label: ok, the HTTP code, or unreachable.
+fn result_label(error: Option<&::kube::Error>) -> String {
+    match error {
+        None => "ok".to_string(),
+        Some(::kube::Error::Api(s)) => s.code.to_string(),
+        Some(_) => "unreachable".to_string(),
     }
 }
 

@@ -339,7 +339,12 @@ fn volume_seen(objects: &VolumeObjects, pvc: &PersistentVolumeClaim) -> bool {
 
 /// Sets (or clears) a claim's selected-node annotation, retrying while the API server does
 /// not answer; what stopped it otherwise.
-pub async fn patch_claim(client: &Client, gate: &Gate, patch: &ClaimPatch) -> Result<(), String> {
+pub async fn patch_claim(
+    client: &Client,
+    gate: &Gate,
+    metrics: &super::metrics::Metrics,
+    patch: &ClaimPatch,
+) -> Result<(), String> {
     let (ns, name) = patch
         .claim
         .split_once('/')
@@ -351,10 +356,12 @@ pub async fn patch_claim(client: &Client, gate: &Gate, patch: &ClaimPatch) -> Re
     let mut attempt = 0;
     loop {
         gate.pass().await;
+        let started = tokio::time::Instant::now();
         let sent = api
             .patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await;
         gate.record(&sent);
+        metrics.api_write_timed("claim", started.elapsed(), sent.as_ref().err());
         let err = match sent {
             Ok(_) => return Ok(()),
             Err(e) => e,

@@ -33,6 +33,13 @@ pub struct NodeTask {
 }
 
 impl NodeTask {
+    /// Whether the pod has required anti-affinity terms.
+    pub fn required_anti_affinity(&self) -> bool {
+        self.placement
+            .rules()
+            .is_some_and(|r| !r.pod_anti_affinity.required().is_empty())
+    }
+
     /// The node's view of a task of a job (`job` its uid) or of a pod of another scheduler.
     pub fn of(task: &super::TaskInfo, job: Option<Arc<str>>) -> Self {
         NodeTask {
@@ -64,6 +71,9 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     pub ready: bool,
     pub tasks: BTreeMap<Arc<str>, NodeTask>,
+    /// How many of `tasks` carry required pod anti-affinity (which pods placed later must
+    /// respect): counted as tasks come and go, so a session asks each node, not each task.
+    pub anti_affinity_tasks: u32,
 }
 
 impl NodeInfo {
@@ -80,6 +90,7 @@ impl NodeInfo {
             unschedulable: spec.unschedulable,
             ready: spec.ready,
             tasks: BTreeMap::new(),
+            anti_affinity_tasks: 0,
         }
     }
 
@@ -94,6 +105,13 @@ impl NodeInfo {
     }
 
     fn account(&mut self, task: &NodeTask, add: bool) {
+        if task.required_anti_affinity() {
+            if add {
+                self.anti_affinity_tasks += 1;
+            } else {
+                self.anti_affinity_tasks -= 1;
+            }
+        }
         let apply = |r: &mut Resource, add_to: bool| {
             if add_to {
                 r.add(&task.resreq)

@@ -80,6 +80,23 @@ pub fn start_scheduler_logged(name: &str, extra: &[&str], log: &std::path::Path)
     spawn_scheduler(name, extra, Stdio::from(file))
 }
 
+/// `rust-batch run` answering to `name` with its HTTP endpoints on a free port, once
+/// /readyz says every watched kind is listed; returns it and the port.
+pub async fn start_ready_scheduler(name: &str, extra: &[&str]) -> (Scheduler, u16) {
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let mut args = vec!["--http-address", address.as_str()];
+    args.extend_from_slice(extra);
+    let scheduler = start_scheduler_with(name, &args);
+    wait_for(Duration::from_secs(60), "rust-batch /readyz", || async {
+        http_get(port, "/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    (scheduler, port)
+}
 
 /// The chart rendered now with its default values (deploy/render.sh, helm built by
 /// tests/cluster/build-helm.sh and cached): what deploy/rust-batch.yaml must equal.

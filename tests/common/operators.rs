@@ -18,6 +18,16 @@ pub struct Built {
 
 /// Builds (or finds cached) the operator `name` with tests/cluster/operators/NAME/build.sh.
 pub fn built(name: &str) -> Built {
+    let report = build_report(name);
+    Built {
+        bin: report_line(&report, name, "BIN").into(),
+        src: report_line(&report, name, "SRC").into(),
+        version: report_line(&report, name, "VERSION"),
+    }
+}
+
+/// What tests/cluster/operators/NAME/build.sh prints: `KEY=value` lines, last.
+fn build_report(name: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/cluster/operators")
         .join(name)
@@ -31,19 +41,16 @@ pub fn built(name: &str) -> Built {
         "{} failed: operator {name} could not be built from Go modules",
         script.display()
     );
-    let stdout = String::from_utf8(out.stdout).expect("UTF-8 build report");
-    let field = |key: &str| {
-        stdout
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix(key).map(str::to_string))
-            .unwrap_or_else(|| panic!("{} printed no {key} line", script.display()))
-    };
-    Built {
-        bin: field("BIN=").into(),
-        src: field("SRC=").into(),
-        version: field("VERSION="),
-    }
+    String::from_utf8(out.stdout).expect("UTF-8 build report")
+}
+
+fn report_line(report: &str, name: &str, key: &str) -> String {
+    let prefix = format!("{key}=");
+    report
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        .unwrap_or_else(|| panic!("the build report of {name} has no {key} line"))
 }
 
 /// Operators hard-code `schedulerName: volcano` on the pods they create, so one rust-batch
@@ -155,4 +162,68 @@ pub fn apply_paths(paths: &[&Path]) {
             "",
         );
     }
+}
+
+/// A `KEY=` line of an operator's build report beyond BIN, SRC and VERSION (the Spark
+/// operator's also names the SPARK_HOME its spark-submit lives in). Runs the build script
+/// again, which answers at once from its cache.
+pub fn report_field(name: &str, key: &str) -> String {
+    report_line(&build_report(name), name, key)
+}
+
+/// `kubectl kustomize DIR` (an operator's shipped overlay or base, read from its module
+/// source), then `kubectl apply --server-side` of the rendered objects `keep` accepts, as the
+/// cluster admin (an overlay also carries what a cluster without kubelet cannot run, such as
+/// the operator's Deployment, or what would get in the way here, such as a webhook
+/// registration the API server cannot reach). Waits until its CustomResourceDefinitions are
+/// established. Returns `Kind/name` of each object applied.
+pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool) -> Vec<String> {
+    use serde::Deserialize;
+    let rendered = super::kubectl_admin(&["kustomize", &dir.display().to_string()], "");
+    let mut applied = Vec::new();
+    let mut crds: Vec<String> = Vec::new();
+    let mut kept = String::new();
+    for document in serde_yaml::Deserializer::from_str(&rendered) {
+        let object = serde_yaml::Value::deserialize(document).expect("kustomize renders YAML");
+        if object.is_null() || !keep(&object) {
+            continue;
+        }
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if kind == "CustomResourceDefinition" {
+            crds.push(format!("crd/{name}"));
+        }
+        applied.push(format!("{kind}/{name}"));
+        kept.push_str("---\n");
+        kept.push_str(&serde_yaml::to_string(&object).unwrap());
+    }
+    assert!(!applied.is_empty(), "nothing kept from {}", dir.display());
+    super::kubectl_admin(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &kept,
+    );
+    // Polled rather than `kubectl wait`, which fails on a CRD whose status has no
+    // conditions yet (just created).
+    let established = |crd: &str| {
+        let object: serde_json::Value =
+            serde_json::from_str(&super::kubectl_admin(&["get", crd, "-o", "json"], "")).unwrap();
+        object["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+    };
+    for crd in &crds {
+        let start = std::time::Instant::now();
+        while !established(crd) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "{crd} not established after 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    applied
 }

@@ -30,12 +30,13 @@ rb_operator_report() {
   echo "VERSION=$3"
 }
 
-# rb_go_build_cached NAME VERSION MODDIR PKG: `go build PKG` inside the wrapper module
-# MODDIR (its go.mod requires the operator at VERSION with the operator's own replace lines,
-# which `go install pkg@version` refuses) into $RB_CACHE/bin/NAME-VERSION/NAME. A lock keeps
-# one build per cache dir; the binary appears only once complete.
-rb_go_build_cached() {
-  local name="$1" version="$2" moddir="$3" pkg="$4"
+# rb_cached_binary NAME VERSION WHAT BUILD_FN [ARGS...]: $RB_CACHE/bin/NAME-VERSION/NAME,
+# made once by `BUILD_FN TMPDIR ARGS...` (which must leave TMPDIR/NAME). A lock keeps one
+# build per binary; the directory appears only once complete, so a killed build never
+# leaves half a cache. Prints the binary's path.
+rb_cached_binary() {
+  local name="$1" version="$2" what="$3" build_fn="$4"
+  shift 4
   local out="$RB_CACHE/bin/$name-$version"
   if [[ ! -x "$out/$name" ]]; then
     command -v go >/dev/null || rb_die "go is not in PATH: install Go (the module proxy must be reachable)"
@@ -44,12 +45,40 @@ rb_go_build_cached() {
     if [[ ! -x "$out/$name" ]]; then
       local t0=$SECONDS tmp="$out.tmp.$$"
       rm -rf "$tmp"; mkdir -p "$tmp"
-      rb_log "building $name $version ($pkg) into $out"
-      (cd "$moddir" && CGO_ENABLED=0 nice -n 10 go build -mod=mod -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg") \
-        || { rm -rf "$tmp"; rb_die "building $name $version ($pkg) failed; see the go output above"; }
+      rb_log "building $name $version ($what) into $out"
+      "$build_fn" "$tmp" "$@" || { rm -rf "$tmp"; rb_die "building $name $version ($what) failed; see the go output above"; }
+      [[ -x "$tmp/$name" ]] || { rm -rf "$tmp"; rb_die "building $name $version left no $tmp/$name"; }
       rm -rf "$out"; mv "$tmp" "$out"
       rb_log "built $name $version in $((SECONDS - t0))s"
     fi
   fi
   echo "$out/$name"
+}
+
+# rb_go_build_cached NAME VERSION MODDIR PKG: `go build PKG` inside the wrapper module
+# MODDIR (its go.mod requires the operator at VERSION with the operator's own replace lines,
+# which `go install pkg@version` refuses) into $RB_CACHE/bin/NAME-VERSION/NAME.
+rb_go_build_cached() {
+  rb_cached_binary "$1" "$2" "$4" _rb_go_build_in "$1" "$3" "$4"
+}
+_rb_go_build_in() {
+  local tmp="$1" name="$2" moddir="$3" pkg="$4"
+  (cd "$moddir" && CGO_ENABLED=0 nice -n 10 go build -mod=mod -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg")
+}
+
+# rb_go_install_cached NAME VERSION PKG: `go install PKG@VERSION` (for an operator whose go.mod
+# has no replace lines, so no wrapper module is needed: its own go.mod and go.sum pin every
+# dependency) into $RB_CACHE/bin/NAME-VERSION/NAME.
+rb_go_install_cached() {
+  rb_cached_binary "$1" "$2" "$3@$2" _rb_go_install_in "$1" "$3" "$2"
+}
+_rb_go_install_in() {
+  local tmp="$1" name="$2" pkg="$3" version="$4"
+  # `go install pkg@version` ignores any current module; GOFLAGS like -mod would be
+  # rejected. The binary is named after the package's last path element.
+  (cd /tmp && CGO_ENABLED=0 GOFLAGS="" GOBIN="$tmp" nice -n 10 \
+    go install -trimpath -ldflags "-s -w" "$pkg@$version") || return 1
+  local installed
+  installed="$tmp/$(basename "$pkg")"
+  [[ "$installed" == "$tmp/$name" || ! -x "$installed" ]] || mv "$installed" "$tmp/$name"
 }
