@@ -673,13 +673,16 @@ async fn runs_to_success(client: &Client, ns: &str, kind: &str, job: &str, role:
 // The invariants, polled throughout
 // ---------------------------------------------------------------------------------------
 
-/// Runs `flow` while checking, every 200 ms, that no node is over-committed and no gang
+/// Runs `flow` while checking, every second, that no node is over-committed and no gang
 /// of `namespaces` stays bound partially for longer than binds take to land. A gang one of
 /// whose pods has finished is past placement (pods finish at their own pace, and operators
 /// delete what is left) and is not checked.
 async fn guarded<T>(client: &Client, namespaces: &[&str], flow: impl Future<Output = T>) -> T {
     let mut partial_since: HashMap<(String, String), Instant> = HashMap::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    // Once a second: each look lists every pod of the cluster (over-commit counts every
+    // scheduler's pods), thousands after the rest of the suite, and a tighter loop starved
+    // the scheduler under test of CPU. A partial gang must outlast BIND_GRACE (3 s) anyway.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(flow);
     loop {
