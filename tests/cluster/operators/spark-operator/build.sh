@@ -29,6 +29,17 @@ MODULE=github.com/kubeflow/spark-operator/v2
 bin="$(rb_go_build_cached spark-operator "$SPARK_OPERATOR_VERSION" "$here/module" "$MODULE/cmd/operator")"
 src="$(rb_module_dir "$MODULE@$SPARK_OPERATOR_VERSION")"
 
+# spark-submit runs on Java (>= 17 for Spark 4) and its jars are resolved with Maven: the
+# machine image has both; where it does not and we are root with apt, install them.
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    rb_log "installing Java 17 and Maven (Debian packages) for spark-submit"
+    rb_lock "$RB_CACHE/.apt.lock"
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven >&2 \
+      || rb_die "apt-get could not install openjdk-17-jdk-headless and maven"
+  fi
+fi
+
 spark_home="$RB_CACHE/bin/spark-$SPARK_VERSION"
 if [[ ! -x "$spark_home/bin/spark-submit" ]]; then
   command -v mvn >/dev/null || rb_die "mvn is not in PATH: install Maven (Maven Central must be reachable)"
