@@ -921,15 +921,19 @@ fn training_operator_jobs_competing_for_the_same_gpus_run_one_after_the_other() 
                 let mut holding_gpus = Vec::new();
                 // One list for both jobs: what it shows held at one moment.
                 let all = namespace_pods(&client, ns).await;
+                // One time for everything this list shows: the first job seen finished and
+                // the second seen bound in the same list is "one after the other", not a tie
+                // broken by the order of the loop.
+                let seen = Instant::now();
                 for (_, job, members) in jobs {
                     let pods = of_job(&all, job);
                     let bound = bound_count(&pods);
                     let finished = pods.iter().filter(|p| phase(p) == "Succeeded").count();
                     if bound == members {
-                        all_bound.entry(job).or_insert_with(Instant::now);
+                        all_bound.entry(job).or_insert(seen);
                     }
                     if finished == members {
-                        all_finished.entry(job).or_insert_with(Instant::now);
+                        all_finished.entry(job).or_insert(seen);
                     }
                     let gpus_held = pods.iter().any(|p| {
                         node_of(p).is_some()
