@@ -16,6 +16,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::Client;
 use serde_json::json;
-use tokio::sync::Semaphore;
 
 /// rust-batch's starting bind limit, and the null binder's first setting.
 const BIND_CONCURRENCY: usize = 16;
@@ -139,44 +139,6 @@ async fn create_pods(
     Arc::try_unwrap(created).unwrap().into_inner().unwrap()
 }
 
-/// Binds every pending pod of `ns` round-robin over `nodes`: the cluster's ceiling.
-fn null_binder(client: &Client, ns: &str, nodes: Vec<String>, concurrency: usize) {
-    let api = Api::<Pod>::namespaced(client.clone(), ns);
-    let limit = Arc::new(Semaphore::new(concurrency));
-    tokio::spawn(async move {
-        let mut next = 0usize;
-        let mut seen = std::collections::HashSet::new();
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).boxed();
-        while let Some(Ok(ev)) = events.next().await {
-            let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
-                continue;
-            };
-            let name = p.metadata.name.clone().unwrap_or_default();
-            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
-                || !seen.insert(name.clone())
-            {
-                continue;
-            }
-            let node = nodes[next % nodes.len()].clone();
-            next += 1;
-            let permit = limit.clone().acquire_owned().await.unwrap();
-            let api = api.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
-                let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
-                let _ = api
-                    .create_subresource::<_, serde_json::Value>(
-                        "binding",
-                        &name,
-                        &PostParams::default(),
-                        &body,
-                    )
-                    .await;
-            });
-        }
-    });
-}
-
 async fn wait_all_bound(bound: &Bound, total: usize, timeout: Duration) {
     common::wait_for(timeout, "every pod bound", || async {
         (bound.lock().unwrap().len() >= total).then_some(())
@@ -203,7 +165,13 @@ async fn run_null(client: &Client, size: &Size, nodes: &[String], concurrency: u
     let ns = format!("bench-null-{concurrency}");
     common::namespace(client, &ns).await;
     let bound = observe_binds(client, &ns);
-    null_binder(client, &ns, nodes.to_vec(), concurrency);
+    // Runs until the bench process ends (each run has its own namespace).
+    drop(support::null_binder(
+        client,
+        &ns,
+        nodes.to_vec(),
+        concurrency,
+    ));
     let start = Instant::now();
     create_pods(client, &ns, size, "null-binder").await;
     wait_all_bound(
