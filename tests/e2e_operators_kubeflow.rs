@@ -155,22 +155,9 @@ async fn start_training_operator(client: &Client, operator: &Built) -> Operator 
     eprintln!("training-operator log: {}", process.log.display());
     let start = Instant::now();
     mount_webhook_cert_secret(client, &mut process).await;
-    loop {
-        assert!(
-            process.running(),
-            "training-operator exited:\n{}",
-            process.log_tail(40)
-        );
-        if let Some((200, _)) = http_get(probe_port, "/readyz").await {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "training-operator not ready after 90 s:\n{}",
-            process.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    process
+        .wait_probe(probe_port, "/readyz", Duration::from_secs(90))
+        .await;
     eprintln!(
         "training-operator ready in {:.1} s",
         start.elapsed().as_secs_f64()

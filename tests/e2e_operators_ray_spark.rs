@@ -51,29 +51,6 @@ const VOLCANO: &str = "volcano";
 // Shared plumbing
 // ---------------------------------------------------------------------------------------
 
-/// Waits until an operator serves its health probe on `port` (its manager has started).
-async fn wait_healthy(operator: &mut Operator, port: u16) {
-    let start = Instant::now();
-    loop {
-        assert!(
-            operator.running(),
-            "operator {} exited at start:\n{}",
-            operator.name,
-            operator.log_tail(40)
-        );
-        if let Some((200, _)) = http_get(port, "/healthz").await {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "operator {} not healthy after 60 s:\n{}",
-            operator.name,
-            operator.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
 /// `kubectl apply --server-side` of objects given as JSON (one object or a List).
 fn apply(objects: &Value) {
     kubectl_admin(
@@ -345,7 +322,9 @@ async fn start_kuberay(ray: &Built, kubeconfig: &Path, ns: &str) -> Operator {
         &temp_dir(&format!("kuberay-{ns}")),
         &[],
     );
-    wait_healthy(&mut operator, probe).await;
+    operator
+        .wait_probe(probe, "/healthz", Duration::from_secs(60))
+        .await;
     operator
 }
 
@@ -916,7 +895,9 @@ async fn start_spark_operator(spark: &Built, kubeconfig: &Path, ns: &str) -> Ope
             ("KUBERNETES_SERVICE_PORT", port),
         ],
     );
-    wait_healthy(&mut operator, probe).await;
+    operator
+        .wait_probe(probe, "/healthz", Duration::from_secs(60))
+        .await;
     operator
 }
 

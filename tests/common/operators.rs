@@ -111,6 +111,30 @@ impl Operator {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// Waits until it answers 200 on `127.0.0.1:port` `path` (its manager has started),
+    /// failing with its log's tail if it exits first or `timeout` passes.
+    pub async fn wait_probe(&mut self, port: u16, path: &str, timeout: std::time::Duration) {
+        let start = std::time::Instant::now();
+        loop {
+            assert!(
+                self.running(),
+                "operator {} exited:\n{}",
+                self.name,
+                self.log_tail(40)
+            );
+            if let Some((200, _)) = super::http_get(port, path).await {
+                return;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "operator {} not answering {path} after {timeout:?}:\n{}",
+                self.name,
+                self.log_tail(40)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// Stops it: SIGTERM, then SIGKILL after `grace`.
     pub fn stop(&mut self, grace: std::time::Duration) {
         let Some(mut child) = self.child.take() else {
