@@ -11,7 +11,8 @@
 //!
 //! Env: RB_SCALE_NODES (default 5000), RB_SCALE_PODS (default 50000), RB_SCALE_MORE (default
 //! 5000), RB_BENCH_TIMEOUT (seconds each phase may take to bind everything; default 1800).
-//! The bench starts and stops its own control plane (no with-cluster.sh needed).
+//! The bench starts and stops its own control plane (no with-cluster.sh needed; RB_BENCH_KEEP=1
+//! leaves it running, with everything bound, to look into).
 //!
 //! Under `cargo test` (no `--bench` argument) it runs the same phases on the ambient cluster
 //! (KUBECONFIG) with 10 nodes, 100 pods and 20 more, as a smoke test.

@@ -134,6 +134,14 @@ impl Drop for Cluster {
         if !self.owned {
             return;
         }
+        if std::env::var_os("RB_BENCH_KEEP").is_some() {
+            eprintln!(
+                "[bench] RB_BENCH_KEEP: the control plane keeps running; KUBECONFIG={} ; stop it with tests/cluster/down.sh {}",
+                self.kubeconfig.display(),
+                self.dir.display()
+            );
+            return;
+        }
         let mut down = Command::new(repo().join("tests/cluster/down.sh"));
         down.arg(&self.dir);
         if !std::thread::panicking() {

@@ -225,6 +225,7 @@ impl Cycles<'_> {
         let mut leader_changes = self.leadership.subscribe();
         // Gangs marked as recovering in the cache, to unmark once they are whole again.
         let mut recovering: HashSet<String> = HashSet::new();
+        let mut first_cycle = true;
         let mut last_start = Instant::now() - BURST_CYCLE_SPACING;
         loop {
             if let Some(path) = &opts.conf_path {
@@ -350,13 +351,19 @@ impl Cycles<'_> {
                 .schedule_attempts
                 .with_label_values(&["unschedulable"])
                 .inc_by(unschedulable_pods as u64);
-            debug!(
-                nodes,
-                jobs,
-                binds = result.binds.len(),
-                updates = result.job_updates.len(),
-                "cycle"
-            );
+            if first_cycle {
+                // With the lists' log lines, what a (re)start costs before its first bind.
+                first_cycle = false;
+                info!(nodes, jobs, binds = result.binds.len(), took = ?cycle_start.elapsed(), "first cycle");
+            } else {
+                debug!(
+                    nodes,
+                    jobs,
+                    binds = result.binds.len(),
+                    updates = result.job_updates.len(),
+                    "cycle"
+                );
+            }
             let SessionResult {
                 binds,
                 evictions,

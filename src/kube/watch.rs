@@ -58,6 +58,7 @@ pub async fn watch<K>(
     let mut delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
     let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
     let mut listed: HashSet<String> = HashSet::new();
+    let mut listing_since = std::time::Instant::now();
     let mut failing = false;
     while let Some(event) = stream.next().await {
         if event.is_ok() && failing {
@@ -69,6 +70,7 @@ pub async fn watch<K>(
         }
         match event {
             Ok(Event::Init) => {
+                listing_since = std::time::Instant::now();
                 listed.clear();
                 lock(&index).readiness.expect(feed.kind);
             }
@@ -85,6 +87,13 @@ pub async fn watch<K>(
                 }
                 ix.readiness.listed(feed.kind);
                 drop(ix);
+                // How long a (re)list takes is what a restart costs before the first cycle.
+                info!(
+                    kind = feed.kind,
+                    objects = listed.len(),
+                    took = ?listing_since.elapsed(),
+                    "listed"
+                );
                 listed = HashSet::new();
                 wake.notify_one();
             }
