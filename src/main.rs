@@ -63,7 +63,8 @@ enum Command {
         #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         schedule_period: std::time::Duration,
         /// Binds and evictions in flight at first; the limit then adapts to the API
-        /// server (grows while its latency stays flat, shrinks on 429s or rising latency).
+        /// server (grows while more in flight get more binds answered per second, shrinks on
+        /// 429s, 5xx or latency past a second).
         #[arg(long, default_value_t = 16)]
         bind_concurrency: usize,
         /// The most binds and evictions in flight the adaptive limit may reach (equal to

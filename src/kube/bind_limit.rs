@@ -2,22 +2,30 @@
 //! the API server's real ceiling instead of sitting at a fixed number.
 //!
 //! A fixed limit is wrong both ways: 16 leaves most of an idle API server unused (binds
-//! are cheap writes; the server answers many at once), and a large fixed number drives a
-//! busy one into queueing, 429s and timeouts. The limit therefore moves by rounds, in the
-//! manner of TCP's congestion window and Netflix's concurrency limits: a round is as many
-//! answered calls as the limit allows at once. At the end of a round
+//! are cheap writes, and etcd commits concurrent writes together), and a large fixed number
+//! drives a busy one into queueing, 429s and timeouts. The limit therefore moves by rounds,
+//! in the manner of TCP's congestion window: a round is as many answered calls as the limit
+//! allows at once. What it climbs is throughput, not latency: with the limit's calls
+//! continuously in flight (some call waited for a permit: "saturated"), Little's law gives
+//! the round's rate as limit / mean latency. At the end of a saturated round
 //!
-//! - it grows by a quarter if the limit itself held calls back (some waited for a permit)
-//!   while latency stayed near the best round seen (the server is not queueing yet);
-//! - it shrinks by a quarter if latency rose past twice that best round, or at once when
-//!   the server said it is overloaded (429, a 5xx, no answer);
+//! - while climbing, it grows by a quarter if the last growth raised that rate by at least
+//!   `GAIN` (the server had room); if it did not, the server is at its ceiling and more in
+//!   flight would only queue: the growth is undone and the limit holds for `HOLD` rounds,
+//!   then probes a quarter higher again (the ceiling moves as load comes and goes);
+//! - it shrinks by a quarter when latency rose past `RISE` times the best round seen and
+//!   past `SLOW` (the server queues badly), or at once when the server said it is
+//!   overloaded (429, a 5xx, no answer);
 //! - it stays between a floor and a ceiling the operator sets (`--bind-concurrency` is
 //!   where it starts, `--max-bind-concurrency` the ceiling; equal: a fixed limit).
 //!
-//! The best round slowly drifts up towards what rounds see, so a server that became slower
-//! for good (more objects, more watchers) resets the yardstick instead of shrinking the
-//! limit forever. `LimitController` decides (pure, tested deterministically); `BindLimit`
-//! applies its decisions to a semaphore.
+//! Latency alone is the wrong signal on a shared API server: when other clients slow it
+//! down (kwok or kubelets reporting thousands of pods started), every call is slower at
+//! any limit, and a latency rule shrinks to the floor exactly when a share of the server
+//! is worth most; the rate rule holds instead. The best round slowly drifts up towards what
+//! rounds see, so a server that became slower for good resets the yardstick.
+//! `LimitController` decides (pure, tested deterministically); `BindLimit` applies its
+//! decisions to a semaphore.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,10 +33,16 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Latency above this multiple of the best round means the server queues: shrink.
+/// A growth pays if it raised the rate by at least this fraction.
+const GAIN: f64 = 0.05;
+/// Saturated rounds the limit holds at a ceiling before probing higher again.
+const HOLD: u32 = 8;
+/// Latency above this multiple of the best round, and above `SLOW`, means the server
+/// queues badly: shrink.
 const RISE: f64 = 2.0;
-/// Latency below this multiple of the best round leaves room to grow.
-const FLAT: f64 = 1.5;
+/// Mean bind latency a busy server may reach before the limit gives way (seconds): under
+/// it, slower answers are the server's other load, not ours to cut.
+const SLOW: f64 = 1.0;
 /// How far the best round moves towards a slower round's latency (per round).
 const DRIFT: f64 = 0.05;
 
@@ -41,6 +55,15 @@ struct Round {
     saturated: bool,
 }
 
+/// Where the limit is going.
+#[derive(Clone, Copy, Debug)]
+enum Course {
+    /// The last saturated round ran at `limit` with `rate` calls/s: growing paid so far.
+    Climbing { limit: usize, rate: f64 },
+    /// At the server's ceiling: this many saturated rounds until the next probe.
+    Holding(u32),
+}
+
 /// Decides the limit from the calls' answers. No clock, no I/O.
 #[derive(Clone, Debug)]
 pub struct LimitController {
@@ -49,6 +72,7 @@ pub struct LimitController {
     max: usize,
     /// The lowest mean latency of a round (seconds), drifting up slowly.
     best: Option<f64>,
+    course: Course,
     round: Round,
 }
 
@@ -62,6 +86,10 @@ impl LimitController {
             min,
             max,
             best: None,
+            course: Course::Climbing {
+                limit: 0,
+                rate: 0.0,
+            },
             round: Round::default(),
         }
     }
@@ -81,6 +109,8 @@ impl LimitController {
         if overloaded {
             self.limit = self.shrunk();
             self.round = Round::default();
+            // Climbing again starts from what this smaller limit achieves.
+            self.course = Course::Holding(HOLD);
             return self.limit;
         }
         self.round.answered += 1;
@@ -94,15 +124,49 @@ impl LimitController {
             Some(b) if mean >= b => b + (mean - b) * DRIFT,
             _ => mean,
         };
-        self.limit = if mean > best * RISE {
-            self.shrunk()
-        } else if round.saturated && mean <= best * FLAT {
-            (self.limit + (self.limit / 4).max(1)).min(self.max)
-        } else {
-            self.limit
-        };
         self.best = Some(best);
+        if mean > best * RISE && mean > SLOW {
+            self.limit = self.shrunk();
+            self.course = Course::Holding(HOLD);
+            return self.limit;
+        }
+        if !round.saturated {
+            // The work, not the limit, bounded the calls: nothing learnt about the ceiling.
+            return self.limit;
+        }
+        let rate = self.limit as f64 / mean.max(1e-6);
+        (self.limit, self.course) = match self.course {
+            Course::Climbing {
+                limit,
+                rate: before,
+            } if limit < self.limit => {
+                if rate >= before * (1.0 + GAIN) {
+                    (
+                        self.grown(),
+                        Course::Climbing {
+                            limit: self.limit,
+                            rate,
+                        },
+                    )
+                } else {
+                    // The growth bought nothing: back to where it was, and hold there.
+                    (limit.max(self.min), Course::Holding(HOLD))
+                }
+            }
+            Course::Climbing { .. } | Course::Holding(0) => (
+                self.grown(),
+                Course::Climbing {
+                    limit: self.limit,
+                    rate,
+                },
+            ),
+            Course::Holding(n) => (self.limit, Course::Holding(n - 1)),
+        };
         self.limit
+    }
+
+    fn grown(&self) -> usize {
+        (self.limit + (self.limit / 4).max(1)).min(self.max)
     }
 
     fn shrunk(&self) -> usize {
@@ -212,13 +276,60 @@ mod tests {
         }
     }
 
+    /// Feeds saturated rounds from a server whose latency at a limit is `latency(limit)`;
+    /// the limits the rounds ended with.
+    fn served(
+        c: &mut LimitController,
+        rounds: usize,
+        latency: impl Fn(usize) -> f64,
+    ) -> Vec<usize> {
+        (0..rounds)
+            .map(|_| {
+                c.saturated();
+                let l = Duration::from_secs_f64(latency(c.limit()));
+                for _ in 0..c.limit() {
+                    c.answered(l, false);
+                }
+                c.limit()
+            })
+            .collect()
+    }
+
     #[test]
-    fn grows_while_latency_stays_flat_and_the_limit_holds_calls_back() {
+    fn grows_while_more_in_flight_answers_more() {
         let mut c = LimitController::new(16, 4, 256);
         rounds(&mut c, 1, 10 * MS, true);
         assert_eq!(c.limit(), 20);
         rounds(&mut c, 20, 10 * MS, true);
         assert_eq!(c.limit(), 256, "up to the ceiling, not past it");
+    }
+
+    #[test]
+    fn holds_at_the_servers_ceiling_and_probes_past_it_now_and_then() {
+        // Latency 10 ms up to 64 in flight, then the server queues: 6,400 calls/s at most
+        // whatever the limit (as a CPU-bound API server does).
+        let mut c = LimitController::new(16, 4, 256);
+        let limits = served(&mut c, 200, |limit| (limit as f64 / 6400.0).max(0.010));
+        let settled = &limits[50..];
+        assert!(
+            settled.iter().all(|&l| (40..=100).contains(&l)),
+            "the limit stays near the knee (64): {settled:?}"
+        );
+        assert!(
+            settled.windows(2).any(|w| w[1] > w[0]),
+            "and probes above it now and then: {settled:?}"
+        );
+    }
+
+    #[test]
+    fn a_server_slowed_by_other_clients_keeps_its_share() {
+        // Others' load makes every call ten times slower (at any limit): the rate rule
+        // holds; a latency rule would shrink to the floor.
+        let mut c = LimitController::new(32, 4, 256);
+        served(&mut c, 2, |_| 0.010);
+        let before = c.limit();
+        served(&mut c, 50, |_| 0.100);
+        assert!(c.limit() >= before, "{} >= {before}", c.limit());
     }
 
     #[test]
@@ -229,15 +340,15 @@ mod tests {
     }
 
     #[test]
-    fn shrinks_when_latency_rises_and_at_once_on_overload() {
+    fn shrinks_when_the_server_queues_badly_and_at_once_on_overload() {
         let mut c = LimitController::new(64, 4, 256);
-        rounds(&mut c, 1, 10 * MS, true);
+        rounds(&mut c, 1, 100 * MS, true);
         assert_eq!(c.limit(), 80);
-        rounds(&mut c, 1, 50 * MS, true);
+        rounds(&mut c, 1, 1500 * MS, true);
         assert_eq!(
             c.limit(),
             60,
-            "latency five times the best round: a quarter off"
+            "latency fifteen times the best round and over a second: a quarter off"
         );
         c.answered(10 * MS, true);
         assert_eq!(c.limit(), 45, "a 429 shrinks without waiting for the round");
@@ -250,14 +361,15 @@ mod tests {
     #[test]
     fn a_server_slower_for_good_becomes_the_new_yardstick() {
         let mut c = LimitController::new(32, 4, 256);
-        rounds(&mut c, 1, 10 * MS, false);
-        // Three times slower from now on: the limit shrinks at first, then the best
-        // round drifts up and the limit grows again while it holds calls back.
-        rounds(&mut c, 10, 30 * MS, true);
-        let low = c.limit();
-        assert!(low < 32, "it shrank first: {low}");
-        rounds(&mut c, 40, 30 * MS, true);
-        assert!(c.limit() > low, "{} > {low}", c.limit());
+        rounds(&mut c, 1, 100 * MS, false);
+        // Fifteen times slower from now on: the limit shrinks at first, then the best
+        // round drifts up and the limit grows again while growing pays.
+        let limits = served(&mut c, 80, |limit| {
+            1.5 * (limit as f64 / 32.0).max(1.0).sqrt()
+        });
+        let low = *limits.iter().min().unwrap();
+        assert!(low < 32, "it shrank first: {limits:?}");
+        assert!(limits.last().unwrap() > &low, "then grew again: {limits:?}");
     }
 
     #[test]
@@ -285,12 +397,15 @@ mod tests {
         // Shrinking with idle permits takes them at once.
         assert_eq!(limit.answered(MS, true), 5);
         assert_eq!(limit.permits.available_permits(), 5);
-        // Growing adds permits (a full saturated round of flat latency: 5 + 1).
+        // Growing adds permits: after an overload the limit holds HOLD saturated rounds,
+        // then probes a quarter higher (5 + 1).
         let (p, _) = limit.acquire().await;
         limit.release(p);
-        limit.controller().saturated();
-        for _ in 0..5 {
-            limit.answered(MS, false);
+        for _ in 0..=HOLD {
+            limit.controller().saturated();
+            for _ in 0..5 {
+                limit.answered(MS, false);
+            }
         }
         assert_eq!(limit.limit(), 6);
         assert_eq!(limit.permits.available_permits(), 6);
