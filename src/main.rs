@@ -71,6 +71,13 @@ enum Command {
         /// --bind-concurrency: a fixed limit).
         #[arg(long, default_value_t = 256)]
         max_bind_concurrency: usize,
+        /// Objects per page when listing (at start, and after a watch lost its place); 0
+        /// lists each kind in one request, which the API server answers from its watch
+        /// cache (Kubernetes 1.31 and later): 2–3x faster at 50,000 pods than pages, whose
+        /// continuations are read from etcd. Set 500 on older API servers, or to bound the
+        /// memory a list of a very large cluster takes at once (about 2.7 KB per pod).
+        #[arg(long, default_value_t = 0)]
+        list_page_size: u32,
         /// Also send each pod a Scheduled event when it is bound, as kube-scheduler does
         /// (one more API write per pod; by default the PodGroup's Scheduled event says it
         /// once per gang, and failures are always told per pod).
@@ -252,6 +259,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             schedule_period,
             bind_concurrency,
             max_bind_concurrency,
+            list_page_size,
             pod_scheduled_events,
             http_address,
             short_gang_timeout,
@@ -283,6 +291,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let opts = rust_batch::kube::driver::DriverOptions {
                     scheduler_names,
                     schedule_period,
+                    list_page_size: (list_page_size > 0).then_some(list_page_size),
                     conf,
                     conf_path: scheduler_conf,
                     bind_concurrency,

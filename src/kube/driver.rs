@@ -26,12 +26,13 @@ use super::dialects::volcano::{HyperNode, PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
+use super::lean::Lean;
 use super::metrics::Metrics;
 use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{warn_limited, Gate};
 use super::status::StatusWriter;
-use super::watch::{watch, Feed};
+use super::watch::{watch, Feed, Sink};
 use crate::conf::SchedulerConf;
 use crate::framework::{
     Blocker, ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
@@ -41,6 +42,8 @@ use crate::model::{PodGroupPhase, QueueInfo};
 pub struct DriverOptions {
     pub scheduler_names: Vec<String>,
     pub schedule_period: Duration,
+    /// Objects per page when a watch lists (None: one list; see `watch::Sink`).
+    pub list_page_size: Option<u32>,
     pub conf: SchedulerConf,
     /// The file `conf` came from: reloaded when it changes. A bad new file is logged and the
     /// running configuration stays.
@@ -133,7 +136,15 @@ pub async fn run(
         // Before the watches: their first list already holds it.
         ensure_default_queue(&client, &index, &metrics).await;
     }
-    spawn_watches(&client, &index, &wake, &gate);
+    spawn_watches(
+        &client,
+        &Sink {
+            index: index.clone(),
+            wake: wake.clone(),
+            gate: gate.clone(),
+            list_page_size: opts.list_page_size,
+        },
+    );
     let election = opts
         .leader_election
         .clone()
@@ -624,38 +635,33 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
 /// What is off while an optional PodGroup or Queue CRD is missing.
 const DIALECT: &str = "this gang dialect";
 
-fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>, gate: &Arc<Gate>) {
+fn spawn_watches(client: &Client, sink: &Sink) {
+    // Pods and nodes are read without their managedFields (see `lean`).
     tokio::spawn(watch(
-        Api::<Pod>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        Api::<Lean<Pod>>::all(client.clone()),
+        sink.clone(),
         Feed {
             kind: "Pod",
             optional: None,
-            apply: Index::apply_pod,
+            apply: |ix, pod| ix.apply_pod(&pod.0),
             delete: Index::delete_pod,
             known: Index::pod_keys,
         },
     ));
     tokio::spawn(watch(
-        Api::<Node>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        Api::<Lean<Node>>::all(client.clone()),
+        sink.clone(),
         Feed {
             kind: "Node",
             optional: None,
-            apply: Index::apply_node,
+            apply: |ix, node| ix.apply_node(&node.0),
             delete: Index::delete_node,
             known: Index::node_keys,
         },
     ));
     tokio::spawn(watch(
         Api::<PodGroup>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "scheduling.volcano.sh PodGroup",
             optional: Some(DIALECT),
@@ -666,9 +672,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<XK8sPodGroup>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "scheduling.x-k8s.io PodGroup",
             optional: Some(DIALECT),
@@ -679,9 +683,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<SigsPodGroup>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "scheduling.sigs.k8s.io PodGroup",
             optional: Some(DIALECT),
@@ -692,9 +694,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<Queue>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "Queue",
             optional: Some(DIALECT),
@@ -707,9 +707,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     // everything else is scheduled as before.
     tokio::spawn(watch(
         Api::<HyperNode>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "topology.volcano.sh HyperNode",
             optional: Some("network topology from HyperNodes"),
@@ -720,9 +718,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<PodDisruptionBudget>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "PodDisruptionBudget",
             optional: None,
@@ -734,9 +730,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     // Namespace labels, for pod affinity terms that select namespaces by them.
     tokio::spawn(watch(
         Api::<Namespace>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "Namespace",
             optional: None,
@@ -749,9 +743,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     // gang's WaitForFirstConsumer claims are bound.
     tokio::spawn(watch(
         Api::<PersistentVolumeClaim>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "PersistentVolumeClaim",
             optional: None,
@@ -762,9 +754,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<PersistentVolume>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "PersistentVolume",
             optional: None,
@@ -775,9 +765,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<StorageClass>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "StorageClass",
             optional: None,
@@ -788,9 +776,7 @@ fn spawn_watches(client: &Client, index: &Arc<Mutex<Index>>, wake: &Arc<Notify>,
     ));
     tokio::spawn(watch(
         Api::<PriorityClass>::all(client.clone()),
-        index.clone(),
-        wake.clone(),
-        gate.clone(),
+        sink.clone(),
         Feed {
             kind: "PriorityClass",
             optional: None,

@@ -8,7 +8,7 @@
 //! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
 //! gangs a refused bind left short; `volumes` turns claims, volumes and classes into pods'
-//! volume rules, and `provision` holds a gang's binds until its WaitForFirstConsumer claims
+//! volume rules (pods and nodes read without managedFields: `lean`), and `provision` holds a gang's binds until its WaitForFirstConsumer claims
 //! are bound; `debug` and `metrics` serve HTTP.
 //!
 //! Inside this module tree the name `kube` means this module; the external crate is
@@ -23,6 +23,7 @@ pub mod driver;
 pub mod events;
 pub mod index;
 pub mod leader;
+pub mod lean;
 pub mod provision;
 pub mod readiness;
 pub mod recovery;
