@@ -114,6 +114,9 @@ where
                     took = ?listing_since.elapsed(),
                     "listed"
                 );
+                if listed.len() >= LARGE_LIST {
+                    return_freed_memory();
+                }
                 listed = HashSet::new();
                 wake.notify_one();
             }
@@ -136,6 +139,22 @@ where
                 }
             }
         }
+    }
+}
+
+/// A list this long decoded enough short-lived objects to be worth giving back.
+const LARGE_LIST: usize = 10_000;
+
+/// Gives the heap's free pages back to the OS. A list decodes all its objects at once,
+/// spread over the runtime's threads; glibc keeps what they freed in per-thread arenas
+/// (idle RSS 640–740 MiB after a restart on 55,000 pods, 600 MiB trimmed; the index
+/// itself needs ~240 MiB, the rest is fragmentation). mimalloc reached 240 MiB
+/// but spent 40% more CPU on the same list.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas, under their locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
