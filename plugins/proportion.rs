@@ -208,9 +208,9 @@ pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>
         })
         .collect();
     // Summed per queue first (exact integers, so the same sums): the queue tree is walked
-    // and the queues looked up once per queue, not once per gang.
-    let mut by_queue: std::collections::HashMap<&str, [Resource; 3]> =
-        std::collections::HashMap::new();
+    // and the queues looked up once per queue, not once per gang. Looked up in order rather
+    // than hashed: a few string comparisons cost less than hashing the name of every gang.
+    let mut by_queue: BTreeMap<&str, [Resource; 3]> = BTreeMap::new();
     for (_, job) in state.jobs() {
         let [allocated, request, inqueue] = by_queue.entry(&*job.queue).or_default();
         // Pod counts are dropped once below, rather than copying every vector here.
