@@ -556,17 +556,21 @@ impl Session {
                         index: &self.pods,
                         state,
                     };
-                    w.nodes.retain_mut(|(id, score)| {
-                        if !changed.contains(id) {
-                            return true;
+                    // Each changed node looked up in the window (usually one, the node the
+                    // previous pod went to), rather than every window node looked up among
+                    // the changed ones. A node changed twice is checked twice, alike.
+                    for &id in changed {
+                        let Some(pos) = w.nodes.iter().position(|(n, _)| *n == id) else {
+                            continue;
+                        };
+                        let node = state.node(id);
+                        if dynamic_fit(votes, &pods, t, id, node).is_err() {
+                            // In order: ties go to the node found first.
+                            w.nodes.remove(pos);
+                            continue;
                         }
-                        let node = state.node(*id);
-                        if dynamic_fit(votes, &pods, t, *id, node).is_err() {
-                            return false;
-                        }
-                        *score = node_score(votes, &pods, t, *id, node);
-                        true
-                    });
+                        w.nodes[pos].1 = node_score(votes, &pods, t, id, node);
+                    }
                 }
                 w.synced = self.search.touched.len();
                 if let Some(best) = highest(&w.nodes) {
