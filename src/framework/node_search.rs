@@ -507,8 +507,13 @@ impl Session {
             self.search.scan_offset % len
         };
         let mut visited = 0;
-        while visited < len && found.len() < want {
-            let pos = (start + visited) % len;
+        // From `start` to the end, then from the start: the same order as `(start + i) % len`
+        // without a division per node.
+        let order = (start..len).chain(0..start);
+        for pos in order {
+            if found.len() >= want {
+                break;
+            }
             visited += 1;
             let id = cands.nodes[pos];
             let v = versions.get(id.0 as usize).copied().unwrap_or(0);
