@@ -181,7 +181,17 @@ pub fn deserved_shares(total: &Resource, queues: &mut BTreeMap<Arc<str>, QueueSh
 /// Every queue's share of the cluster as a session opens: what it holds, asks for, is
 /// limited to, and deserves.
 pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>, QueueShare> {
-    let total = state.total_allocatable().without_pods();
+    queue_shares_of(state, tree, &state.total_allocatable())
+}
+
+/// `queue_shares` given the cluster's total allocatable (a session has it summed already:
+/// summing it again read every node once more when a session opens).
+pub fn queue_shares_of(
+    state: &ClusterState,
+    tree: &QueueTree,
+    total: &Resource,
+) -> BTreeMap<Arc<str>, QueueShare> {
+    let total = total.without_pods();
     let mut queues: BTreeMap<Arc<str>, QueueShare> = state
         .queues()
         .map(|q: &QueueInfo| {
@@ -251,7 +261,7 @@ impl Plugin for Proportion {
 
     fn on_session_open(&self, ssn: &mut Session) {
         let tree = Rc::new(ssn.queue_tree().clone());
-        let queues = queue_shares(ssn.state(), &tree);
+        let queues = queue_shares_of(ssn.state(), &tree, ssn.total_allocatable());
         let state = Rc::new(RefCell::new(queues));
 
         let s = state.clone();
