@@ -298,6 +298,13 @@ fn benches(c: &mut Criterion) {
 
     // Everything that fits is bound and running; nothing changes from here on.
     testkit::apply_result(&mut cache, &result);
+    let idle = scheduler.open_close(cache.snapshot(), 1);
+    eprintln!(
+        "open_session_nothing_changed: {} binds, {} gang updates, decision digest {:x}",
+        idle.binds.len(),
+        idle.job_updates.len(),
+        decision_digest(&idle)
+    );
     group
         .sampling_mode(SamplingMode::Auto)
         .measurement_time(Duration::from_secs(3));
@@ -321,6 +328,23 @@ fn decision_digest(result: &rust_batch::framework::SessionResult) -> u64 {
         (&*b.task, &*b.node).hash(&mut h);
     }
     format!("{:?}", result.job_updates).hash(&mut h);
+    h.finish()
+}
+
+/// Changes when the evictions change (which pods, for whom, why): the preempt cycle's
+/// decisions are mostly evictions, which `decision_digest` leaves out.
+fn eviction_digest(result: &rust_batch::framework::SessionResult) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for e in &result.evictions {
+        (
+            &*e.task,
+            e.node.as_deref(),
+            e.preemptor.as_deref(),
+            &e.reason,
+        )
+            .hash(&mut h);
+    }
     h.finish()
 }
 
@@ -475,10 +499,12 @@ fn preempt_benches(c: &mut Criterion) {
         .filter(|e| e.reason.starts_with("preempted"))
         .count();
     eprintln!(
-        "one cycle: {preempted} preempted, {} reclaimed, {} binds, in {:?}",
+        "one cycle: {preempted} preempted, {} reclaimed, {} binds, in {:?}, decision digest {:x}, eviction digest {:x}",
         result.evictions.len() - preempted,
         result.binds.len(),
-        start.elapsed()
+        start.elapsed(),
+        decision_digest(&result),
+        eviction_digest(&result)
     );
     assert!(preempted > 0, "preempt should have work");
     assert!(
@@ -552,10 +578,11 @@ fn scale_benches(c: &mut Criterion) {
         let start = Instant::now();
         let idle = scheduler.open_close(cache.snapshot(), 1);
         eprintln!(
-            "{open}: {} binds, {} gang updates, in {:?}",
+            "{open}: {} binds, {} gang updates, in {:?}, decision digest {:x}",
             idle.binds.len(),
             idle.job_updates.len(),
-            start.elapsed()
+            start.elapsed(),
+            decision_digest(&idle)
         );
         group
             .sampling_mode(SamplingMode::Auto)

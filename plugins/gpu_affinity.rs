@@ -158,7 +158,8 @@ struct View {
     /// Per node slot, its GPU model (index into `models`).
     model_of: Vec<Option<u32>>,
     models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
-    node_ids: HashMap<Arc<str>, NodeId>,
+    /// The snapshot's index (shared, not copied: it was most of opening a session).
+    node_ids: Arc<HashMap<Arc<str>, NodeId>>,
 }
 
 impl Plugin for GpuAffinity {
@@ -189,9 +190,7 @@ impl Plugin for GpuAffinity {
         }
         let mut model_of = vec![None; slots];
         let mut models: Vec<(Arc<str>, Vec<NodeId>)> = Vec::new();
-        let mut node_ids = HashMap::new();
         for (id, node) in state.nodes() {
-            node_ids.insert(node.name.clone(), id);
             if node.allocatable.get(&self.gpu_resource) <= 0 {
                 continue;
             }
@@ -232,7 +231,7 @@ impl Plugin for GpuAffinity {
                 .into_iter()
                 .map(|(m, ns)| (m, Arc::new(ns)))
                 .collect(),
-            node_ids,
+            node_ids: state.node_index(),
         });
         let track = |sign: i64, view: Rc<View>| {
             Box::new(move |e: &crate::framework::Event| {

@@ -181,7 +181,17 @@ pub fn deserved_shares(total: &Resource, queues: &mut BTreeMap<Arc<str>, QueueSh
 /// Every queue's share of the cluster as a session opens: what it holds, asks for, is
 /// limited to, and deserves.
 pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>, QueueShare> {
-    let total = state.total_allocatable().without_pods();
+    queue_shares_of(state, tree, &state.total_allocatable())
+}
+
+/// `queue_shares` given the cluster's total allocatable (a session has it summed already:
+/// summing it again read every node once more when a session opens).
+pub fn queue_shares_of(
+    state: &ClusterState,
+    tree: &QueueTree,
+    total: &Resource,
+) -> BTreeMap<Arc<str>, QueueShare> {
+    let total = total.without_pods();
     let mut queues: BTreeMap<Arc<str>, QueueShare> = state
         .queues()
         .map(|q: &QueueInfo| {
@@ -208,9 +218,9 @@ pub fn queue_shares(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>
         })
         .collect();
     // Summed per queue first (exact integers, so the same sums): the queue tree is walked
-    // and the queues looked up once per queue, not once per gang.
-    let mut by_queue: std::collections::HashMap<&str, [Resource; 3]> =
-        std::collections::HashMap::new();
+    // and the queues looked up once per queue, not once per gang. Looked up in order rather
+    // than hashed: a few string comparisons cost less than hashing the name of every gang.
+    let mut by_queue: BTreeMap<&str, [Resource; 3]> = BTreeMap::new();
     for (_, job) in state.jobs() {
         let [allocated, request, inqueue] = by_queue.entry(&*job.queue).or_default();
         // Pod counts are dropped once below, rather than copying every vector here.
@@ -251,7 +261,7 @@ impl Plugin for Proportion {
 
     fn on_session_open(&self, ssn: &mut Session) {
         let tree = Rc::new(ssn.queue_tree().clone());
-        let queues = queue_shares(ssn.state(), &tree);
+        let queues = queue_shares_of(ssn.state(), &tree, ssn.total_allocatable());
         let state = Rc::new(RefCell::new(queues));
 
         let s = state.clone();
@@ -358,34 +368,47 @@ impl Plugin for Proportion {
             }
         }));
         let (a, d, ta, td) = (state.clone(), state, tree.clone(), tree);
+        // The task's request without its pod count (the accounts hold none), applied in
+        // place: the same exact sums as adding a copy without pods, with no copy made for
+        // every placement of the cycle.
+        fn add_need(r: &mut Resource, need: &Resource) {
+            let pods = r.pods;
+            r.add(need);
+            r.pods = pods;
+        }
+        fn sub_need(r: &mut Resource, need: &Resource) {
+            let pods = r.pods;
+            r.sub(need);
+            r.pods = pods;
+        }
         ssn.add_event_handler(
             Some(Box::new(move |e| {
-                let need = e.task.resreq.without_pods();
+                let need = &e.task.resreq;
                 let mut queues = a.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
-                    q.allocated.add(&need);
+                    add_need(&mut q.allocated, need);
                     if e.change == Change::Restored {
-                        q.held.add(&need);
+                        add_need(&mut q.held, need);
                     }
                 }
                 for n in ta.ancestors(&e.job.queue) {
                     if let Some(q) = queues.get_mut(n) {
-                        q.subtree_allocated.add(&need);
+                        add_need(&mut q.subtree_allocated, need);
                     }
                 }
             })),
             Some(Box::new(move |e| {
-                let need = e.task.resreq.without_pods();
+                let need = &e.task.resreq;
                 let mut queues = d.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
-                    q.allocated.sub(&need);
+                    sub_need(&mut q.allocated, need);
                     if e.change == Change::Evicted {
-                        q.held.sub(&need);
+                        sub_need(&mut q.held, need);
                     }
                 }
                 for n in td.ancestors(&e.job.queue) {
                     if let Some(q) = queues.get_mut(n) {
-                        q.subtree_allocated.sub(&need);
+                        sub_need(&mut q.subtree_allocated, need);
                     }
                 }
             })),

@@ -52,6 +52,12 @@ impl ClusterState {
         self.node_ids.get(name).copied()
     }
 
+    /// Every live node's id by name, shared: a plugin that looks nodes up by name keeps
+    /// this rather than building its own index of every node each session.
+    pub fn node_index(&self) -> Arc<HashMap<Arc<str>, NodeId>> {
+        self.node_ids.clone()
+    }
+
     pub fn job(&self, id: JobId) -> &JobInfo {
         self.jobs[id.0 as usize]
             .as_deref()

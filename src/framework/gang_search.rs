@@ -377,11 +377,15 @@ impl Statement<'_> {
                     Some(r) => &r.list,
                     None => fit.nodes(),
                 };
-                let candidates: Vec<NodeId> = scan
-                    .iter()
-                    .copied()
-                    .filter(|n| fit.passes(*n) && within.is_none_or(|w| w.allows(t, *n)))
-                    .collect();
+                let candidates: Vec<NodeId> = match within {
+                    // Every node of the static list passes: copied whole.
+                    None => scan.to_vec(),
+                    Some(w) => scan
+                        .iter()
+                        .copied()
+                        .filter(|n| fit.passes(*n) && w.allows(t, *n))
+                        .collect(),
+                };
                 let (dominant, dominant_share) = t
                     .resreq
                     .dimensions()
@@ -443,6 +447,15 @@ impl Statement<'_> {
             for &t in &u.tasks {
                 request.add(&self.task(t).resreq);
             }
+        }
+        // Candidates on every node, all schedulable: what the session keeps summed (exact
+        // integers, so the same sum), rather than every node of the cluster summed again for
+        // each gang that does not fit.
+        let live = self.state().nodes().count();
+        if units.iter().any(|u| u.candidates.len() == live)
+            && self.state().nodes().all(|(_, n)| n.schedulable())
+        {
+            return request.fits(&self.cluster_free());
         }
         // The union of the units' candidates in id order, without sorting and deduplicating
         // thousands of node ids per search.

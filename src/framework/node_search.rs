@@ -39,6 +39,121 @@ pub(super) struct NodeSearch {
     /// The same, over the nodes some placements (their keys, sorted) pass: a gang's
     /// shortfall counts only room its pods could use.
     usable_free: RefCell<HashMap<Vec<u64>, (usize, Resource)>>,
+    /// Per node slot, how many times its usage changed during the session (see `touch`).
+    versions: Vec<u32>,
+    /// Fit and score answers per template and node (see `Answers`).
+    answers: Answers,
+}
+
+/// What the dynamic predicates and node-order votes answered for a task template on each
+/// node, each answer valid while the node's usage is as it was then (its entry in
+/// `NodeSearch::versions`). Gangs of one shape scan the same nodes again and again (the
+/// rotating sample goes round a large cluster many times a cycle) while each gang changes
+/// only the few nodes its pods go to, so most answers are read back instead of asked for
+/// again: per-node fit and score were most of an allocate cycle. Used only while no pod
+/// vote is registered: then predicates and scores depend on the template and the node
+/// alone (the contract of `PredicateFn` and `NodeOrderFn`), so a kept answer is the one
+/// the votes would give.
+#[derive(Default)]
+struct Answers {
+    /// The templates asked about most recently, at most `ANSWERED_TEMPLATES`.
+    templates: Vec<TemplateAnswers>,
+    /// Bumped on every use, to find the least recently used template.
+    clock: u64,
+}
+
+struct TemplateAnswers {
+    template: u64,
+    used: u64,
+    /// Per node slot.
+    nodes: Vec<Answer>,
+}
+
+/// What one node answered for one template, when its version was `at - 1` (0: nothing).
+#[derive(Clone, Copy, Default)]
+struct Answer {
+    at: u32,
+    /// Every dynamic predicate passed.
+    fits: bool,
+    score: Option<f64>,
+}
+
+/// Templates whose answers are kept: a cycle places gangs of a few shapes over and over;
+/// memory stays bounded (an entry per node slot each) however many shapes there are.
+const ANSWERED_TEMPLATES: usize = 16;
+
+impl Answers {
+    /// The answers kept for `template`, made room for (the least recently used template's
+    /// dropped) if there are none.
+    fn of(&mut self, template: u64, slots: usize) -> &mut [Answer] {
+        self.clock += 1;
+        let at = match self.templates.iter().position(|t| t.template == template) {
+            Some(i) => i,
+            None if self.templates.len() < ANSWERED_TEMPLATES => {
+                self.templates.push(TemplateAnswers {
+                    template,
+                    used: 0,
+                    nodes: vec![Answer::default(); slots],
+                });
+                self.templates.len() - 1
+            }
+            None => {
+                let (i, oldest) = self
+                    .templates
+                    .iter_mut()
+                    .enumerate()
+                    .min_by_key(|(_, t)| t.used)
+                    .expect("full");
+                oldest.template = template;
+                oldest.nodes.fill(Answer::default());
+                i
+            }
+        };
+        let t = &mut self.templates[at];
+        t.used = self.clock;
+        &mut t.nodes
+    }
+}
+
+impl Answer {
+    /// Whether the node is known to fit, at its version `v`.
+    fn fits_at(&self, v: u32) -> bool {
+        self.at == v + 1 && self.fits
+    }
+
+    fn score_at(&self, v: u32) -> Option<f64> {
+        self.score.filter(|_| self.at == v + 1)
+    }
+
+    fn set_fits(&mut self, v: u32) {
+        if self.at != v + 1 {
+            *self = Answer {
+                at: v + 1,
+                fits: true,
+                score: None,
+            };
+        }
+        self.fits = true;
+    }
+
+    fn set_score(&mut self, v: u32, score: f64) {
+        if self.at != v + 1 {
+            self.at = v + 1;
+            self.fits = false;
+        }
+        self.score = Some(score);
+    }
+}
+
+impl NodeSearch {
+    /// Notes that a node's usage changed: answers kept for it no longer hold.
+    pub(super) fn touch(&mut self, node: NodeId, slots: usize) {
+        self.touched.push(node);
+        if self.versions.len() < slots {
+            self.versions.resize(slots, 0);
+        }
+        self.versions[node.0 as usize] += 1;
+    }
 }
 
 /// The cluster's future free resources, with each schedulable node's part, so that only the
@@ -375,6 +490,14 @@ impl Session {
             index: &self.pods,
             state: &self.state,
         };
+        // Answers kept from earlier scans (see `Answers`): only "fits" is kept, as a node
+        // that does not fit is dropped from the candidates until a release changes it.
+        let mut answers = self
+            .votes
+            .pod_predicate
+            .is_empty()
+            .then(|| self.search.answers.of(template, slots));
+        let versions = &self.search.versions;
         let len = cands.nodes.len();
         let mut found = Vec::with_capacity(want.min(len));
         let mut dropped = Vec::new();
@@ -384,17 +507,33 @@ impl Session {
             self.search.scan_offset % len
         };
         let mut visited = 0;
-        while visited < len && found.len() < want {
-            let pos = (start + visited) % len;
+        // From `start` to the end, then from the start: the same order as `(start + i) % len`
+        // without a division per node.
+        let order = (start..len).chain(0..start);
+        for pos in order {
+            if found.len() >= want {
+                break;
+            }
+            visited += 1;
             let id = cands.nodes[pos];
+            let v = versions.get(id.0 as usize).copied().unwrap_or(0);
+            let answer = answers.as_deref_mut().map(|a| &mut a[id.0 as usize]);
+            if answer.as_ref().is_some_and(|a| a.fits_at(v)) {
+                found.push(id);
+                continue;
+            }
             let node = self.state.node(id);
             match dynamic_fit(&self.votes, &pods, t, id, node) {
-                Ok(()) => found.push(id),
+                Ok(()) => {
+                    if let Some(a) = answer {
+                        a.set_fits(v);
+                    }
+                    found.push(id)
+                }
                 // Another pod's coming or going elsewhere in a domain may change this.
                 Err(Unfit::Pod(m)) if !m.until_release() => {}
                 Err(_) => dropped.push(pos),
             }
-            visited += 1;
         }
         self.search.scan_offset = self.search.scan_offset.wrapping_add(visited);
         dropped.sort_unstable_by(|a, b| b.cmp(a));
@@ -422,17 +561,21 @@ impl Session {
                         index: &self.pods,
                         state,
                     };
-                    w.nodes.retain_mut(|(id, score)| {
-                        if !changed.contains(id) {
-                            return true;
+                    // Each changed node looked up in the window (usually one, the node the
+                    // previous pod went to), rather than every window node looked up among
+                    // the changed ones. A node changed twice is checked twice, alike.
+                    for &id in changed {
+                        let Some(pos) = w.nodes.iter().position(|(n, _)| *n == id) else {
+                            continue;
+                        };
+                        let node = state.node(id);
+                        if dynamic_fit(votes, &pods, t, id, node).is_err() {
+                            // In order: ties go to the node found first.
+                            w.nodes.remove(pos);
+                            continue;
                         }
-                        let node = state.node(*id);
-                        if dynamic_fit(votes, &pods, t, *id, node).is_err() {
-                            return false;
-                        }
-                        *score = node_score(votes, &pods, t, *id, node);
-                        true
-                    });
+                        w.nodes[pos].1 = node_score(votes, &pods, t, id, node);
+                    }
                 }
                 w.synced = self.search.touched.len();
                 if let Some(best) = highest(&w.nodes) {
@@ -443,10 +586,31 @@ impl Session {
         }
         let nodes = self.feasible_nodes(task, want)?;
         let t = self.state.task(task);
-        let pods = self.pod_view();
+        let pods = super::pod_index::PodView {
+            index: &self.pods,
+            state: &self.state,
+        };
+        let slots = self.state.node_slots();
+        let mut answers = self
+            .votes
+            .pod_node_order
+            .is_empty()
+            .then(|| self.search.answers.of(template, slots));
+        let versions = &self.search.versions;
         let scored: Vec<(NodeId, f64)> = nodes
             .iter()
-            .map(|&n| (n, node_score(&self.votes, &pods, t, n, self.state.node(n))))
+            .map(|&n| {
+                let v = versions.get(n.0 as usize).copied().unwrap_or(0);
+                let answer = answers.as_deref_mut().map(|a| &mut a[n.0 as usize]);
+                if let Some(score) = answer.as_ref().and_then(|a| a.score_at(v)) {
+                    return (n, score);
+                }
+                let score = node_score(&self.votes, &pods, t, n, self.state.node(n));
+                if let Some(a) = answer {
+                    a.set_score(v, score);
+                }
+                (n, score)
+            })
             .collect();
         let best = highest(&scored).expect("feasible_nodes returns at least one node");
         self.search.window = Some(Window {

@@ -274,10 +274,13 @@ impl Session {
         let t = self.state.task(task);
         let (uid, prev_status) = (t.uid.clone(), t.status);
         let prev_node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
-        self.search.touched.extend(prev_node);
-        self.search
-            .touched
-            .extend(node.filter(|n| Some(*n) != prev_node));
+        let slots = self.state.node_slots();
+        for n in prev_node
+            .into_iter()
+            .chain(node.filter(|n| Some(*n) != prev_node))
+        {
+            self.search.touch(n, slots);
+        }
         if let Some(p) = prev_node {
             self.state.node_mut(p).remove_task(&uid);
             // Resources come free unless the task stays on the node, holding the same way.

@@ -336,6 +336,11 @@ impl Session {
 
 /// A gang's Allocated and Pipelined tasks (placed, not bound), as holds in task order.
 fn held_placements(job: &JobInfo) -> Vec<Hold> {
+    // Most gangs hold nothing: their counts say so without reading their tasks (the session
+    // opens on every gang of the cluster).
+    if job.count(TaskStatus::Allocated) + job.count(TaskStatus::Pipelined) == 0 {
+        return Vec::new();
+    }
     job.tasks()
         .iter()
         .filter(|t| matches!(t.status, TaskStatus::Allocated | TaskStatus::Pipelined))

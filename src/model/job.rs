@@ -207,6 +207,10 @@ pub struct JobInfo {
     pub allocated: Resource,
     /// Requests of every task that still needs or holds resources.
     pub total_request: Resource,
+    /// Requests of the first `min_member` tasks, kept as tasks come and go (see
+    /// `min_request`), with the `min_member` they were summed for.
+    min_sum: Resource,
+    min_sum_for: u32,
 }
 
 impl JobInfo {
@@ -231,6 +235,8 @@ impl JobInfo {
             counts: [0; TaskStatus::COUNT],
             allocated: Resource::new(),
             total_request: Resource::new(),
+            min_sum: Resource::new(),
+            min_sum_for: 0,
         };
         job.update_spec(spec);
         job
@@ -255,6 +261,10 @@ impl JobInfo {
         self.policy = spec.policy;
         self.origin = spec.origin;
         self.topology = spec.topology.map(Arc::new);
+        if self.min_sum_for != self.min_member {
+            self.min_sum = self.summed_min_request();
+            self.min_sum_for = self.min_member;
+        }
     }
 
     /// What the gang asks of the network topology: its own request (the PodGroup's), else
@@ -309,20 +319,42 @@ impl JobInfo {
     }
 
     fn account(&mut self, task_index: usize, add: bool) {
-        let t = &self.tasks[task_index];
-        let (status, req) = (t.status, t.resreq.clone());
-        let c = &mut self.counts[status.index()];
+        // Borrowed field by field: the task's request is read in place, not copied (this
+        // runs twice for every status change a session makes).
+        let JobInfo {
+            tasks,
+            counts,
+            allocated,
+            total_request,
+            ..
+        } = self;
+        let t = &tasks[task_index];
+        let (status, req) = (t.status, &t.resreq);
+        let c = &mut counts[status.index()];
         if add {
             *c += 1
         } else {
             *c -= 1
         }
-        let apply = |r: &mut Resource| if add { r.add(&req) } else { r.sub(&req) };
+        let apply = |r: &mut Resource| if add { r.add(req) } else { r.sub(req) };
         if status.is_allocated() {
-            apply(&mut self.allocated);
+            apply(allocated);
         }
         if !matches!(status, TaskStatus::Succeeded | TaskStatus::Failed) {
-            apply(&mut self.total_request);
+            apply(total_request);
+        }
+    }
+
+    /// Keeps `min_sum` as task `i` enters (`add`) or leaves the first `min_member` tasks.
+    fn account_min(&mut self, i: usize, add: bool) {
+        if i >= self.min_sum_for as usize {
+            return;
+        }
+        let req = &self.tasks[i].resreq;
+        if add {
+            self.min_sum.add(req);
+        } else {
+            self.min_sum.sub(req);
         }
     }
 
@@ -330,13 +362,16 @@ impl JobInfo {
     pub fn upsert_task(&mut self, task: TaskInfo) -> u32 {
         if let Some(i) = self.tasks.iter().position(|t| t.uid == task.uid) {
             self.account(i, false);
+            self.account_min(i, false);
             self.tasks[i] = task;
             self.account(i, true);
+            self.account_min(i, true);
             i as u32
         } else {
             self.tasks.push(task);
             let i = self.tasks.len() - 1;
             self.account(i, true);
+            self.account_min(i, true);
             i as u32
         }
     }
@@ -345,6 +380,13 @@ impl JobInfo {
     pub fn remove_task(&mut self, uid: &str) -> Option<TaskInfo> {
         let i = self.tasks.iter().position(|t| &*t.uid == uid)?;
         self.account(i, false);
+        self.account_min(i, false);
+        let (last, m) = (self.tasks.len() - 1, self.min_sum_for as usize);
+        // The last task moves to `i`: it counts from now on if that brings it among the
+        // first `min_member` (and was not there already).
+        if i < m && last >= m {
+            self.min_sum.add(&self.tasks[last].resreq);
+        }
         Some(self.tasks.swap_remove(i))
     }
 
@@ -378,6 +420,16 @@ impl JobInfo {
         if let Some(r) = &self.min_resources {
             return r.clone();
         }
+        // Kept as tasks come and go: opening a session asks every gang, and summing here
+        // read every gang's tasks each time.
+        if self.min_sum_for == self.min_member {
+            return self.min_sum.clone();
+        }
+        self.summed_min_request()
+    }
+
+    /// The requests of the first `min_member` tasks, summed afresh.
+    fn summed_min_request(&self) -> Resource {
         let mut r = Resource::new();
         for t in self.tasks.iter().take(self.min_member as usize) {
             r.add(&t.resreq);
@@ -433,5 +485,49 @@ mod tests {
         assert_eq!(&*removed.uid, "a");
         assert_eq!(job.allocated.milli_cpu, 0);
         assert_eq!(job.task_index("b"), Some(0));
+    }
+
+    #[test]
+    fn the_kept_min_request_is_the_first_min_members_summed() {
+        // Tasks come, are replaced (with another request) and go in every position, and
+        // minMember changes: the kept sum is always the one summed afresh.
+        let mut job = JobInfo::new(JobSpec {
+            uid: "ns/j".into(),
+            min_member: 3,
+            ..Default::default()
+        });
+        let gpu = |uid: &str, n: &str| {
+            let mut t = task(uid, "1");
+            t.resreq = Resource::from_quantities([("cpu", "1"), ("nvidia.com/gpu", n)]).unwrap();
+            t
+        };
+        let check = |job: &JobInfo| assert_eq!(job.min_request(), job.summed_min_request());
+        for (i, uid) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            job.upsert_task(task(uid, &(i + 1).to_string()));
+            check(&job);
+        }
+        job.upsert_task(gpu("b", "2"));
+        check(&job);
+        job.upsert_task(gpu("e", "1"));
+        check(&job);
+        for uid in ["a", "e", "c"] {
+            job.remove_task(uid);
+            check(&job);
+        }
+        for (uid, cpu) in [("f", "7"), ("g", "8")] {
+            job.upsert_task(task(uid, cpu));
+            check(&job);
+        }
+        job.update_spec(JobSpec {
+            uid: "ns/j".into(),
+            min_member: 1,
+            ..Default::default()
+        });
+        check(&job);
+        job.remove_task("b");
+        check(&job);
+        job.min_member = 4;
+        check(&job);
+        assert_eq!(job.min_request().milli_cpu, (4 + 7 + 8) * 1000);
     }
 }
