@@ -22,18 +22,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 use kube::runtime::watcher;
 use kube::Client;
-use serde_json::json;
 
 /// rust-batch's starting bind limit, and the null binder's first setting.
 const BIND_CONCURRENCY: usize = 16;
 /// The null binder's second setting: near the API server's ceiling on this harness.
 const WIDE_BIND_CONCURRENCY: usize = 64;
-const CREATE_CONCURRENCY: usize = 32;
 
 struct Size {
     nodes: usize,
@@ -66,77 +64,23 @@ fn observe_binds(client: &Client, ns: &str) -> Bound {
     bound
 }
 
-async fn create_nodes(client: &Client, n: usize) -> Vec<String> {
-    let api = Api::<Node>::all(client.clone());
-    let names: Vec<String> = (0..n).map(|i| format!("bench-n{i}")).collect();
-    stream::iter(names.clone())
-        .for_each_concurrent(CREATE_CONCURRENCY, |name| {
-            let api = api.clone();
-            async move {
-                let alloc = json!({"cpu": "32", "memory": "128Gi", "pods": "110"});
-                let node: Node = serde_json::from_value(json!({
-                    "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"pool": "bench", "type": "kwok"}},
-                    "status": {"allocatable": alloc.clone(), "capacity": alloc}
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &node).await.expect("node created");
-                common::wait_for(Duration::from_secs(120), "node Ready", || async {
-                    let n = api.get(&name).await.ok()?;
-                    n.status?.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True").then_some(())
-                })
-                .await;
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": []}})))
-                    .await
-                    .expect("taints cleared");
-            }
-        })
-        .await;
-    names
-}
-
-fn pod(ns: &str, name: &str, group: &str, scheduler: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns, "annotations": {"scheduling.k8s.io/group-name": group}},
-        "spec": {
-            "schedulerName": scheduler,
-            "nodeSelector": {"pool": "bench"},
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]
-        }
-    }))
-    .unwrap()
-}
-
-/// Creates every pod (gang by gang, `CREATE_CONCURRENCY` in flight); returns when each
-/// gang's last pod was created.
+/// The bench's pods, gang by gang, in `ns` (support's `Workload`: `support::CREATE_CONCURRENCY`
+/// in flight); returns when each gang's last pod was created.
 async fn create_pods(
     client: &Client,
     ns: &str,
     size: &Size,
     scheduler: &str,
 ) -> HashMap<String, Instant> {
-    let api = Api::<Pod>::namespaced(client.clone(), ns);
-    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let work: Vec<(String, String)> = (0..size.gangs)
-        .flat_map(|g| {
-            (0..size.gang_size).map(move |i| (format!("gang-{g}"), format!("gang-{g}-{i}")))
-        })
-        .collect();
-    stream::iter(work)
-        .for_each_concurrent(CREATE_CONCURRENCY, |(group, name)| {
-            let api = api.clone();
-            let created = created.clone();
-            async move {
-                api.create(&PostParams::default(), &pod(ns, &name, &group, scheduler))
-                    .await
-                    .expect("pod created");
-                let now = Instant::now();
-                let mut c = created.lock().unwrap();
-                let last = c.entry(group).or_insert(now);
-                *last = (*last).max(now);
-            }
-        })
-        .await;
-    Arc::try_unwrap(created).unwrap().into_inner().unwrap()
+    support::Workload {
+        ns: ns.into(),
+        pool: "bench".into(),
+        scheduler: scheduler.into(),
+        gangs: 0..size.gangs,
+        gang_size: size.gang_size,
+    }
+    .create_pods(client)
+    .await
 }
 
 async fn wait_all_bound(bound: &Bound, total: usize, timeout: Duration) {
@@ -346,7 +290,7 @@ async fn bench(size: Size) {
     common::install_crds(&client).await;
     let total = size.gangs * size.gang_size;
     let t = Instant::now();
-    let nodes = create_nodes(&client, size.nodes).await;
+    let nodes = support::create_nodes(&client, "bench", "bench", size.nodes).await;
     eprintln!(
         "{} nodes ready in {:.1}s",
         nodes.len(),
