@@ -25,7 +25,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::operators::{apply_kustomization, built, volcano_name_lock, Built, Operator};
+use common::operators::{
+    apply_kustomization, built, group_of, placements, pod_group_named, volcano_name_lock, Built,
+    Operator,
+};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -468,25 +471,6 @@ fn bound_count(pods: &[Pod]) -> usize {
     pods.iter().filter(|p| node_of(p).is_some()).count()
 }
 
-/// Pod name → (uid, node) of the bound pods: what must not change across a restart.
-fn placements(pods: &[Pod]) -> BTreeMap<String, (String, String)> {
-    pods.iter()
-        .filter_map(|p| {
-            Some((
-                p.metadata.name.clone()?,
-                (p.metadata.uid.clone()?, node_of(p)?),
-            ))
-        })
-        .collect()
-}
-
-async fn pod_group_of(client: &Client, ns: &str, name: &str) -> Option<PodGroup> {
-    Api::<PodGroup>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()
-}
-
 fn pg_phase(pg: &PodGroup) -> String {
     pg.status
         .as_ref()
@@ -528,7 +512,7 @@ async fn operator_pod_group(
     let pg = wait_for(
         Duration::from_secs(30),
         &format!("the operator's PodGroup {ns}/{name}"),
-        || pod_group_of(client, ns, name),
+        || pod_group_named(client, ns, name),
     )
     .await;
     assert_eq!(
@@ -572,7 +556,7 @@ async fn waits_whole_for_gpus(client: &Client, ns: &str, job: &str) -> String {
                 0,
                 "{ns}/{job}: a pod bound while the gang cannot fit"
             );
-            let pg = pod_group_of(client, ns, job).await?;
+            let pg = pod_group_named(client, ns, job).await?;
             let condition = unschedulable_condition(client, ns, job)
                 .await
                 .filter(|c| c.status.as_deref() == Some("True"))?;
@@ -626,7 +610,7 @@ async fn binds_whole(client: &Client, ns: &str, job: &str, members: usize) -> Ve
         Duration::from_secs(20),
         &format!("{ns}/{job}: PodGroup Running, no Unschedulable condition holding"),
         || async {
-            let pg = pod_group_of(client, ns, job).await?;
+            let pg = pod_group_named(client, ns, job).await?;
             let unschedulable = condition_message(client, ns, job).await;
             (pg_phase(&pg) == "Running" && unschedulable.is_none()).then_some(())
         },
@@ -647,7 +631,7 @@ async fn runs_to_success(client: &Client, ns: &str, kind: &str, job: &str, role:
         Duration::from_secs(20),
         &format!("{ns}/{job}: PodGroup Completed or deleted by the operator"),
         || async {
-            match pod_group_of(client, ns, job).await {
+            match pod_group_named(client, ns, job).await {
                 None => Some(()),
                 Some(pg) => (pg_phase(&pg) == "Completed").then_some(()),
             }
@@ -707,14 +691,6 @@ async fn guarded<T>(client: &Client, namespaces: &[&str], flow: impl Future<Outp
             }
         }
     }
-}
-
-fn group_of(p: &Pod) -> Option<&str> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get("scheduling.k8s.io/group-name")
-        .map(String::as_str)
 }
 
 /// A namespace of its own with `nodes` two-GPU kwok nodes in a pool named after it.
@@ -855,7 +831,7 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
                 message.contains("only 3 pods exist, minMember is 4"),
                 "{ns}/pi without its launcher: {message}"
             );
-            let pg = pod_group_of(&client, ns, "pi").await.unwrap();
+            let pg = pod_group_named(&client, ns, "pi").await.unwrap();
             eprintln!(
                 "{ns}/pi without its launcher: PodGroup {} ({})",
                 pg_phase(&pg),
@@ -1021,7 +997,7 @@ fn rust_batch_restart_mid_job_leaves_operator_job_intact_and_waiting_job_binds_w
                 undisturbed(&client, ns, &before, "rust-batch back").await;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let pg = pod_group_of(&client, ns, "running").await.unwrap();
+            let pg = pod_group_named(&client, ns, "running").await.unwrap();
             assert_eq!(
                 pg_phase(&pg),
                 "Running",

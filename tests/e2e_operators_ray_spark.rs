@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::operators::{self, Built, Operator};
+use common::operators::{self, group_of, placements, pod_group_named, Built, Operator};
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch};
@@ -132,13 +132,6 @@ fn dynamic_api(
     Api::namespaced_with(client.clone(), ns, &resource)
 }
 
-async fn pod_group(client: &Client, ns: &str, name: &str) -> Option<PodGroup> {
-    Api::<PodGroup>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()
-}
-
 fn min_resources(pg: &PodGroup) -> Resource {
     resource_list(pg.spec.min_resources.as_ref()).expect("minResources parse")
 }
@@ -153,24 +146,6 @@ fn summary(pods: &BTreeMap<String, Pod>) -> String {
         .map(|(n, p)| format!("{n}: {} on {:?}", phase(p), node_of(p)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Name → (uid, node) of the bound pods: what must not change when something restarts.
-fn placements(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, (String, String)> {
-    pods.iter()
-        .filter_map(|(n, p)| {
-            let node = node_of(p)?;
-            Some((n.clone(), (p.metadata.uid.clone().unwrap(), node)))
-        })
-        .collect()
-}
-
-fn group_of(p: &Pod) -> Option<&str> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get("scheduling.k8s.io/group-name")
-        .map(String::as_str)
 }
 
 /// Polls (checking the invariants on every poll, and that the operator still runs) until
@@ -384,7 +359,7 @@ async fn ray_pod_group_is(
         Duration::from_secs(60),
         &format!("{ns}/{pg_name} with minMember {min}, minResources {expected}"),
         || async {
-            let pg = pod_group(client, ns, &pg_name).await?;
+            let pg = pod_group_named(client, ns, &pg_name).await?;
             (pg.spec.min_member == Some(min) && &min_resources(&pg) == expected).then_some(pg)
         },
     )
@@ -415,7 +390,7 @@ async fn raised_gang_waits(
             .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
             .map(|p| (p.metadata.name.clone().unwrap(), p))
             .collect();
-        let now = placements(&pods);
+        let now = placements(pods.values());
         for (name, placed) in running {
             assert_eq!(
                 now.get(name),
@@ -525,7 +500,7 @@ async fn kuberay_gang_waits_whole_binds_whole_and_scales_up_as_room_allows() {
         |pods| all_running(pods, "gang-", 3).then(|| pods.clone()),
     )
     .await;
-    let first = placements(&pods);
+    let first = placements(pods.values());
 
     // Scale up with room for one more worker (2 cpu free): KubeRay raises the PodGroup to
     // 4 members / 8 cpu and the new worker binds; the others stay where they are.
@@ -554,7 +529,7 @@ async fn kuberay_gang_waits_whole_binds_whole_and_scales_up_as_room_allows() {
         operator.log_tail(40)
     );
     check_invariants(&client, ns).await;
-    let second = placements(&pods);
+    let second = placements(pods.values());
 
     // Scale up with no room (8 of 8 cpu used): the PodGroup asks for 5 members, the new
     // worker waits, and the four running members are left alone (not evicted, not moved) —
@@ -594,7 +569,7 @@ async fn kuberay_gang_waits_whole_binds_whole_and_scales_up_as_room_allows() {
         Some(("gang-", 5)),
     )
     .await;
-    assert_eq!(placements(&pods).len(), 5, "{}", summary(&pods));
+    assert_eq!(placements(pods.values()).len(), 5, "{}", summary(&pods));
     check_invariants(&client, ns).await;
     // KubeRay saw its cluster come up: every worker it asked for is ready.
     wait_for(
@@ -641,8 +616,8 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         |pods| all_running(pods, "steady-", 3).then(|| pods.clone()),
     )
     .await;
-    let steady = placements(&pods);
-    let steady_pg = pod_group(&client, ns, "ray-steady-pg").await.unwrap();
+    let steady = placements(pods.values());
+    let steady_pg = pod_group_named(&client, ns, "ray-steady-pg").await.unwrap();
 
     // The operator goes away mid-run. rust-batch keeps running, and a RayCluster created
     // meanwhile gets nothing until the operator is back; then it binds whole.
@@ -653,7 +628,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         ns,
         Duration::from_secs(3),
         "nothing happens without the operator",
-        |pods| placements(pods) == steady && pods.len() == 3,
+        |pods| placements(pods.values()) == steady && pods.len() == 3,
     )
     .await;
     let mut operator = start_kuberay(&ray, &kubeconfig, ns).await;
@@ -666,7 +641,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         |pods| all_running(pods, "late-", 3).then(|| pods.clone()),
     )
     .await;
-    let now = placements(&pods);
+    let now = placements(pods.values());
     for (name, placed) in &steady {
         assert_eq!(
             now.get(name),
@@ -674,7 +649,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
             "{name} disturbed by the operator restart"
         );
     }
-    let pg = pod_group(&client, ns, "ray-steady-pg").await.unwrap();
+    let pg = pod_group_named(&client, ns, "ray-steady-pg").await.unwrap();
     assert_eq!(
         pg.metadata.uid, steady_pg.metadata.uid,
         "the restarted operator replaced the PodGroup"
@@ -714,11 +689,14 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         ns,
         Duration::from_secs(3),
         "nothing binds without a scheduler",
-        |pods| bound_count(pods, "waiting-") == 0 && placements(pods) == before_scheduler_restart,
+        |pods| {
+            bound_count(pods, "waiting-") == 0
+                && placements(pods.values()) == before_scheduler_restart
+        },
     )
     .await;
     // ... and the operator's objects are intact: its PodGroup and pods, unchanged.
-    let waiting_pg = pod_group(&client, ns, "ray-waiting-pg")
+    let waiting_pg = pod_group_named(&client, ns, "ray-waiting-pg")
         .await
         .expect("PodGroup kept");
     assert_eq!(waiting_pg.spec.min_member, Some(3));
@@ -733,7 +711,7 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
         |pods| all_running(pods, "waiting-", 3).then(|| pods.clone()),
     )
     .await;
-    let after = placements(&pods);
+    let after = placements(pods.values());
     for (name, placed) in &before_scheduler_restart {
         assert_eq!(
             after.get(name),
@@ -741,7 +719,9 @@ async fn kuberay_and_rust_batch_each_restart_mid_run_without_disturbing_the_othe
             "{name} disturbed by the scheduler restart"
         );
     }
-    let pg = pod_group(&client, ns, "ray-waiting-pg").await.unwrap();
+    let pg = pod_group_named(&client, ns, "ray-waiting-pg")
+        .await
+        .unwrap();
     assert_eq!(
         pg.metadata.uid, waiting_pg.metadata.uid,
         "PodGroup replaced across the scheduler restart"
@@ -1162,7 +1142,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
     let pg = wait_for(
         Duration::from_secs(90),
         "the operator's PodGroup spark-pi-pg",
-        || async { pod_group(&client, ns, "spark-pi-pg").await },
+        || async { pod_group_named(&client, ns, "spark-pi-pg").await },
     )
     .await;
     assert_eq!(
@@ -1290,7 +1270,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
         },
     )
     .await;
-    let after = pod_group(&client, ns, "spark-pi-pg")
+    let after = pod_group_named(&client, ns, "spark-pi-pg")
         .await
         .expect("PodGroup kept");
     assert_eq!(
@@ -1380,7 +1360,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
         Duration::from_secs(30),
         "the operator deletes its PodGroup",
         || async {
-            pod_group(&client, ns, "spark-pi-pg")
+            pod_group_named(&client, ns, "spark-pi-pg")
                 .await
                 .is_none()
                 .then_some(())

@@ -251,3 +251,38 @@ pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool
     }
     applied
 }
+
+/// The PodGroup an operator made, if it exists yet.
+pub async fn pod_group_named(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> Option<rust_batch::kube::dialects::volcano::PodGroup> {
+    kube::Api::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()
+}
+
+/// The gang a pod's annotation names.
+pub fn group_of(p: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get("scheduling.k8s.io/group-name")
+        .map(String::as_str)
+}
+
+/// Pod name → (uid, node) of the bound pods: what must not change across a restart.
+pub fn placements<'a>(
+    pods: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Pod>,
+) -> std::collections::BTreeMap<String, (String, String)> {
+    pods.into_iter()
+        .filter_map(|p| {
+            Some((
+                p.metadata.name.clone()?,
+                (p.metadata.uid.clone()?, super::node_of(p)?),
+            ))
+        })
+        .collect()
+}
