@@ -31,7 +31,7 @@ mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -103,28 +103,17 @@ struct Peers {
 
 fn build_peers() -> Peers {
     let t = Instant::now();
-    let out = Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/cluster/build-peers.sh"
-    ))
-    .stderr(Stdio::inherit())
-    .output()
-    .expect("tests/cluster/build-peers.sh runs");
-    assert!(out.status.success(), "tests/cluster/build-peers.sh failed");
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let report = common::script_stdout("tests/cluster/build-peers.sh", "building the peers");
     let field = |key: &str| -> PathBuf {
-        stdout
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix(key))
-            .unwrap_or_else(|| panic!("build-peers.sh printed no {key} line"))
+        common::report_value(&report, key)
+            .unwrap_or_else(|| panic!("build-peers.sh printed no {key}= line"))
             .into()
     };
     eprintln!("[peers] peers ready ({:.1}s)", t.elapsed().as_secs_f64());
     Peers {
-        kube_scheduler: field("KUBE_SCHEDULER="),
-        volcano: field("VOLCANO_SCHEDULER="),
-        volcano_src: field("VOLCANO_SRC="),
+        kube_scheduler: field("KUBE_SCHEDULER"),
+        volcano: field("VOLCANO_SCHEDULER"),
+        volcano_src: field("VOLCANO_SRC"),
     }
 }
 

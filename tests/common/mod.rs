@@ -102,17 +102,29 @@ pub async fn start_ready_scheduler(name: &str, extra: &[&str]) -> (Scheduler, u1
 /// tests/cluster/build-helm.sh and cached): what deploy/rust-batch.yaml must equal.
 pub fn rendered_manifests() -> &'static str {
     static RENDER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    RENDER.get_or_init(|| {
-        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/render.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("deploy/render.sh runs");
-        assert!(
-            out.status.success(),
-            "deploy/render.sh (helm template) fails"
-        );
-        String::from_utf8(out.stdout).expect("UTF-8 render")
-    })
+    RENDER.get_or_init(|| script_stdout("deploy/render.sh", "helm template of the chart"))
+}
+
+/// Runs a script of this repository (`path` from its root; its stderr shown) and returns
+/// what it printed; panics naming `what` failed if it fails.
+pub fn script_stdout(path: &str, what: &str) -> String {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{path} does not run: {e}"));
+    assert!(out.status.success(), "{path} failed: {what}");
+    String::from_utf8(out.stdout).unwrap_or_else(|_| panic!("{path} printed non-UTF-8"))
+}
+
+/// The value of the last `KEY=value` line of a script's report (build scripts print them
+/// last).
+pub fn report_value(report: &str, key: &str) -> Option<String> {
+    let prefix = format!("{key}=");
+    report
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
 }
 
 /// `kubectl` (the one tests/cluster built, first on PATH under with-cluster.sh) as the
@@ -683,15 +695,7 @@ pub const IMAGE_USER: &str = "65532:65532";
 pub fn static_binary() -> &'static std::path::Path {
     static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     BINARY.get_or_init(|| {
-        let out = Command::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/static-build.sh"
-        ))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("deploy/static-build.sh runs");
-        assert!(out.status.success(), "the static build failed");
-        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stdout = script_stdout("deploy/static-build.sh", "the static build");
         std::path::PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
     })
 }

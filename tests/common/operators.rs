@@ -28,28 +28,14 @@ pub fn built(name: &str) -> Built {
 
 /// What tests/cluster/operators/NAME/build.sh prints: `KEY=value` lines, last.
 fn build_report(name: &str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/cluster/operators")
-        .join(name)
-        .join("build.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("{} does not run: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed: operator {name} could not be built from Go modules",
-        script.display()
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 build report")
+    super::script_stdout(
+        &format!("tests/cluster/operators/{name}/build.sh"),
+        &format!("operator {name} could not be built from Go modules"),
+    )
 }
 
 fn report_line(report: &str, name: &str, key: &str) -> String {
-    let prefix = format!("{key}=");
-    report
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+    super::report_value(report, key)
         .unwrap_or_else(|| panic!("the build report of {name} has no {key} line"))
 }
 
