@@ -194,8 +194,10 @@ async fn shutdown_signal() {
 
 /// The default log filter. kube's client logs every failed request at error level; the
 /// driver says the same once per cause and interval (`kube::retry::warn_limited`), so an
-/// API server outage costs tens of lines, not one per request.
-const LOG_FILTER: &str = "info,kube=warn,kube_client::client::builder=off";
+/// API server outage costs tens of lines, not one per request. kube's watcher logs a list
+/// the API server refuses (403) at warn on every retry; the watch says it once per cause.
+const LOG_FILTER: &str =
+    "info,kube=warn,kube_client::client::builder=off,kube_runtime::watcher=error";
 
 /// A client from `--kubeconfig`/`--context` if given, else the usual inference.
 async fn kube_client(
@@ -221,7 +223,7 @@ async fn kube_client(
             .await
             .context("loading the kubeconfig")?,
     };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    rust_batch::kube::client::build(config).context("building the Kubernetes client")
 }
 
 fn main() -> ExitCode {

@@ -100,7 +100,7 @@ impl Cluster {
         let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
             .await
             .expect("kubeconfig loads");
-        let client = Client::try_from(config).expect("client");
+        let client = rust_batch::kube::client::build(config).expect("client");
         Cluster {
             dir,
             kubeconfig,

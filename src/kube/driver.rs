@@ -69,6 +69,11 @@ pub struct DriverOptions {
 /// The floor of the adaptive bind limit: an overloaded API server still gets a few binds.
 const MIN_BIND_CONCURRENCY: usize = 4;
 
+/// The readiness item for queue default (see `run`), and how long it waits for the Queue
+/// watch to deliver the queue once the API server has it.
+pub const DEFAULT_QUEUE_READY: &str = "queue default";
+const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
 /// While changes keep coming, cycles start at most this often (a cycle right after a quiet
 /// spell starts at once).
 const BURST_CYCLE_SPACING: Duration = Duration::from_millis(20);
@@ -133,8 +138,28 @@ pub async fn run(
             ensure_default_queue(&client, &index, &metrics).await;
         });
     } else {
-        // Before the watches: their first list already holds it.
-        ensure_default_queue(&client, &index, &metrics).await;
+        // Beside the watches, not before them (a round trip less before the first cycle),
+        // but no cycle decides until the index holds it: a cycle without it would tell
+        // gangs their queue does not exist.
+        lock(&index).readiness.expect(DEFAULT_QUEUE_READY);
+        let (client, index, wake, metrics) =
+            (client.clone(), index.clone(), wake.clone(), metrics.clone());
+        tokio::spawn(async move {
+            if ensure_default_queue(&client, &index, &metrics).await {
+                // The Queue watch delivers it (the index marks it in); should it be
+                // deleted meanwhile, cycles go on without it after a while.
+                tokio::time::sleep(DEFAULT_QUEUE_WAIT).await;
+            }
+            let mut ix = lock(&index);
+            if ix.readiness.waiting_for().contains(&DEFAULT_QUEUE_READY) {
+                if ix.queue_keys().iter().all(|q| q != "default") {
+                    warn!("queue default was created but not seen since; scheduling without it");
+                }
+                ix.readiness.listed(DEFAULT_QUEUE_READY);
+            }
+            drop(ix);
+            wake.notify_one();
+        });
     }
     spawn_watches(
         &client,
@@ -256,7 +281,7 @@ impl Cycles<'_> {
                 // A new leader starts its cycles at once.
                 _ = leader_changes.changed() => {}
             }
-            last_start = Instant::now();
+            let started = Instant::now();
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
@@ -276,6 +301,9 @@ impl Cycles<'_> {
                     // A standby keeps its cache warm and decides nothing.
                     continue;
                 }
+                // Only a cycle that decides spaces the next: the lists' wake-ups at start
+                // must not delay the first cycle.
+                last_start = started;
                 ix.report_missing_groups();
                 let before = ix.cache.snapshot();
                 ix.report_topology_problems(&before);
@@ -816,7 +844,13 @@ fn reload_if_changed(
     }
 }
 
-async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>, metrics: &Metrics) {
+/// Creates queue default unless it exists. Returns whether the API server has it (the
+/// Queue watch will deliver it); false when it fell back to an in-memory default.
+async fn ensure_default_queue(
+    client: &Client,
+    index: &Arc<Mutex<Index>>,
+    metrics: &Metrics,
+) -> bool {
     let api = Api::<Queue>::all(client.clone());
     let queue: Queue = match serde_json::from_value(serde_json::json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -827,15 +861,21 @@ async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>, metric
         Ok(q) => q,
         Err(e) => {
             warn!(error = %e, "cannot build the default queue");
-            return;
+            return false;
         }
     };
     let started = Instant::now();
     let created = api.create(&PostParams::default(), &queue).await;
     metrics.api_write_timed("queue", started.elapsed(), created.as_ref().err());
     match created {
-        Ok(_) => info!("created queue default"),
-        Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
+        Ok(_) => {
+            info!("created queue default");
+            true
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            debug!("queue default exists");
+            true
+        }
         Err(e) => {
             // Without the Queue CRD nothing could be scheduled; keep an in-memory default.
             warn_limited(
@@ -843,6 +883,7 @@ async fn ensure_default_queue(client: &Client, index: &Arc<Mutex<Index>>, metric
                 &format!("{e}; using an in-memory default queue"),
             );
             lock(index).cache.apply_queue(QueueInfo::new("default", 1));
+            false
         }
     }
 }

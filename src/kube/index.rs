@@ -772,6 +772,10 @@ impl Index {
 
     pub fn apply_queue(&mut self, q: &Queue) {
         let name = q.name_any();
+        if name == "default" {
+            // What a driver that created it waits for (`driver::DEFAULT_QUEUE_READY`).
+            self.readiness.listed(super::driver::DEFAULT_QUEUE_READY);
+        }
         if !store_newest(&mut self.queues, name.clone(), q) {
             return;
         }

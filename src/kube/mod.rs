@@ -17,6 +17,7 @@
 pub mod bind_limit;
 pub mod binder;
 pub mod budgets;
+pub mod client;
 pub mod convert;
 pub mod dialects;
 pub mod driver;

@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::{Api, ListParams};
+use ::kube::api::Api;
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::Resource;
 use futures::StreamExt;
@@ -64,7 +64,6 @@ where
     K::DynamicType: Default,
 {
     lock(&sink.index).readiness.expect(feed.kind);
-    until_installed(&api, &sink.index, &feed).await;
     // The back-off is this loop's, not the stream's: a watch whose resourceVersion expired
     // (410) must list again at once — the API server answers, the list is what is missing —
     // while failures to reach it wait, growing to WATCH_MAX_DELAY.
@@ -80,6 +79,9 @@ where
     let mut listed: HashSet<String> = HashSet::new();
     let mut listing_since = std::time::Instant::now();
     let mut failing = false;
+    // The kind cannot be listed: its CRD is missing (404) or the scheduler may not read it
+    // (403). Found by the watch's own list — no probe first, a round trip saved at start.
+    let mut unlisted = Unlisted::default();
     while let Some(event) = stream.next().await {
         if event.is_ok() && failing {
             failing = false;
@@ -92,14 +94,21 @@ where
             Ok(Event::Init) => {
                 listing_since = std::time::Instant::now();
                 listed.clear();
-                lock(&index).readiness.expect(feed.kind);
+                // An optional kind found missing stays off (cycles go on) while the watch
+                // tries again; its first object below holds cycles until the list is in.
+                if !unlisted.off(&feed) {
+                    lock(&index).readiness.expect(feed.kind);
+                }
             }
             Ok(Event::InitApply(obj)) => {
-                (feed.apply)(&mut lock(&index), &obj);
+                let mut ix = lock(&index);
+                unlisted.listable(&feed, &mut ix);
+                (feed.apply)(&mut ix, &obj);
                 listed.insert(key_of(&obj));
             }
             Ok(Event::InitDone) => {
                 let mut ix = lock(&index);
+                unlisted.listable(&feed, &mut ix);
                 for key in (feed.known)(&ix) {
                     if !listed.contains(&key) {
                         (feed.delete)(&mut ix, &key);
@@ -127,6 +136,13 @@ where
             Ok(Event::Delete(obj)) => {
                 (feed.delete)(&mut lock(&index), &key_of(&obj));
                 wake.notify_one();
+            }
+            Err(watcher::Error::InitialListFailed(::kube::Error::Api(e)))
+                if e.code == 404 || e.code == 403 =>
+            {
+                let wait = unlisted.refused(&feed, e.code, &mut lock(&index));
+                wake.notify_one();
+                tokio::time::sleep(wait).await;
             }
             Err(e) => {
                 failing = true;
@@ -181,56 +197,68 @@ fn short(e: &watcher::Error) -> String {
 /// How often a dialect whose CRD is missing looks for it again.
 const CRD_POLL: Duration = Duration::from_secs(10);
 
-/// Returns once the kind can be listed. A CRD that is missing (404), or that the scheduler
-/// may not read (403), turns an optional dialect off — it does not hold up cycles — with
-/// one log line, and on by itself when it can be listed. Other failures (an unreachable API
-/// server) are the watch's to retry; the kind stays expected meanwhile.
-async fn until_installed<K>(api: &Api<K>, index: &Mutex<Index>, feed: &Feed<K>)
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    let mut said: Option<u16> = None;
-    let mut attempt = 0;
-    loop {
-        match api.list(&ListParams::default().limit(1)).await {
-            Ok(_) => break,
-            Err(::kube::Error::Api(e)) if e.code == 404 || e.code == 403 => {
-                if said != Some(e.code) {
-                    let what = if e.code == 404 {
-                        "CRD not installed"
-                    } else {
-                        "forbidden (check the ClusterRole)"
-                    };
-                    if let Some(off) = feed.optional {
-                        info!(
-                            kind = feed.kind,
-                            "{what}: {off} is off until it can be listed"
-                        );
-                    } else {
-                        warn_limited(
-                            &format!("cannot list {}", feed.kind),
-                            &format!("{what}; scheduling waits for it"),
-                        );
-                    }
-                    said = Some(e.code);
-                }
-                if feed.optional.is_some() {
-                    lock(index).readiness.absent(feed.kind);
-                }
+/// Why a kind cannot be listed, said once per cause. A CRD that is missing (404), or that
+/// the scheduler may not read (403), turns an optional kind off — it does not hold up
+/// cycles — with one log line, and on by itself once a list answers. A kind scheduling
+/// cannot do without stays expected: no cycle runs until it can be listed. Other failures
+/// (an unreachable API server) are the watch's to retry.
+#[derive(Default)]
+struct Unlisted {
+    /// The status the last list was refused with, until a list answers.
+    code: Option<u16>,
+    refusals: u32,
+}
+
+impl Unlisted {
+    /// The kind is known to be missing and optional: off, not holding up cycles.
+    fn off<K>(&self, feed: &Feed<K>) -> bool {
+        self.code.is_some() && feed.optional.is_some()
+    }
+
+    /// A list was refused with `code` (404 or 403); returns how long to wait before the
+    /// next one.
+    fn refused<K>(&mut self, feed: &Feed<K>, code: u16, ix: &mut Index) -> Duration {
+        if self.code != Some(code) {
+            let what = if code == 404 {
+                "CRD not installed"
+            } else {
+                "forbidden (check the ClusterRole)"
+            };
+            if let Some(off) = feed.optional {
+                info!(
+                    kind = feed.kind,
+                    "{what}: {off} is off until it can be listed"
+                );
+            } else {
+                warn_limited(
+                    &format!("cannot list {}", feed.kind),
+                    &format!("{what}; scheduling waits for it"),
+                );
             }
-            Err(_) => break,
+            self.code = Some(code);
         }
-        let wait = if said == Some(404) {
+        if feed.optional.is_some() {
+            ix.readiness.absent(feed.kind);
+        }
+        self.refusals += 1;
+        if code == 404 {
             CRD_POLL
         } else {
-            delay(attempt, Duration::from_secs(1), Duration::from_secs(60))
-        };
-        attempt += 1;
-        tokio::time::sleep(wait).await;
+            delay(
+                self.refusals - 1,
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+            )
+        }
     }
-    if let Some(code) = said {
-        lock(index).readiness.expect(feed.kind);
+
+    /// A list answered: a kind that was off is on again, and its list is awaited.
+    fn listable<K>(&mut self, feed: &Feed<K>, ix: &mut Index) {
+        let Some(code) = self.code.take() else {
+            return;
+        };
+        self.refusals = 0;
+        ix.readiness.expect(feed.kind);
         if let (404, Some(on)) = (code, feed.optional) {
             info!(kind = feed.kind, "CRD installed: {on} is on");
         } else {

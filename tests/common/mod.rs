@@ -36,7 +36,9 @@ pub async fn client() -> Client {
         std::path::Path::new(&path).exists(),
         "KUBECONFIG {path} does not exist"
     );
-    Client::try_default().await.expect("kubeconfig loads")
+    rust_batch::kube::client::infer()
+        .await
+        .expect("kubeconfig loads")
 }
 
 pub async fn install_crds(client: &Client) {
