@@ -127,6 +127,8 @@ struct Outcome {
     all_bound: Option<f64>,
     first_bind: Option<f64>,
     latencies: Vec<f64>,
+    /// Idle gang latency (see `idle_gangs`), sorted.
+    idle: Vec<f64>,
     usage: Option<Usage>,
     control_plane_cpu: f64,
     cores_busy: f64,
@@ -324,6 +326,7 @@ async fn run(
         all_bound: if all { last } else { None },
         first_bind: first,
         latencies: gang_latencies(&log, &created, GANG_SIZE),
+        idle: vec![],
         usage: proc.as_ref().map(|p| p.usage()),
         control_plane_cpu: cluster.control_plane_cpu() - cp0,
         cores_busy: cores_busy(cpu0, machine_cpu()),
@@ -332,6 +335,11 @@ async fn run(
     };
     if contender == Contender::RustBatch {
         out.writes = rust_batch_writes(port).await;
+    }
+    // After the bulk's figures: the idle phase is not part of its CPU, load or writes.
+    if all {
+        let gangs = if smoke { 2 } else { IDLE_GANGS };
+        out.idle = idle_gangs(client, &work, &log, gangs, timeout).await;
     }
     if let Some(p) = proc.as_mut() {
         p.assert_running();
@@ -354,6 +362,49 @@ async fn run(
         );
     }
     out
+}
+
+/// Gangs created one at a time on the idle cluster after the bulk run (2 in the smoke
+/// test), and their size.
+const IDLE_GANGS: usize = 20;
+const IDLE_GANG_SIZE: usize = 8;
+
+/// Idle gang latency: once the bulk run is bound and the cluster has settled, IDLE_GANGS
+/// gangs of IDLE_GANG_SIZE (a PodGroup, then its pods created together), one at a time,
+/// each once the last is bound: each gang's last pod created → the whole gang bound. What
+/// a user submitting a job to a quiet cluster waits for (no debounce, no period).
+async fn idle_gangs(
+    client: &Client,
+    bulk: &Workload,
+    log: &BindLog,
+    gangs: usize,
+    timeout: Duration,
+) -> Vec<f64> {
+    // kwok marks the bulk's pods running in the seconds after they bind: let that pass.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut bound = log.lock().unwrap().first.len();
+    let mut latencies = vec![];
+    for g in 0..gangs {
+        let first = 1_000_000 + g;
+        let gang = Workload {
+            ns: bulk.ns.clone(),
+            pool: bulk.pool.clone(),
+            scheduler: bulk.scheduler.clone(),
+            gangs: first..first + 1,
+            gang_size: IDLE_GANG_SIZE,
+        };
+        gang.create_pod_groups(client).await;
+        let created = gang.create_pods(client).await;
+        bound += IDLE_GANG_SIZE;
+        if !wait_bound(log, bound, timeout).await {
+            eprintln!("[peers] idle gang {g} not bound in {timeout:?}");
+            break;
+        }
+        latencies.extend(gang_latencies(log, &created, IDLE_GANG_SIZE));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    latencies.sort_by(f64::total_cmp);
+    latencies
 }
 
 fn fmt_s(v: Option<f64>) -> String {
@@ -389,10 +440,10 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
     );
     println!();
     println!(
-        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / load1 |",
+        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | idle gang of {IDLE_GANG_SIZE} p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / load1 |",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (c, o) in results {
         let rate = match o.rate() {
             Some(r) => format!("{r:.0}"),
@@ -403,12 +454,17 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             fmt_s(percentile(&o.latencies, 0.5)),
             fmt_s(percentile(&o.latencies, 0.99))
         );
+        let idle = format!(
+            "{} / {}",
+            fmt_s(percentile(&o.idle, 0.5)),
+            fmt_s(percentile(&o.idle, 0.99))
+        );
         let (rss, cpu) = match o.usage {
             Some(u) => (format!("{} MiB", u.peak_rss_mib), format!("{:.1}", u.cpu_s)),
             None => ("–".into(), "–".into()),
         };
         println!(
-            "| {} | {rate} | {} | {} | {} | {gang} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.1} |",
+            "| {} | {rate} | {} | {} | {} | {gang} | {idle} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.1} |",
             c.label(),
             ratio(o.rate(), best_null),
             ratio(o.rate(), kube),
@@ -513,6 +569,12 @@ async fn smoke() {
             contender.label(),
             out.bound,
             out.pods
+        );
+        assert_eq!(
+            out.idle.len(),
+            2,
+            "{}: every idle gang bound whole",
+            contender.label()
         );
         results.push((contender, out));
     }

@@ -57,6 +57,10 @@ pub struct Sink {
 const WATCH_MIN_DELAY: Duration = Duration::from_millis(200);
 const WATCH_MAX_DELAY: Duration = Duration::from_secs(3);
 
+/// The first retry after a 429, and how many retries pass before the log says so.
+const BUSY_MIN_DELAY: Duration = Duration::from_millis(25);
+const BUSY_QUIET_RETRIES: u32 = 5;
+
 /// Runs one watch until the process ends.
 pub async fn watch<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
 where
@@ -82,7 +86,13 @@ where
     // The kind cannot be listed: its CRD is missing (404) or the scheduler may not read it
     // (403). Found by the watch's own list — no probe first, a round trip saved at start.
     let mut unlisted = Unlisted::default();
+    let mut busy_delays = backoff(BUSY_MIN_DELAY, WATCH_MAX_DELAY);
+    let mut busy_streak = 0u32;
     while let Some(event) = stream.next().await {
+        if event.is_ok() && busy_streak > 0 {
+            busy_streak = 0;
+            busy_delays = backoff(BUSY_MIN_DELAY, WATCH_MAX_DELAY);
+        }
         if event.is_ok() && failing {
             failing = false;
             delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
@@ -144,6 +154,20 @@ where
                 wake.notify_one();
                 tokio::time::sleep(wait).await;
             }
+            Err(e) if status_of(&e) == Some(429) => {
+                // The API server answers but will not serve this now: its storage for the
+                // kind is (re)initializing (a CRD just installed, a restarted server: 429
+                // until ready, typically tens of ms) or priority and fairness sheds load.
+                // Retry soon, growing; say so only if it lasts.
+                busy_streak += 1;
+                if busy_streak > BUSY_QUIET_RETRIES {
+                    warn_limited(
+                        &format!("watch of {} refused ({})", feed.kind, short(&e)),
+                        "the API server is busy; retrying with back-off",
+                    );
+                }
+                tokio::time::sleep(busy_delays.next().unwrap_or(WATCH_MAX_DELAY)).await;
+            }
             Err(e) => {
                 failing = true;
                 warn_limited(
@@ -176,11 +200,17 @@ fn return_freed_memory() {
 
 /// The watch's resourceVersion is too old (410 Gone / Expired): the watcher lists again.
 fn expired(e: &watcher::Error) -> bool {
+    status_of(e) == Some(410)
+}
+
+/// The HTTP status the API server answered a failed list or watch with, if it answered.
+fn status_of(e: &watcher::Error) -> Option<u16> {
     match e {
-        watcher::Error::WatchError(status) => status.code == 410,
-        watcher::Error::WatchFailed(::kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(::kube::Error::Api(status)) => status.code == 410,
-        _ => false,
+        watcher::Error::WatchError(status) => Some(status.code),
+        watcher::Error::InitialListFailed(::kube::Error::Api(status))
+        | watcher::Error::WatchFailed(::kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(::kube::Error::Api(status)) => Some(status.code),
+        _ => None,
     }
 }
 
@@ -281,5 +311,85 @@ where
     match &meta.namespace {
         Some(ns) => format!("{ns}/{name}"),
         None => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(optional: Option<&'static str>) -> Feed<k8s_openapi::api::core::v1::Pod> {
+        Feed {
+            kind: "K",
+            optional,
+            apply: |_, _| {},
+            delete: |_, _| {},
+            known: |_| vec![],
+        }
+    }
+
+    #[test]
+    fn a_missing_optional_kind_is_off_without_holding_cycles_and_on_once_a_list_answers() {
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        let optional = feed(Some("this dialect"));
+        let mut unlisted = Unlisted::default();
+        ix.readiness.expect("K");
+        assert!(!unlisted.off(&optional));
+        assert_eq!(unlisted.refused(&optional, 404, &mut ix), CRD_POLL);
+        assert!(
+            ix.readiness.complete(),
+            "a missing CRD must not hold cycles"
+        );
+        assert!(
+            unlisted.off(&optional),
+            "the next list attempt keeps it off"
+        );
+        // The CRD is installed: the first answer holds cycles until the list is in.
+        unlisted.listable(&optional, &mut ix);
+        assert!(!unlisted.off(&optional));
+        assert_eq!(ix.readiness.waiting_for(), vec!["K"]);
+    }
+
+    #[test]
+    fn a_kind_scheduling_needs_holds_cycles_while_forbidden_and_backs_off() {
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        let required = feed(None);
+        let mut unlisted = Unlisted::default();
+        ix.readiness.expect("K");
+        let first = unlisted.refused(&required, 403, &mut ix);
+        let mut later = first;
+        for _ in 0..6 {
+            later = unlisted.refused(&required, 403, &mut ix);
+        }
+        assert!(!unlisted.off(&required));
+        assert_eq!(ix.readiness.waiting_for(), vec!["K"], "no cycle without it");
+        assert!(later > first, "refusals back off: {first:?} then {later:?}");
+        // Capped at a minute, plus up to as much again of jitter.
+        assert!(later <= Duration::from_secs(120), "{later:?}");
+    }
+
+    #[test]
+    fn statuses_are_read_from_every_failure_that_carries_one() {
+        let status = |code| ::kube::core::Status {
+            code,
+            ..Default::default()
+        };
+        let api = |code| ::kube::Error::Api(Box::new(status(code)));
+        assert_eq!(
+            status_of(&watcher::Error::InitialListFailed(api(429))),
+            Some(429)
+        );
+        assert_eq!(
+            status_of(&watcher::Error::WatchStartFailed(api(410))),
+            Some(410)
+        );
+        assert_eq!(status_of(&watcher::Error::WatchFailed(api(503))), Some(503));
+        assert_eq!(
+            status_of(&watcher::Error::WatchError(Box::new(status(410)))),
+            Some(410)
+        );
+        assert!(expired(&watcher::Error::WatchError(Box::new(status(410)))));
+        assert!(!expired(&watcher::Error::InitialListFailed(api(429))));
+        assert_eq!(status_of(&watcher::Error::NoResourceVersion), None);
     }
 }
