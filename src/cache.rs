@@ -459,6 +459,16 @@ impl Cache {
         true
     }
 
+    /// Whether a pending pod of this gang can wait for the next periodic cycle: the gang
+    /// (known) has fewer members than its minimum, so no placement of it can bind before
+    /// more arrive, and a cycle now would decide nothing new for it.
+    pub fn gang_short_of_members(&self, job_uid: &str) -> bool {
+        self.state.job_by_uid(job_uid).is_some_and(|id| {
+            let job = self.state.job(id);
+            (job.tasks().len() as u64) < u64::from(job.min_member)
+        })
+    }
+
     pub fn pod(&self, uid: &str) -> Option<&PodUpdate> {
         self.pods.get(uid).map(|r| &r.update)
     }

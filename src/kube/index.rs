@@ -378,6 +378,23 @@ impl Index {
         }
     }
 
+    /// Whether a cycle has nothing new to decide after this pod's change: a pending pod of
+    /// ours whose gang still has fewer members than its minimum. The gang's last member
+    /// wakes the cycle (an idle cluster binds it at once), not each one before it, so a
+    /// gang arriving pod by pod is not decided on, and spaced out, member by member; the
+    /// periodic cycle still reports on short gangs.
+    pub fn waits_for_its_gang(&self, pod: &Pod) -> bool {
+        let Some(update) = pod.uid().and_then(|uid| self.cache.pod(&uid)) else {
+            return false;
+        };
+        update.task.status == TaskStatus::Pending
+            && update.task.node.is_none()
+            && update
+                .job
+                .as_deref()
+                .is_some_and(|job| self.cache.gang_short_of_members(job))
+    }
+
     /// Keeps a pod of ours out of the engine, counted in its gang's `HeldBack`, and tells
     /// it why once per change. A gated pod is no candidate: the API server would refuse its
     /// bind and leave its gang short (the API server itself gives it PodScheduled=False,
@@ -1349,6 +1366,38 @@ mod tests {
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn only_the_member_that_completes_a_gang_needs_a_cycle_at_once() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 3));
+        let (a, b, c) = (
+            pod("a", false, "rust-batch"),
+            pod("b", false, "rust-batch"),
+            pod("c", false, "rust-batch"),
+        );
+        st.apply_pod(&a);
+        assert!(st.waits_for_its_gang(&a), "1 of 3: nothing to decide");
+        st.apply_pod(&b);
+        assert!(st.waits_for_its_gang(&b), "2 of 3");
+        st.apply_pod(&c);
+        assert!(!st.waits_for_its_gang(&c), "3 of 3: the gang may bind");
+        assert!(!st.waits_for_its_gang(&a), "and any change of it matters");
+        // Not ours, or of a gang not known yet: a cycle decides (or reports) at once.
+        let other = pod("x", false, "default-scheduler");
+        st.apply_pod(&other);
+        assert!(!st.waits_for_its_gang(&other));
+        let mut orphan = pod("o", false, "rust-batch");
+        orphan.metadata.annotations = Some(
+            [(
+                "scheduling.k8s.io/group-name".to_string(),
+                "nowhere".to_string(),
+            )]
+            .into(),
+        );
+        st.apply_pod(&orphan);
+        assert!(!st.waits_for_its_gang(&orphan));
     }
 
     #[test]

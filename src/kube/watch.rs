@@ -30,6 +30,9 @@ pub struct Feed<K> {
     /// scheduling cannot do without.
     pub optional: Option<&'static str>,
     pub apply: fn(&mut Index, &K),
+    /// After `apply`: the change needs no cycle at once (the periodic one sees it). None:
+    /// every change of the kind may let a cycle decide something new.
+    pub no_cycle_needed: Option<fn(&Index, &K) -> bool>,
     pub delete: fn(&mut Index, &str),
     /// Every key the index holds for this kind (what a relist may have to forget).
     pub known: fn(&Index) -> Vec<String>,
@@ -140,8 +143,13 @@ where
                 wake.notify_one();
             }
             Ok(Event::Apply(obj)) => {
-                (feed.apply)(&mut lock(&index), &obj);
-                wake.notify_one();
+                let mut ix = lock(&index);
+                (feed.apply)(&mut ix, &obj);
+                let quiet = feed.no_cycle_needed.is_some_and(|quiet| quiet(&ix, &obj));
+                drop(ix);
+                if !quiet {
+                    wake.notify_one();
+                }
             }
             Ok(Event::Delete(obj)) => {
                 (feed.delete)(&mut lock(&index), &key_of(&obj));
@@ -323,6 +331,7 @@ mod tests {
             kind: "K",
             optional,
             apply: |_, _| {},
+            no_cycle_needed: None,
             delete: |_, _| {},
             known: |_| vec![],
         }
