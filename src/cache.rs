@@ -106,13 +106,20 @@ impl Cache {
 
     // ----- nodes ---------------------------------------------------------------------
 
-    pub fn apply_node(&mut self, spec: NodeSpec) {
+    /// Adds or updates a node; returns whether the engine's view changed (an update that
+    /// changes nothing the engine reads leaves the node, its version and the search caches
+    /// keyed by it alone).
+    pub fn apply_node(&mut self, spec: NodeSpec) -> bool {
         if let Some(id) = self.state.node_by_name(&spec.name) {
-            if self.state.node(id).labels != spec.labels {
+            let node = self.state.node(id);
+            if node.has_spec(&spec) {
+                return false;
+            }
+            if node.labels != spec.labels {
                 self.hypernodes_changed();
             }
             self.state.node_mut(id).update_spec(spec);
-            return;
+            return true;
         }
         self.hypernodes_changed();
         let node = NodeInfo::new(spec);
@@ -125,6 +132,7 @@ impl Cache {
                 self.state.node_mut(NodeId(id)).add_task(uid, task);
             }
         }
+        true
     }
 
     pub fn delete_node(&mut self, name: &str) {
@@ -286,10 +294,19 @@ impl Cache {
     }
 
     /// Adds or replaces a pod as the driver reports it: node accounting for every pod, gang
-    /// membership for ours.
-    pub fn apply_pod(&mut self, reported: PodUpdate) {
+    /// membership for ours. Returns whether the engine's view changed: a report equal to
+    /// the last (a status condition, an annotation: nothing the engine reads) leaves
+    /// everything as it was.
+    pub fn apply_pod(&mut self, reported: PodUpdate) -> bool {
         let update = self.effective(&reported);
-        self.install(reported, update);
+        let same = self
+            .pods
+            .get(&reported.task.uid)
+            .is_some_and(|r| r.reported == reported && r.update == update);
+        if !same {
+            self.install(reported, update);
+        }
+        !same
     }
 
     /// The pod as the engine sees it: a NonStrict gang's hold over a pod still reported

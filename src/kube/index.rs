@@ -308,7 +308,10 @@ impl Index {
         }
     }
 
-    pub fn apply_pod(&mut self, pod: &Pod) {
+    /// Applies a pod's report; returns whether a cycle should see it at once: not when it
+    /// changed nothing the engine reads (our own condition writes, kwok's or a kubelet's
+    /// status updates), nor for a pending member of a gang still short of its minimum.
+    pub fn apply_pod(&mut self, pod: &Pod) -> bool {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
@@ -321,7 +324,7 @@ impl Index {
                     let key = self.gang_for(pod, decl);
                     if let Some(hold) = hold_of(pod) {
                         self.hold(&uid, &ns, &name, key, hold);
-                        return;
+                        return true;
                     }
                     self.release(&uid);
                     Some(key)
@@ -334,7 +337,7 @@ impl Index {
                         "FailedScheduling",
                         format!("cannot schedule: {e}"),
                     );
-                    return;
+                    return true;
                 }
             }
         } else {
@@ -362,7 +365,7 @@ impl Index {
                     update.task.budgets = self.budgets_covering(&ns, &labels);
                     self.labels.insert(uid.clone(), (ns.clone(), labels));
                 }
-                self.cache.apply_pod(update);
+                self.cache.apply_pod(update) && !self.waits_for_its_gang(pod)
             }
             Err(e) => {
                 self.forget_pod_of_gang(&uid);
@@ -374,6 +377,7 @@ impl Index {
                         format!("cannot schedule: {e}"),
                     );
                 }
+                true
             }
         }
     }
@@ -702,10 +706,15 @@ impl Index {
 
     // ----- nodes ---------------------------------------------------------------------
 
-    pub fn apply_node(&mut self, node: &Node) {
+    /// Applies a node's report; returns whether the engine's view changed (a heartbeat of
+    /// its status conditions does not).
+    pub fn apply_node(&mut self, node: &Node) -> bool {
         match node_to_spec(node) {
             Ok(spec) => self.cache.apply_node(spec),
-            Err(e) => super::retry::warn_limited("node ignored", &e.to_string()),
+            Err(e) => {
+                super::retry::warn_limited("node ignored", &e.to_string());
+                false
+            }
         }
     }
 
@@ -1369,7 +1378,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_member_that_completes_a_gang_needs_a_cycle_at_once() {
+    fn only_changes_a_cycle_can_act_on_wake_one() {
         let mut st = Index::new(vec!["rust-batch".into()]);
         st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 3));
         let (a, b, c) = (
@@ -1377,17 +1386,22 @@ mod tests {
             pod("b", false, "rust-batch"),
             pod("c", false, "rust-batch"),
         );
-        st.apply_pod(&a);
-        assert!(st.waits_for_its_gang(&a), "1 of 3: nothing to decide");
-        st.apply_pod(&b);
-        assert!(st.waits_for_its_gang(&b), "2 of 3");
-        st.apply_pod(&c);
-        assert!(!st.waits_for_its_gang(&c), "3 of 3: the gang may bind");
-        assert!(!st.waits_for_its_gang(&a), "and any change of it matters");
+        assert!(!st.apply_pod(&a), "1 of 3: nothing to decide");
+        assert!(!st.apply_pod(&b), "2 of 3");
+        assert!(st.apply_pod(&c), "3 of 3: the gang may bind");
+        // A condition written on a pod (ours: PodScheduled) changes nothing the engine reads.
+        let mut told = c.clone();
+        told.status = Some(serde_json::from_value(serde_json::json!({
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        })).unwrap());
+        assert!(!st.apply_pod(&told), "a status condition alone");
+        let mut bigger = c.clone();
+        bigger.spec.as_mut().unwrap().containers[0].resources =
+            Some(serde_json::from_value(serde_json::json!({"requests": {"cpu": "2"}})).unwrap());
+        assert!(st.apply_pod(&bigger), "a change the engine reads");
         // Not ours, or of a gang not known yet: a cycle decides (or reports) at once.
-        let other = pod("x", false, "default-scheduler");
-        st.apply_pod(&other);
-        assert!(!st.waits_for_its_gang(&other));
+        assert!(st.apply_pod(&pod("x", false, "default-scheduler")));
         let mut orphan = pod("o", false, "rust-batch");
         orphan.metadata.annotations = Some(
             [(
@@ -1396,8 +1410,20 @@ mod tests {
             )]
             .into(),
         );
-        st.apply_pod(&orphan);
-        assert!(!st.waits_for_its_gang(&orphan));
+        assert!(st.apply_pod(&orphan));
+        // A node's heartbeat (its conditions' times) is no change; its capacity is.
+        let node = |cpu: &str, heartbeat: &str| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                           "conditions": [{"type": "Ready", "status": "True",
+                                           "lastHeartbeatTime": heartbeat}]}
+            }))
+            .unwrap()
+        };
+        assert!(st.apply_node(&node("4", "2026-01-01T00:00:00Z")));
+        assert!(!st.apply_node(&node("4", "2026-01-01T00:00:40Z")));
+        assert!(st.apply_node(&node("8", "2026-01-01T00:00:40Z")));
     }
 
     #[test]

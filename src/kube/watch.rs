@@ -29,10 +29,9 @@ pub struct Feed<K> {
     /// topology): off, without holding up cycles, until the CRD is installed. None: a kind
     /// scheduling cannot do without.
     pub optional: Option<&'static str>,
-    pub apply: fn(&mut Index, &K),
-    /// After `apply`: the change needs no cycle at once (the periodic one sees it). None:
-    /// every change of the kind may let a cycle decide something new.
-    pub no_cycle_needed: Option<fn(&Index, &K) -> bool>,
+    /// Applies an object; returns whether a cycle should see the change at once (false:
+    /// it changed nothing a cycle could decide on; the periodic cycle still sees it).
+    pub apply: fn(&mut Index, &K) -> bool,
     pub delete: fn(&mut Index, &str),
     /// Every key the index holds for this kind (what a relist may have to forget).
     pub known: fn(&Index) -> Vec<String>,
@@ -60,9 +59,14 @@ pub struct Sink {
 const WATCH_MIN_DELAY: Duration = Duration::from_millis(200);
 const WATCH_MAX_DELAY: Duration = Duration::from_secs(3);
 
-/// The first retry after a 429, and how many retries pass before the log says so.
-const BUSY_MIN_DELAY: Duration = Duration::from_millis(25);
-const BUSY_QUIET_RETRIES: u32 = 5;
+/// Retries after a 429: every 25 ms for half a second (a CRD's storage is ready within
+/// it; the retry costs the server a refusal), then backing off like other failures. The
+/// log says so only after BUSY_QUIET_RETRIES.
+fn busy_delays() -> impl Iterator<Item = Duration> {
+    std::iter::repeat_n(Duration::from_millis(25), 20)
+        .chain(backoff(Duration::from_millis(50), WATCH_MAX_DELAY))
+}
+const BUSY_QUIET_RETRIES: u32 = 20;
 
 /// Runs one watch until the process ends.
 pub async fn watch<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
@@ -89,12 +93,12 @@ where
     // The kind cannot be listed: its CRD is missing (404) or the scheduler may not read it
     // (403). Found by the watch's own list — no probe first, a round trip saved at start.
     let mut unlisted = Unlisted::default();
-    let mut busy_delays = backoff(BUSY_MIN_DELAY, WATCH_MAX_DELAY);
+    let mut busy_waits = busy_delays();
     let mut busy_streak = 0u32;
     while let Some(event) = stream.next().await {
         if event.is_ok() && busy_streak > 0 {
             busy_streak = 0;
-            busy_delays = backoff(BUSY_MIN_DELAY, WATCH_MAX_DELAY);
+            busy_waits = busy_delays();
         }
         if event.is_ok() && failing {
             failing = false;
@@ -143,11 +147,7 @@ where
                 wake.notify_one();
             }
             Ok(Event::Apply(obj)) => {
-                let mut ix = lock(&index);
-                (feed.apply)(&mut ix, &obj);
-                let quiet = feed.no_cycle_needed.is_some_and(|quiet| quiet(&ix, &obj));
-                drop(ix);
-                if !quiet {
+                if (feed.apply)(&mut lock(&index), &obj) {
                     wake.notify_one();
                 }
             }
@@ -174,7 +174,7 @@ where
                         "the API server is busy; retrying with back-off",
                     );
                 }
-                tokio::time::sleep(busy_delays.next().unwrap_or(WATCH_MAX_DELAY)).await;
+                tokio::time::sleep(busy_waits.next().unwrap_or(WATCH_MAX_DELAY)).await;
             }
             Err(e) => {
                 failing = true;
@@ -330,8 +330,7 @@ mod tests {
         Feed {
             kind: "K",
             optional,
-            apply: |_, _| {},
-            no_cycle_needed: None,
+            apply: |_, _| true,
             delete: |_, _| {},
             known: |_| vec![],
         }

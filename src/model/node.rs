@@ -95,6 +95,16 @@ impl NodeInfo {
     }
 
     /// Replaces spec fields, keeping the tasks and their accounting.
+    /// Whether `spec` says what this node already says (a status heartbeat, a change of
+    /// something the engine does not read).
+    pub fn has_spec(&self, spec: &NodeSpec) -> bool {
+        self.allocatable == spec.allocatable
+            && self.labels == spec.labels
+            && self.taints == spec.taints
+            && self.unschedulable == spec.unschedulable
+            && self.ready == spec.ready
+    }
+
     pub fn update_spec(&mut self, spec: NodeSpec) {
         self.allocatable = spec.allocatable;
         self.idle = self.allocatable.minus(&self.used);
