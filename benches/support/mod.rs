@@ -639,7 +639,9 @@ pub fn rust_batch_bin() -> String {
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rust-batch").to_string())
 }
 
-/// `rust-batch run` answering to `name` against `kubeconfig`, metrics on `port`.
+/// `rust-batch run` answering to `name` against `kubeconfig`, metrics on `port`; its log
+/// filter from RB_BENCH_RUST_LOG if set (e.g. `info,rust_batch::kube=debug` logs every
+/// cycle and bind with its time).
 pub fn rust_batch_command(name: &str, kubeconfig: &Path, port: u16, extra: &[&str]) -> Command {
     let mut cmd = Command::new(rust_batch_bin());
     cmd.args(["run", "--scheduler-name", name, "--http-address"])
@@ -649,7 +651,9 @@ pub fn rust_batch_command(name: &str, kubeconfig: &Path, port: u16, extra: &[&st
         .env("POD_NAME", name)
         .env(
             "RUST_LOG",
-            "info,kube=warn,kube_client=error,kube_client::client::builder=off",
+            std::env::var("RB_BENCH_RUST_LOG").unwrap_or_else(|_| {
+                "info,kube=warn,kube_client=error,kube_client::client::builder=off".into()
+            }),
         );
     cmd
 }
