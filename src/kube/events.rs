@@ -164,6 +164,10 @@ async fn publish_all(
     mut rx: mpsc::Receiver<Event>,
 ) {
     while let Some(event) = rx.recv().await {
+        if rx.is_empty() {
+            // The first of a burst (a cycle's verdicts): the cycle's binds go first.
+            tokio::time::sleep(super::status::BINDS_FIRST).await;
+        }
         let body = api_event(&event, &instance);
         let ns = body.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<ApiEvent>::namespaced(client.clone(), &ns);

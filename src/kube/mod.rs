@@ -9,7 +9,8 @@
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
 //! gangs a refused bind left short; `volumes` turns claims, volumes and classes into pods'
 //! volume rules (pods and nodes read without managedFields: `lean`), and `provision` holds a gang's binds until its WaitForFirstConsumer claims
-//! are bound; `debug` and `metrics` serve HTTP.
+//! are bound; `debug` and `metrics` serve HTTP; `client` builds the one API client they
+//! share (TCP_NODELAY, retries left to `retry`).
 //!
 //! Inside this module tree the name `kube` means this module; the external crate is
 //! `::kube`.

@@ -5,7 +5,7 @@
 //! After each cycle the driver marks what changed since the last look (`mark_touched`):
 //! the gangs the engine changed, found by pointer, and the objects a verdict or a watch
 //! event touched — never every PodGroup and Queue. Each object waits in the queue at most
-//! once, until it is due: a phase change at once, a change of counts or messages at most
+//! once, until it is due: a phase change at once (after `BINDS_FIRST`), a change of counts or messages at most
 //! once per `PACE` (a burst of cycles costs one write), a gang losing members after
 //! `TEARDOWN_GRACE` (so that its PodGroup's own delete event, usually just behind, drops
 //! the write instead of a 404), a pod's condition after `POD_CONDITION_GRACE`. The writer
@@ -51,8 +51,13 @@ pub enum Target {
 
 /// A change of counts or messages is written at most this often per object, so a burst of
 /// cycles costs one write; a phase change is written at once (controllers wait for it:
-/// training-operator creates no pods until its PodGroup leaves Pending).
+/// training-operator creates no pods until its PodGroup leaves Pending) — after
+/// `BINDS_FIRST`.
 pub const PACE: Duration = Duration::from_secs(1);
+/// How long a write other than a bind lets the binds of the same cycle go first: a gang's
+/// phase and its Scheduled event are news once its pods are bound, and sent beside the
+/// binds they take the API server from them (the gang is bound when its last bind is).
+pub const BINDS_FIRST: Duration = Duration::from_millis(10);
 /// A gang losing members (its pods being deleted) has its status written only this long
 /// after: a PodGroup deleted with its pods usually goes first, and its delete event, on
 /// another watch, arrives after some of its pods' — written at once, the status would be
@@ -246,7 +251,7 @@ impl StatusWriter {
             if losing.contains(key.as_str()) {
                 q.hold_until(t, now + TEARDOWN_GRACE);
             } else if patch["status"]["phase"].as_str() != stored_phase(ix, &t) {
-                q.mark_at(t, now);
+                q.mark_at(t, now + BINDS_FIRST);
             } else {
                 let due = q.paced(&t, now);
                 q.mark_at(t, due);
@@ -866,7 +871,11 @@ mod tests {
         ix.apply_pod(&member(2, None));
         w.mark_touched_at(&mut ix, 0, now);
         let t = Target::Group(Dialect::Volcano, "ns/g".into());
-        assert_eq!(marked(&w), [(t.clone(), now)], "never written: due now");
+        assert_eq!(
+            marked(&w),
+            [(t.clone(), now + BINDS_FIRST)],
+            "never written: due now, after the binds"
+        );
         // A watch event on the object touches it too.
         let mut ix = settled();
         w.mark_touched_at(&mut ix, 0, now); // the first look of this index
@@ -925,7 +934,11 @@ mod tests {
         assert_eq!(marked(&w), [(t.clone(), now + PACE)], "counts: paced");
         ix.cache.set_job_phase("ns/g", PodGroupPhase::Inqueue);
         w.mark_touched_at(&mut ix, 0, now);
-        assert_eq!(marked(&w), [(t, now)], "a phase change: at once");
+        assert_eq!(
+            marked(&w),
+            [(t, now + BINDS_FIRST)],
+            "a phase change: at once, after the binds"
+        );
     }
 
     #[test]
