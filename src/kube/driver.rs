@@ -24,7 +24,7 @@ use super::binder::Binder;
 use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::{HyperNode, PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
-use super::index::{lock, Index};
+use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::lean::Lean;
 use super::metrics::Metrics;
@@ -130,6 +130,7 @@ pub async fn run(
     index.provisioning.timeout = opts.volume_binding_timeout;
     let index = Arc::new(Mutex::new(index));
     let wake = Arc::new(Notify::new());
+    let wake_soon = Arc::new(Notify::new());
     if let Some(addr) = opts.http_address {
         let m = metrics.clone();
         let routes = super::debug::routes(index.clone());
@@ -177,6 +178,7 @@ pub async fn run(
         &Sink {
             index: index.clone(),
             wake: wake.clone(),
+            wake_soon: wake_soon.clone(),
             gate: gate.clone(),
             list_page_size: opts.list_page_size,
         },
@@ -222,6 +224,7 @@ pub async fn run(
         opts: &opts,
         index: &index,
         wake: &wake,
+        wake_soon: &wake_soon,
         metrics: &metrics,
         leadership: &leadership,
         writer: &writer,
@@ -252,6 +255,7 @@ struct Cycles<'a> {
     opts: &'a DriverOptions,
     index: &'a Arc<Mutex<Index>>,
     wake: &'a Arc<Notify>,
+    wake_soon: &'a Arc<Notify>,
     metrics: &'a Arc<Metrics>,
     leadership: &'a Arc<Leadership>,
     writer: &'a StatusWriter,
@@ -286,9 +290,16 @@ impl Cycles<'_> {
                     // Idle, decide at once: the change may complete a gang, and a fixed
                     // debounce would be most of its latency. In a burst (a cycle started
                     // moments ago), cycles are spaced so its changes land together.
-                    let since = last_start.elapsed();
-                    if since < spacing {
-                        tokio::time::sleep(spacing - since).await;
+                    tokio::time::sleep_until((last_start + spacing).into()).await;
+                }
+                _ = self.wake_soon.notified() => {
+                    // Changes nothing waits on (pods running, finishing): gathered for
+                    // BURST_CYCLE_SPACING, unless something urgent comes meanwhile.
+                    tokio::select! {
+                        _ = tokio::time::sleep_until((last_start + BURST_CYCLE_SPACING).into()) => {}
+                        _ = wake.notified() => {
+                            tokio::time::sleep_until((last_start + spacing).into()).await;
+                        }
                     }
                 }
                 // A new leader starts its cycles at once.
@@ -709,7 +720,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: Some(DIALECT),
             apply: |ix, o| {
                 ix.apply_group::<PodGroup>(o);
-                true
+                Wake::Now
             },
             delete: |ix, key| ix.delete_group(Dialect::Volcano, key),
             known: Index::group_keys::<PodGroup>,
@@ -723,7 +734,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: Some(DIALECT),
             apply: |ix, o| {
                 ix.apply_group::<XK8sPodGroup>(o);
-                true
+                Wake::Now
             },
             delete: |ix, key| ix.delete_group(Dialect::XK8sPodGroup, key),
             known: Index::group_keys::<XK8sPodGroup>,
@@ -737,7 +748,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: Some(DIALECT),
             apply: |ix, o| {
                 ix.apply_group::<SigsPodGroup>(o);
-                true
+                Wake::Now
             },
             delete: |ix, key| ix.delete_group(Dialect::SigsPodGroup, key),
             known: Index::group_keys::<SigsPodGroup>,
@@ -751,7 +762,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: Some(DIALECT),
             apply: |ix, o| {
                 ix.apply_queue(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_queue,
             known: Index::queue_keys,
@@ -767,7 +778,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: Some("network topology from HyperNodes"),
             apply: |ix, o| {
                 ix.apply_hypernode(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_hypernode,
             known: Index::hypernode_keys,
@@ -781,7 +792,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_budget(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_budget,
             known: Index::budget_keys,
@@ -796,7 +807,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_namespace(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_namespace,
             known: Index::namespace_keys,
@@ -812,7 +823,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_claim(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_claim,
             known: Index::claim_keys,
@@ -826,7 +837,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_volume(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_volume,
             known: Index::volume_keys,
@@ -840,7 +851,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_class(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_class,
             known: Index::class_keys,
@@ -854,7 +865,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             optional: None,
             apply: |ix, o| {
                 ix.apply_priority_class(o);
-                true
+                Wake::Now
             },
             delete: Index::delete_priority_class,
             known: Index::priority_class_keys,

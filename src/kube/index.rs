@@ -35,6 +35,20 @@ use crate::framework::JobCondition;
 use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
 use crate::snapshot::Snapshot;
 
+/// How soon a cycle should see a change a watch applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Nothing a cycle reads changed, or nothing can come of it before more changes do:
+    /// the periodic cycle sees it.
+    No,
+    /// The engine's view changed, but nothing waits on it to be placed: cycles gather such
+    /// changes (at most one per BURST_CYCLE_SPACING while they keep coming).
+    Soon,
+    /// Something may be placed now (a gang's last member, a node): a cycle at once, or as
+    /// soon as the spacing for cheap cycles allows.
+    Now,
+}
+
 /// Reason of the events on HyperNodes that cannot be used as they are.
 pub const INVALID_HYPERNODE: &str = "InvalidHyperNode";
 
@@ -308,10 +322,13 @@ impl Index {
         }
     }
 
-    /// Applies a pod's report; returns whether a cycle should see it at once: not when it
-    /// changed nothing the engine reads (our own condition writes, kwok's or a kubelet's
-    /// status updates), nor for a pending member of a gang still short of its minimum.
-    pub fn apply_pod(&mut self, pod: &Pod) -> bool {
+    /// Applies a pod's report; returns how soon a cycle should see it: at once for a pod of
+    /// ours that may be placed now; soon (cycles spaced, see the driver) for other changes
+    /// the engine reads (a bound pod running or finishing, other schedulers' pods); not at
+    /// all (the periodic cycle sees it) when it changed nothing the engine reads (our own
+    /// condition writes, status conditions) or is a pending member of a gang still short of
+    /// its minimum.
+    pub fn apply_pod(&mut self, pod: &Pod) -> Wake {
         let uid = pod.uid().unwrap_or_default();
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
@@ -324,7 +341,7 @@ impl Index {
                     let key = self.gang_for(pod, decl);
                     if let Some(hold) = hold_of(pod) {
                         self.hold(&uid, &ns, &name, key, hold);
-                        return true;
+                        return Wake::Now;
                     }
                     self.release(&uid);
                     Some(key)
@@ -337,7 +354,7 @@ impl Index {
                         "FailedScheduling",
                         format!("cannot schedule: {e}"),
                     );
-                    return true;
+                    return Wake::Now;
                 }
             }
         } else {
@@ -365,7 +382,13 @@ impl Index {
                     update.task.budgets = self.budgets_covering(&ns, &labels);
                     self.labels.insert(uid.clone(), (ns.clone(), labels));
                 }
-                self.cache.apply_pod(update) && !self.waits_for_its_gang(pod)
+                if !self.cache.apply_pod(update) || self.waits_for_its_gang(pod) {
+                    Wake::No
+                } else if ours && self.pending_in_cache(pod) {
+                    Wake::Now
+                } else {
+                    Wake::Soon
+                }
             }
             Err(e) => {
                 self.forget_pod_of_gang(&uid);
@@ -377,7 +400,7 @@ impl Index {
                         format!("cannot schedule: {e}"),
                     );
                 }
-                true
+                Wake::Now
             }
         }
     }
@@ -388,15 +411,18 @@ impl Index {
     /// gang arriving pod by pod is not decided on, and spaced out, member by member; the
     /// periodic cycle still reports on short gangs.
     pub fn waits_for_its_gang(&self, pod: &Pod) -> bool {
-        let Some(update) = pod.uid().and_then(|uid| self.cache.pod(&uid)) else {
-            return false;
-        };
-        update.task.status == TaskStatus::Pending
-            && update.task.node.is_none()
-            && update
-                .job
-                .as_deref()
-                .is_some_and(|job| self.cache.gang_short_of_members(job))
+        self.pending_in_cache(pod)
+            && pod
+                .uid()
+                .and_then(|uid| self.cache.pod(&uid)?.job.clone())
+                .is_some_and(|job| self.cache.gang_short_of_members(&job))
+    }
+
+    /// The pod is known to the engine, pending and unplaced.
+    fn pending_in_cache(&self, pod: &Pod) -> bool {
+        pod.uid()
+            .and_then(|uid| self.cache.pod(&uid))
+            .is_some_and(|u| u.task.status == TaskStatus::Pending && u.task.node.is_none())
     }
 
     /// Keeps a pod of ours out of the engine, counted in its gang's `HeldBack`, and tells
@@ -706,14 +732,20 @@ impl Index {
 
     // ----- nodes ---------------------------------------------------------------------
 
-    /// Applies a node's report; returns whether the engine's view changed (a heartbeat of
-    /// its status conditions does not).
-    pub fn apply_node(&mut self, node: &Node) -> bool {
+    /// Applies a node's report; a cycle sees it at once if the engine's view changed (a
+    /// heartbeat of its status conditions does not change it).
+    pub fn apply_node(&mut self, node: &Node) -> Wake {
         match node_to_spec(node) {
-            Ok(spec) => self.cache.apply_node(spec),
+            Ok(spec) => {
+                if self.cache.apply_node(spec) {
+                    Wake::Now
+                } else {
+                    Wake::No
+                }
+            }
             Err(e) => {
                 super::retry::warn_limited("node ignored", &e.to_string());
-                false
+                Wake::No
             }
         }
     }
@@ -1378,7 +1410,7 @@ mod tests {
     }
 
     #[test]
-    fn only_changes_a_cycle_can_act_on_wake_one() {
+    fn changes_wake_a_cycle_as_soon_as_it_can_act_on_them() {
         let mut st = Index::new(vec!["rust-batch".into()]);
         st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 3));
         let (a, b, c) = (
@@ -1386,22 +1418,36 @@ mod tests {
             pod("b", false, "rust-batch"),
             pod("c", false, "rust-batch"),
         );
-        assert!(!st.apply_pod(&a), "1 of 3: nothing to decide");
-        assert!(!st.apply_pod(&b), "2 of 3");
-        assert!(st.apply_pod(&c), "3 of 3: the gang may bind");
+        assert_eq!(st.apply_pod(&a), Wake::No, "1 of 3: nothing to decide");
+        assert_eq!(st.apply_pod(&b), Wake::No, "2 of 3");
+        assert_eq!(st.apply_pod(&c), Wake::Now, "3 of 3: the gang may bind");
         // A condition written on a pod (ours: PodScheduled) changes nothing the engine reads.
         let mut told = c.clone();
         told.status = Some(serde_json::from_value(serde_json::json!({
             "phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
         })).unwrap());
-        assert!(!st.apply_pod(&told), "a status condition alone");
+        assert_eq!(st.apply_pod(&told), Wake::No, "a status condition alone");
         let mut bigger = c.clone();
         bigger.spec.as_mut().unwrap().containers[0].resources =
             Some(serde_json::from_value(serde_json::json!({"requests": {"cpu": "2"}})).unwrap());
-        assert!(st.apply_pod(&bigger), "a change the engine reads");
+        assert_eq!(
+            st.apply_pod(&bigger),
+            Wake::Now,
+            "a change the engine reads"
+        );
+        // The gang bound: its pods running is news, not urgent.
+        let mut running = bigger.clone();
+        running.spec.as_mut().unwrap().node_name = Some("n1".into());
+        running.status =
+            Some(serde_json::from_value(serde_json::json!({"phase": "Running"})).unwrap());
+        assert_eq!(st.apply_pod(&running), Wake::Soon);
         // Not ours, or of a gang not known yet: a cycle decides (or reports) at once.
-        assert!(st.apply_pod(&pod("x", false, "default-scheduler")));
+        assert_eq!(
+            st.apply_pod(&pod("x", false, "default-scheduler")),
+            Wake::Soon,
+            "another scheduler's pod"
+        );
         let mut orphan = pod("o", false, "rust-batch");
         orphan.metadata.annotations = Some(
             [(
@@ -1410,7 +1456,7 @@ mod tests {
             )]
             .into(),
         );
-        assert!(st.apply_pod(&orphan));
+        assert_eq!(st.apply_pod(&orphan), Wake::Now);
         // A node's heartbeat (its conditions' times) is no change; its capacity is.
         let node = |cpu: &str, heartbeat: &str| -> Node {
             serde_json::from_value(serde_json::json!({
@@ -1421,9 +1467,9 @@ mod tests {
             }))
             .unwrap()
         };
-        assert!(st.apply_node(&node("4", "2026-01-01T00:00:00Z")));
-        assert!(!st.apply_node(&node("4", "2026-01-01T00:00:40Z")));
-        assert!(st.apply_node(&node("8", "2026-01-01T00:00:40Z")));
+        assert_eq!(st.apply_node(&node("4", "2026-01-01T00:00:00Z")), Wake::Now);
+        assert_eq!(st.apply_node(&node("4", "2026-01-01T00:00:40Z")), Wake::No);
+        assert_eq!(st.apply_node(&node("8", "2026-01-01T00:00:40Z")), Wake::Now);
     }
 
     #[test]

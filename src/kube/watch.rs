@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::info;
 
-use super::index::{lock, Index};
+use super::index::{lock, Index, Wake};
 use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
 
 /// How a watch feeds the index.
@@ -29,9 +29,8 @@ pub struct Feed<K> {
     /// topology): off, without holding up cycles, until the CRD is installed. None: a kind
     /// scheduling cannot do without.
     pub optional: Option<&'static str>,
-    /// Applies an object; returns whether a cycle should see the change at once (false:
-    /// it changed nothing a cycle could decide on; the periodic cycle still sees it).
-    pub apply: fn(&mut Index, &K) -> bool,
+    /// Applies an object; returns how soon a cycle should see the change.
+    pub apply: fn(&mut Index, &K) -> Wake,
     pub delete: fn(&mut Index, &str),
     /// Every key the index holds for this kind (what a relist may have to forget).
     pub known: fn(&Index) -> Vec<String>,
@@ -43,6 +42,9 @@ pub struct Feed<K> {
 pub struct Sink {
     pub index: Arc<Mutex<Index>>,
     pub wake: Arc<Notify>,
+    /// The cycle's wake-up for changes that can wait for the next spaced cycle
+    /// (`Wake::Soon`).
+    pub wake_soon: Arc<Notify>,
     pub gate: Arc<Gate>,
     /// Objects per list page; None lists in one request. One request is served from the
     /// API server's watch cache (consistent reads from the cache, on by default since
@@ -84,7 +86,11 @@ where
         ..watcher::Config::default()
     };
     let Sink {
-        index, wake, gate, ..
+        index,
+        wake,
+        wake_soon,
+        gate,
+        ..
     } = sink;
     let mut stream = watcher::watcher(api, config).boxed();
     let mut listed: HashSet<String> = HashSet::new();
@@ -146,11 +152,11 @@ where
                 listed = HashSet::new();
                 wake.notify_one();
             }
-            Ok(Event::Apply(obj)) => {
-                if (feed.apply)(&mut lock(&index), &obj) {
-                    wake.notify_one();
-                }
-            }
+            Ok(Event::Apply(obj)) => match (feed.apply)(&mut lock(&index), &obj) {
+                Wake::Now => wake.notify_one(),
+                Wake::Soon => wake_soon.notify_one(),
+                Wake::No => {}
+            },
             Ok(Event::Delete(obj)) => {
                 (feed.delete)(&mut lock(&index), &key_of(&obj));
                 wake.notify_one();
@@ -330,7 +336,7 @@ mod tests {
         Feed {
             kind: "K",
             optional,
-            apply: |_, _| true,
+            apply: |_, _| Wake::Now,
             delete: |_, _| {},
             known: |_| vec![],
         }
