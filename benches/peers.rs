@@ -5,7 +5,8 @@
 //! in gangs of 10 (a Volcano PodGroup each, minMember 10), created 32 at a time right after
 //! the scheduler process started, as benches/kwok.rs creates them. Per size it prints a
 //! table: pods/s, the ratio to the best null binder and to each peer, gang latency p50/p99
-//! (the gang's last pod created → the whole gang bound), process start → first bind, peak
+//! (the gang's last pod created → the whole gang bound), idle gang latency p50/p99 (after
+//! the bulk run, gangs of 8 created one at a time), process start → first bind, peak
 //! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
 //! machine was. Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
 //! two nodes.
@@ -21,7 +22,7 @@
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
 //! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
-//! times out is reported with what it bound).
+//! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter).
 //!
 //! Under `cargo test` (no `--bench` argument) it runs the null binder and rust-batch on 20
 //! nodes and 100 pods on the ambient cluster (KUBECONFIG) as a smoke test: no peer is built.

@@ -328,7 +328,7 @@ impl Cycles<'_> {
                 // Only a cycle that decides spaces the next: the lists' wake-ups at start
                 // must not delay the first cycle.
                 last_start = started;
-                ix.report_missing_groups();
+                ix.report_missing_groups(now_ms());
                 let before = ix.cache.snapshot();
                 ix.report_topology_problems(&before);
                 let releases = ix.recovery.review(&before, now_ms());

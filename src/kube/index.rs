@@ -35,6 +35,10 @@ use crate::framework::JobCondition;
 use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
 use crate::snapshot::Snapshot;
 
+/// How long a pending pod's group must be missing before the pod is told (see
+/// `Index::report_missing_groups`).
+pub const MISSING_GROUP_GRACE_MS: i64 = 2_000;
+
 /// How soon a cycle should see a change a watch applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
@@ -132,6 +136,9 @@ pub struct Index {
     foreign_members: HashMap<String, HashSet<String>>,
     /// Group keys deleted while pods of theirs remained (their pods were told so).
     deleted_groups: HashSet<String>,
+    /// Pending pods of ours whose group is not known, and since when (ms): told only after
+    /// MISSING_GROUP_GRACE_MS.
+    orphaned_since: HashMap<Arc<str>, i64>,
     /// PodDisruptionBudgets by `namespace/name`, as last seen.
     budgets: HashMap<String, PodDisruptionBudget>,
     /// uid -> (namespace, labels) of our pods: what budgets select them by.
@@ -611,13 +618,17 @@ impl Index {
 
     /// Pods of ours waiting for a PodGroup that does not exist, told so once the PodGroups
     /// of every installed dialect are listed (a restarted scheduler must not tell pods
-    /// that their group is missing before it has read the groups).
-    pub fn report_missing_groups(&mut self) {
+    /// that their group is missing before it has read the groups) and the pod has waited
+    /// MISSING_GROUP_GRACE_MS: each kind is listed at its own resourceVersion, so a group
+    /// created just before its pods can be missing from the groups' list while its pods are
+    /// in theirs — its watch event follows within milliseconds.
+    pub fn report_missing_groups(&mut self, now_ms: i64) {
         // A deleted group's pods were told once; forget it when they are gone too.
         let orphans = self.cache.orphans();
         self.deleted_groups
             .retain(|key| orphans.get(key.as_str()).is_some_and(|o| !o.is_empty()));
         let mut missing = Vec::new();
+        let mut waiting = HashMap::new();
         for (key, uids) in self.cache.orphans() {
             if self.deleted_groups.contains(&**key) {
                 continue;
@@ -625,11 +636,16 @@ impl Index {
             for uid in uids {
                 if let Some(p) = self.cache.pod(uid) {
                     if p.task.status == TaskStatus::Pending {
-                        missing.push((key.to_string(), p.task.clone()));
+                        let since = self.orphaned_since.get(uid).copied().unwrap_or(now_ms);
+                        waiting.insert(uid.clone(), since);
+                        if now_ms - since >= MISSING_GROUP_GRACE_MS {
+                            missing.push((key.to_string(), p.task.clone()));
+                        }
                     }
                 }
             }
         }
+        self.orphaned_since = waiting;
         for (key, task) in missing {
             let group = key.split_once('/').map_or(key.as_str(), |x| x.1);
             self.report(
@@ -1608,13 +1624,18 @@ mod tests {
         let mut st = Index::new(vec!["rust-batch".into()]);
         st.apply_pod(&pod("a", false, "rust-batch"));
         assert!(st.events.kept.is_empty(), "nothing said while listing");
-        st.report_missing_groups();
+        st.report_missing_groups(1_000);
+        assert!(
+            st.events.kept.is_empty(),
+            "the group's own watch event may be just behind"
+        );
+        st.report_missing_groups(1_000 + MISSING_GROUP_GRACE_MS);
         assert!(st
             .events
             .last("a", "FailedScheduling")
             .is_some_and(|m| m.contains("PodGroup g does not exist")));
         let before = st.events.kept.len();
-        st.report_missing_groups();
+        st.report_missing_groups(5_000);
         assert_eq!(st.events.kept.len(), before, "said once");
     }
 
