@@ -389,12 +389,10 @@ impl Index {
                     update.task.budgets = self.budgets_covering(&ns, &labels);
                     self.labels.insert(uid.clone(), (ns.clone(), labels));
                 }
-                if !self.cache.apply_pod(update) || self.waits_for_its_gang(pod) {
-                    Wake::No
-                } else if ours && self.pending_in_cache(pod) {
-                    Wake::Now
+                if self.cache.apply_pod(update) {
+                    self.wake_for_pod(&uid, ours)
                 } else {
-                    Wake::Soon
+                    Wake::No
                 }
             }
             Err(e) => {
@@ -412,24 +410,25 @@ impl Index {
         }
     }
 
-    /// Whether a cycle has nothing new to decide after this pod's change: a pending pod of
-    /// ours whose gang still has fewer members than its minimum. The gang's last member
-    /// wakes the cycle (an idle cluster binds it at once), not each one before it, so a
-    /// gang arriving pod by pod is not decided on, and spaced out, member by member; the
-    /// periodic cycle still reports on short gangs.
-    pub fn waits_for_its_gang(&self, pod: &Pod) -> bool {
-        self.pending_in_cache(pod)
-            && pod
-                .uid()
-                .and_then(|uid| self.cache.pod(&uid)?.job.clone())
-                .is_some_and(|job| self.cache.gang_short_of_members(&job))
-    }
-
-    /// The pod is known to the engine, pending and unplaced.
-    fn pending_in_cache(&self, pod: &Pod) -> bool {
-        pod.uid()
-            .and_then(|uid| self.cache.pod(&uid))
-            .is_some_and(|u| u.task.status == TaskStatus::Pending && u.task.node.is_none())
+    /// How soon a cycle needs a pod the engine's view just changed for. A pending pod of
+    /// ours whose gang still has fewer members than its minimum: not at all — the gang's
+    /// last member wakes the cycle (an idle cluster binds it at once), not each one before
+    /// it, and the periodic cycle still reports on short gangs. Another pending pod of
+    /// ours may be placed now; anything else (a pod running or finishing, another
+    /// scheduler's pod) is news nothing waits on.
+    fn wake_for_pod(&self, uid: &str, ours: bool) -> Wake {
+        let Some(update) = self.cache.pod(uid) else {
+            return Wake::Soon;
+        };
+        let pending = update.task.status == TaskStatus::Pending && update.task.node.is_none();
+        if !pending {
+            return Wake::Soon;
+        }
+        match update.job.as_deref() {
+            Some(job) if self.cache.gang_short_of_members(job) => Wake::No,
+            _ if ours => Wake::Now,
+            _ => Wake::Soon,
+        }
     }
 
     /// Keeps a pod of ours out of the engine, counted in its gang's `HeldBack`, and tells
