@@ -177,10 +177,14 @@ impl Cache {
 
     // ----- gangs ---------------------------------------------------------------------
 
-    pub fn apply_job(&mut self, spec: JobSpec) {
+    /// Adds or updates a gang; returns whether the engine's view changed.
+    pub fn apply_job(&mut self, spec: JobSpec) -> bool {
         if let Some(id) = self.state.job_by_uid(&spec.uid) {
+            if self.state.job(id).same_spec(&spec) {
+                return false;
+            }
             self.state.job_mut(id).update_spec(spec);
-            return;
+            return true;
         }
         let mut job = JobInfo::new(spec);
         if let Some(held) = self.held_back.get(&*job.uid) {
@@ -196,6 +200,7 @@ impl Cache {
                     .upsert_task(record.update.task.clone());
             }
         }
+        true
     }
 
     /// Deletes a gang; its pods stay known (and keep occupying their nodes) as orphans.

@@ -208,6 +208,7 @@ impl Binder {
             }
             let sending = Sending::new(&self.in_flight);
             let started = Instant::now();
+            tracing::trace!(pod = %b.name, "bind sent");
             let sent = api
                 .create_subresource::<_, serde_json::Value>(
                     "binding",
@@ -222,7 +223,10 @@ impl Binder {
                 .api_write_timed("binding", started.elapsed(), sent.as_ref().err());
             self.answered(started.elapsed(), &sent);
             let err = match sent {
-                Ok(_) => return BindOutcome::Bound,
+                Ok(_) => {
+                    tracing::trace!(pod = %b.name, took = ?started.elapsed(), "bind answered");
+                    return BindOutcome::Bound;
+                }
                 Err(e) => e,
             };
             match Failure::of(&err) {

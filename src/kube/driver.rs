@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 use super::bind_limit::{BindLimit, LimitController};
 use super::binder::Binder;
 use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
+use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{HyperNode, PodGroup, Queue};
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
@@ -68,11 +69,6 @@ pub struct DriverOptions {
 
 /// The floor of the adaptive bind limit: an overloaded API server still gets a few binds.
 const MIN_BIND_CONCURRENCY: usize = 4;
-
-/// The readiness item for queue default (see `run`), and how long it waits for the Queue
-/// watch to deliver the queue once the API server has it.
-pub const DEFAULT_QUEUE_READY: &str = "queue default";
-const DEFAULT_QUEUE_WAIT: Duration = Duration::from_secs(10);
 
 /// While changes keep coming, cycles start at most this often (a cycle right after a quiet
 /// spell starts at once)...
@@ -140,37 +136,20 @@ pub async fn run(
             }
         });
     }
-    if leadership.is_elected() {
-        // A write like any other: only the leader creates the default queue (it usually
-        // exists: an earlier leader made it).
-        let (client, index, gate, metrics) =
-            (client.clone(), index.clone(), gate.clone(), metrics.clone());
+    // Queue default stands in memory from the start, as the object we create (weight 1,
+    // reclaimable, open): the Queue watch replaces it with the API server's (ours, or one an
+    // admin made), so the first cycle need not wait for our create to come back — the API
+    // server answers the first write of a CRD installed a moment ago only after ~2 s.
+    lock(&index)
+        .cache
+        .apply_queue(QueueInfo::new(DEFAULT_QUEUE, 1));
+    {
+        // A write like any other: only the leader creates it (it usually exists: an earlier
+        // leader made it).
+        let (client, metrics, gate) = (client.clone(), metrics.clone(), gate.clone());
         tokio::spawn(async move {
             gate.pass().await;
-            ensure_default_queue(&client, &index, &metrics).await;
-        });
-    } else {
-        // Beside the watches, not before them (a round trip less before the first cycle),
-        // but no cycle decides until the index holds it: a cycle without it would tell
-        // gangs their queue does not exist.
-        lock(&index).readiness.expect(DEFAULT_QUEUE_READY);
-        let (client, index, wake, metrics) =
-            (client.clone(), index.clone(), wake.clone(), metrics.clone());
-        tokio::spawn(async move {
-            if ensure_default_queue(&client, &index, &metrics).await {
-                // The Queue watch delivers it (the index marks it in); should it be
-                // deleted meanwhile, cycles go on without it after a while.
-                tokio::time::sleep(DEFAULT_QUEUE_WAIT).await;
-            }
-            let mut ix = lock(&index);
-            if ix.readiness.waiting_for().contains(&DEFAULT_QUEUE_READY) {
-                if ix.queue_keys().iter().all(|q| q != "default") {
-                    warn!("queue default was created but not seen since; scheduling without it");
-                }
-                ix.readiness.listed(DEFAULT_QUEUE_READY);
-            }
-            drop(ix);
-            wake.notify_one();
+            ensure_default_queue(&client, &metrics).await;
         });
     }
     spawn_watches(
@@ -718,10 +697,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
         Feed {
             kind: "scheduling.volcano.sh PodGroup",
             optional: Some(DIALECT),
-            apply: |ix, o| {
-                ix.apply_group::<PodGroup>(o);
-                Wake::Now
-            },
+            apply: |ix, o| ix.apply_group::<PodGroup>(o),
             delete: |ix, key| ix.delete_group(Dialect::Volcano, key),
             known: Index::group_keys::<PodGroup>,
         },
@@ -732,10 +708,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
         Feed {
             kind: "scheduling.x-k8s.io PodGroup",
             optional: Some(DIALECT),
-            apply: |ix, o| {
-                ix.apply_group::<XK8sPodGroup>(o);
-                Wake::Now
-            },
+            apply: |ix, o| ix.apply_group::<XK8sPodGroup>(o),
             delete: |ix, key| ix.delete_group(Dialect::XK8sPodGroup, key),
             known: Index::group_keys::<XK8sPodGroup>,
         },
@@ -746,10 +719,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
         Feed {
             kind: "scheduling.sigs.k8s.io PodGroup",
             optional: Some(DIALECT),
-            apply: |ix, o| {
-                ix.apply_group::<SigsPodGroup>(o);
-                Wake::Now
-            },
+            apply: |ix, o| ix.apply_group::<SigsPodGroup>(o),
             delete: |ix, key| ix.delete_group(Dialect::SigsPodGroup, key),
             known: Index::group_keys::<SigsPodGroup>,
         },
@@ -760,10 +730,7 @@ fn spawn_watches(client: &Client, sink: &Sink) {
         Feed {
             kind: "Queue",
             optional: Some(DIALECT),
-            apply: |ix, o| {
-                ix.apply_queue(o);
-                Wake::Now
-            },
+            apply: |ix, o| ix.apply_queue(o),
             delete: Index::delete_queue,
             known: Index::queue_keys,
         },
@@ -902,46 +869,31 @@ fn reload_if_changed(
     }
 }
 
-/// Creates queue default unless it exists. Returns whether the API server has it (the
-/// Queue watch will deliver it); false when it fell back to an in-memory default.
-async fn ensure_default_queue(
-    client: &Client,
-    index: &Arc<Mutex<Index>>,
-    metrics: &Metrics,
-) -> bool {
+/// Creates queue default unless it exists (the cache holds a stand-in meanwhile, see `run`).
+async fn ensure_default_queue(client: &Client, metrics: &Metrics) {
     let api = Api::<Queue>::all(client.clone());
     let queue: Queue = match serde_json::from_value(serde_json::json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
-        "metadata": {"name": "default"},
+        "metadata": {"name": DEFAULT_QUEUE},
         "spec": {"weight": 1, "reclaimable": true}
     })) {
         Ok(q) => q,
         Err(e) => {
             warn!(error = %e, "cannot build the default queue");
-            return false;
+            return;
         }
     };
     let started = Instant::now();
     let created = api.create(&PostParams::default(), &queue).await;
     metrics.api_write_timed("queue", started.elapsed(), created.as_ref().err());
     match created {
-        Ok(_) => {
-            info!("created queue default");
-            true
-        }
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            debug!("queue default exists");
-            true
-        }
-        Err(e) => {
-            // Without the Queue CRD nothing could be scheduled; keep an in-memory default.
-            warn_limited(
-                "cannot create queue default",
-                &format!("{e}; using an in-memory default queue"),
-            );
-            lock(index).cache.apply_queue(QueueInfo::new("default", 1));
-            false
-        }
+        Ok(_) => info!("created queue default"),
+        Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
+        // Without the Queue CRD nothing else could be scheduled: the stand-in stays.
+        Err(e) => warn_limited(
+            "cannot create queue default",
+            &format!("{e}; using an in-memory default queue"),
+        ),
     }
 }

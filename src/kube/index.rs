@@ -199,13 +199,17 @@ pub fn older(a: Option<&str>, b: Option<&str>) -> bool {
 }
 
 /// Stores `obj` at `key` unless what is stored there is newer (the status writer's own
-/// write came back before the watch delivered an older version). Returns whether it stored.
+/// write came back before the watch delivered an older version) or this very version (the
+/// watch's echo of that write). Returns whether it stored.
 fn store_newest<K: Resource + Clone>(map: &mut HashMap<String, K>, key: String, obj: &K) -> bool {
+    let (version, uid) = (
+        obj.meta().resource_version.as_deref(),
+        obj.meta().uid.as_deref(),
+    );
     let stale = map.get(&key).is_some_and(|have| {
-        older(
-            obj.meta().resource_version.as_deref(),
-            have.meta().resource_version.as_deref(),
-        )
+        let have_version = have.meta().resource_version.as_deref();
+        older(version, have_version)
+            || (version.is_some() && version == have_version && uid == have.meta().uid.as_deref())
     });
     if !stale {
         map.insert(key, obj.clone());
@@ -843,14 +847,12 @@ impl Index {
 
     // ----- queues and priority classes -----------------------------------------------
 
-    pub fn apply_queue(&mut self, q: &Queue) {
+    /// A Queue from a watch: a cycle needs it at once unless the index already has this
+    /// version (the echo of the status writer's own write) or a newer one.
+    pub fn apply_queue(&mut self, q: &Queue) -> Wake {
         let name = q.name_any();
-        if name == "default" {
-            // What a driver that created it waits for (`driver::DEFAULT_QUEUE_READY`).
-            self.readiness.listed(super::driver::DEFAULT_QUEUE_READY);
-        }
         if !store_newest(&mut self.queues, name.clone(), q) {
-            return;
+            return Wake::No;
         }
         self.status_touched.queues.insert(name.clone());
         match queue_to_info(q) {
@@ -863,6 +865,7 @@ impl Index {
                 self.report(r, EventType::Warning, "InvalidQueue", e.to_string());
             }
         }
+        Wake::Now
     }
 
     /// The API server's answer to the status writer: kept only while the index still has
@@ -873,7 +876,7 @@ impl Index {
             .get(&q.name_any())
             .is_some_and(|have| have.uid() == q.uid());
         if same {
-            self.apply_queue(q);
+            let _ = self.apply_queue(q);
         }
     }
 
@@ -1043,10 +1046,10 @@ impl Index {
     }
 
     /// Makes the engine's gang `key` what its defining object says (or an event on that
-    /// object says why it cannot).
-    fn refresh_group(&mut self, key: &str) {
+    /// object says why it cannot). Returns whether the engine's view changed.
+    fn refresh_group(&mut self, key: &str) -> bool {
         let converted = match self.group_dialect(key) {
-            None => return,
+            None => return false,
             Some(Dialect::Volcano) => {
                 pod_group_to_job(&self.pod_groups[key], &self.priority_classes)
             }
@@ -1073,15 +1076,25 @@ impl Index {
                 if let Some(r) = self.group_ref(key) {
                     self.report(r, EventType::Warning, "Invalid", e.to_string());
                 }
+                true
             }
         }
     }
 
-    pub fn apply_group<G: StoredGroup>(&mut self, pg: &G) {
+    /// A PodGroup from a watch; how soon a cycle needs it: never when the index already
+    /// has this version (the echo of the status writer's own write, whose answer it
+    /// stored) or a newer one; at once when the gang changed for the engine; soon when only
+    /// its status did (someone else's write, which the status writer may have to mend).
+    pub fn apply_group<G: StoredGroup>(&mut self, pg: &G) -> Wake {
         let key = key_of_group(pg);
-        if store_newest(G::stored_mut(self), key.clone(), pg) {
-            self.status_touched.groups.insert(key.clone());
-            self.refresh_group(&key);
+        if !store_newest(G::stored_mut(self), key.clone(), pg) {
+            return Wake::No;
+        }
+        self.status_touched.groups.insert(key.clone());
+        if self.refresh_group(&key) {
+            Wake::Now
+        } else {
+            Wake::Soon
         }
     }
 
@@ -1095,7 +1108,7 @@ impl Index {
             .get(&key)
             .is_some_and(|have| have.uid() == pg.uid());
         if same {
-            self.apply_group(pg);
+            let _ = self.apply_group(pg);
         }
     }
 
@@ -1354,6 +1367,41 @@ mod tests {
         st.apply_group(&pod_group("21", "Inqueue"));
         assert_eq!(phase(&st).as_deref(), Some("Inqueue"), "newer event taken");
         assert!(older(Some("9"), Some("10")) && !older(Some("x"), Some("10")));
+    }
+
+    #[test]
+    fn a_pod_group_wakes_a_cycle_only_when_the_engine_can_act_on_it() {
+        let mut st = Index::default();
+        assert_eq!(
+            st.apply_group(&pod_group("5", "Inqueue")),
+            Wake::Now,
+            "a new gang"
+        );
+        assert_eq!(
+            st.apply_group(&pod_group("5", "Inqueue")),
+            Wake::No,
+            "this version again: the watch's echo of the status writer's write, whose answer the index stored"
+        );
+        assert_eq!(
+            st.apply_group(&pod_group("4", "Pending")),
+            Wake::No,
+            "an older one"
+        );
+        let mut counts = pod_group("6", "Inqueue");
+        counts.status.as_mut().unwrap().running = Some(1);
+        assert_eq!(
+            st.apply_group(&counts),
+            Wake::Soon,
+            "only its status counts changed (another writer): the status writer may mend it, no gang waits on it"
+        );
+        assert_eq!(
+            st.apply_group(&pod_group("7", "Running")),
+            Wake::Now,
+            "its phase changed"
+        );
+        let mut bigger = pod_group("8", "Running");
+        bigger.spec.min_member = Some(2);
+        assert_eq!(st.apply_group(&bigger), Wake::Now, "its minimum changed");
     }
 
     #[test]

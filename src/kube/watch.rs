@@ -16,7 +16,7 @@ use ::kube::Resource;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
-use tracing::info;
+use tracing::{info, trace};
 
 use super::index::{lock, Index, Wake};
 use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
@@ -153,7 +153,10 @@ where
                 wake.notify_one();
             }
             Ok(Event::Apply(obj)) => match (feed.apply)(&mut lock(&index), &obj) {
-                Wake::Now => wake.notify_one(),
+                Wake::Now => {
+                    trace!(kind = feed.kind, object = %key_of(&obj), "a change wakes a cycle now");
+                    wake.notify_one()
+                }
                 Wake::Soon => wake_soon.notify_one(),
                 Wake::No => {}
             },

@@ -242,6 +242,29 @@ impl JobInfo {
         job
     }
 
+    /// Whether `spec` says what this gang already holds (an update the engine need not
+    /// see: the echo of a status write, a label change).
+    pub fn same_spec(&self, spec: &JobSpec) -> bool {
+        *self.uid == *spec.uid
+            && *self.namespace == *spec.namespace
+            && *self.name == *spec.name
+            && *self.queue == *spec.queue
+            && self.min_member == spec.min_member
+            && self.min_task_member.len() == spec.min_task_member.len()
+            && self
+                .min_task_member
+                .iter()
+                .zip(&spec.min_task_member)
+                .all(|((a, x), (b, y))| **a == **b && x == y)
+            && self.min_resources == spec.min_resources
+            && self.priority == spec.priority
+            && self.created == spec.created
+            && self.phase == spec.phase
+            && self.policy == spec.policy
+            && self.origin == spec.origin
+            && self.topology.as_deref() == spec.topology.as_ref()
+    }
+
     /// Replaces the gang parameters, keeping tasks.
     pub fn update_spec(&mut self, spec: JobSpec) {
         self.uid = Arc::from(spec.uid.as_str());
