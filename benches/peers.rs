@@ -6,7 +6,8 @@
 //! the scheduler process started, as benches/kwok.rs creates them. Per size it prints a
 //! table: pods/s, the ratio to the best null binder and to each peer, gang latency p50/p99
 //! (the gang's last pod created → the whole gang bound), idle gang latency p50/p99 (after
-//! the bulk run, gangs of 8 created one at a time), process start → first bind, peak
+//! the bulk run, once nothing in the namespace changed for a second, gangs of 8 created one
+//! at a time), process start → first bind, peak
 //! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
 //! machine was. Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
 //! two nodes.
@@ -22,7 +23,9 @@
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
 //! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
-//! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter).
+//! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter),
+//! RB_BENCH_IDLE_TRACE (print each idle gang's last pod created and last bind seen, wall
+//! clock, to line up with a scheduler's trace log).
 //!
 //! Under `cargo test` (no `--bench` argument) it runs the null binder and rust-batch on 20
 //! nodes and 100 pods on the ambient cluster (KUBECONFIG) as a smoke test: no peer is built.
@@ -369,6 +372,8 @@ async fn run(
 /// test), and their size.
 const IDLE_GANGS: usize = 20;
 const IDLE_GANG_SIZE: usize = 8;
+/// How long nothing must change before the idle phase starts.
+const IDLE_QUIET: Duration = Duration::from_secs(1);
 
 /// Idle gang latency: once the bulk run is bound and the cluster has settled, IDLE_GANGS
 /// gangs of IDLE_GANG_SIZE (a PodGroup, then its pods created together), one at a time,
@@ -381,8 +386,16 @@ async fn idle_gangs(
     gangs: usize,
     timeout: Duration,
 ) -> Vec<f64> {
-    // kwok marks the bulk's pods running in the seconds after they bind: let that pass.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The cluster settles first: kwok marks the bulk's pods running in the seconds after
+    // they bind, and a scheduler may still write their PodGroups' status. Idle means no pod
+    // or PodGroup of the namespace changed for IDLE_QUIET.
+    let changes = Changes::watch(client, &bulk.ns);
+    let waited = changes.settled(IDLE_QUIET, Duration::from_secs(120)).await;
+    eprintln!(
+        "[peers] cluster settled {:.1} s after the bulk run",
+        waited.as_secs_f64()
+    );
+    drop(changes);
     let mut bound = log.lock().unwrap().first.len();
     let mut latencies = vec![];
     for g in 0..gangs {
@@ -402,6 +415,23 @@ async fn idle_gangs(
             break;
         }
         latencies.extend(gang_latencies(log, &created, IDLE_GANG_SIZE));
+        if std::env::var_os("RB_BENCH_IDLE_TRACE").is_some() {
+            let wall = |t: Instant| {
+                let ago = Instant::now().saturating_duration_since(t);
+                humantime::format_rfc3339_micros(std::time::SystemTime::now() - ago)
+            };
+            let last_created = created.values().max().copied().unwrap();
+            let b = log.lock().unwrap();
+            let last_bound = (0..IDLE_GANG_SIZE)
+                .filter_map(|i| b.first.get(&format!("gang-{first}-{i}")).map(|(t, _)| *t))
+                .max()
+                .unwrap();
+            eprintln!(
+                "[peers] idle gang-{first}: last created {} last bound seen {}",
+                wall(last_created),
+                wall(last_bound)
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     latencies.sort_by(f64::total_cmp);

@@ -501,6 +501,63 @@ pub async fn observe_binds(client: &Client, ns: &str) -> (BindLog, tokio::task::
     (log, task)
 }
 
+/// When a pod or a Volcano PodGroup of a namespace last changed (a watch on each).
+pub struct Changes {
+    last: Arc<Mutex<Instant>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Changes {
+    pub fn watch(client: &Client, ns: &str) -> Changes {
+        use rust_batch::kube::dialects::volcano::PodGroup;
+        let last = Arc::new(Mutex::new(Instant::now()));
+        fn note<K>(api: Api<K>, last: Arc<Mutex<Instant>>) -> tokio::task::JoinHandle<()>
+        where
+            K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+            K: Send + 'static,
+        {
+            tokio::spawn(async move {
+                let mut events = watcher::watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                while let Some(ev) = events.next().await {
+                    if matches!(ev, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) {
+                        *last.lock().unwrap() = Instant::now();
+                    }
+                }
+            })
+        }
+        let tasks = vec![
+            note(Api::<Pod>::namespaced(client.clone(), ns), last.clone()),
+            note(
+                Api::<PodGroup>::namespaced(client.clone(), ns),
+                last.clone(),
+            ),
+        ];
+        Changes { last, tasks }
+    }
+
+    /// Waits until nothing changed for `quiet` (at most `limit`); how long it waited.
+    pub async fn settled(&self, quiet: Duration, limit: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let since = self.last.lock().unwrap().elapsed();
+            if since >= quiet || start.elapsed() >= limit {
+                return start.elapsed();
+            }
+            tokio::time::sleep(quiet - since).await;
+        }
+    }
+}
+
+impl Drop for Changes {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
 /// Waits until `total` pods are seen bound or `timeout` passes; false on timeout.
 pub async fn wait_bound(log: &BindLog, total: usize, timeout: Duration) -> bool {
     let start = Instant::now();

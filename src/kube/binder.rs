@@ -10,6 +10,7 @@
 //! on the same node is a bind that went through before (a retry after a lost answer).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,7 +45,7 @@ pub struct Binder {
     pub refused: Arc<Mutex<Refusals>>,
     /// Binds and evictions sent and not yet answered (a graceful shutdown waits for them
     /// before releasing the leader lease).
-    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    pub in_flight: Arc<InFlight>,
     /// With leader election: annotations that name the lease and this replica on every
     /// Binding and Eviction, so the API server refuses them once another replica holds the
     /// lease (deploy/'s ValidatingAdmissionPolicy `rust-batch-leader-fence`): a replica
@@ -74,19 +75,53 @@ pub fn fence_annotations(
     })
 }
 
+/// Binds and evictions sent and not yet answered. Other writes (PodGroup status, events)
+/// wait for them, a little: a gang is bound when its last bind is, and what they say is
+/// news only after that.
+#[derive(Default)]
+pub struct InFlight {
+    count: AtomicUsize,
+    answered: Notify,
+}
+
+/// How long another write waits for the binds in flight (in a burst they never all end).
+pub const BINDS_FIRST_LIMIT: Duration = Duration::from_millis(50);
+
+impl InFlight {
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Waits until nothing is in flight, at most `limit`; whether nothing is.
+    pub async fn answered(&self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let answered = self.answered.notified();
+            if self.count() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(until, answered).await.is_err() {
+                return self.count() == 0;
+            }
+        }
+    }
+}
+
 /// Counts one call in flight while it lives.
-struct Sending<'a>(&'a std::sync::atomic::AtomicUsize);
+struct Sending<'a>(&'a InFlight);
 
 impl<'a> Sending<'a> {
-    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
-        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    fn new(n: &'a InFlight) -> Self {
+        n.count.fetch_add(1, Ordering::SeqCst);
         Sending(n)
     }
 }
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.answered.notify_waiters();
+        }
     }
 }
 
@@ -117,14 +152,7 @@ pub fn already_on(message: &str, node: &str) -> bool {
 impl Binder {
     /// Waits until no bind or eviction is in flight, at most `limit`; whether none is.
     pub async fn drained(&self, limit: Duration) -> bool {
-        let until = Instant::now() + limit;
-        while self.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            if Instant::now() >= until {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        true
+        self.in_flight.answered(limit).await
     }
 
     /// Marks a cycle's binds and evictions in the cache, before anything is sent, so that
@@ -400,6 +428,38 @@ impl Binder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn other_writes_wait_for_the_binds_in_flight_within_a_limit() {
+        let in_flight = Arc::new(InFlight::default());
+        assert!(
+            in_flight.answered(Duration::from_secs(1)).await,
+            "nothing in flight: no wait"
+        );
+        let started = Instant::now();
+        {
+            let _bind = Sending::new(&in_flight);
+            assert!(
+                !in_flight.answered(Duration::from_millis(50)).await,
+                "a bind that stays in flight: the wait ends at its limit"
+            );
+            assert_eq!(started.elapsed(), Duration::from_millis(50));
+        }
+        let started = Instant::now();
+        let bind = Sending::new(&in_flight);
+        let waiter = {
+            let in_flight = in_flight.clone();
+            tokio::spawn(async move { in_flight.answered(Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        drop(bind);
+        assert!(waiter.await.unwrap(), "answered before the limit");
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(7),
+            "and not waited longer"
+        );
+    }
 
     #[test]
     fn a_conflict_naming_the_same_node_is_a_bind_that_went_through() {

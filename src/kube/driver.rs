@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::bind_limit::{BindLimit, LimitController};
-use super::binder::Binder;
+use super::binder::{Binder, InFlight};
 use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{HyperNode, PodGroup, Queue};
@@ -112,12 +112,14 @@ pub async fn run(
     };
     let instance = std::env::var("POD_NAME").unwrap_or_else(|_| "rust-batch".into());
     let gate = Arc::new(Gate::new(leadership.clone()));
+    let in_flight = Arc::new(InFlight::default());
     let mut index = Index::new(opts.scheduler_names.clone());
     index.events = Events::start(
         client.clone(),
         instance,
         metrics.clone(),
         gate.clone(),
+        in_flight.clone(),
         leadership.clone(),
     );
     index.watch_lag = Some(metrics.watch_lag.clone());
@@ -168,11 +170,13 @@ pub async fn run(
         .map(|cfg| super::leader::start(client.clone(), cfg, leadership.clone()));
 
     let writer = StatusWriter::default();
-    tokio::spawn(
-        writer
-            .clone()
-            .run(client.clone(), index.clone(), gate.clone(), metrics.clone()),
-    );
+    tokio::spawn(writer.clone().run(
+        client.clone(),
+        index.clone(),
+        gate.clone(),
+        metrics.clone(),
+        in_flight.clone(),
+    ));
     let binder = Binder {
         client: client.clone(),
         index: index.clone(),
@@ -185,7 +189,7 @@ pub async fn run(
             opts.max_bind_concurrency.max(opts.bind_concurrency),
         ))),
         refused: Default::default(),
-        in_flight: Default::default(),
+        in_flight,
         fence: opts.leader_election.as_ref().map(|c| {
             Arc::new(super::binder::fence_annotations(
                 &c.namespace,
@@ -404,6 +408,7 @@ impl Cycles<'_> {
                     jobs,
                     binds = result.binds.len(),
                     updates = result.job_updates.len(),
+                    took = ?started.elapsed(),
                     "cycle"
                 );
             }

@@ -16,6 +16,7 @@ use k8s_openapi::api::events::v1::Event as ApiEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use tokio::sync::mpsc;
 
+use super::binder::{InFlight, BINDS_FIRST_LIMIT};
 use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::retry::{cause_of, warn_limited, Failure, Gate};
@@ -64,10 +65,11 @@ impl Events {
         instance: String,
         metrics: Arc<Metrics>,
         gate: Arc<Gate>,
+        in_flight: Arc<InFlight>,
         leadership: Arc<Leadership>,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_BOUND);
-        tokio::spawn(publish_all(client, instance, metrics, gate, rx));
+        tokio::spawn(publish_all(client, instance, metrics, gate, in_flight, rx));
         Events {
             queue: Some(tx),
             leadership: Some(leadership),
@@ -161,13 +163,16 @@ async fn publish_all(
     instance: String,
     metrics: Arc<Metrics>,
     gate: Arc<Gate>,
+    in_flight: Arc<InFlight>,
     mut rx: mpsc::Receiver<Event>,
 ) {
     while let Some(event) = rx.recv().await {
         if rx.is_empty() {
-            // The first of a burst (a cycle's verdicts): the cycle's binds go first.
+            // The first of a burst (a cycle's verdicts): the cycle's binds are sent first...
             tokio::time::sleep(super::status::BINDS_FIRST).await;
         }
+        // ...and answered first, within reason.
+        in_flight.answered(BINDS_FIRST_LIMIT).await;
         let body = api_event(&event, &instance);
         let ns = body.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<ApiEvent>::namespaced(client.clone(), &ns);

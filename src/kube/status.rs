@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::binder::{InFlight, BINDS_FIRST_LIMIT};
 use super::dialects::coscheduling::GroupObject;
 use super::dialects::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::{queue_status_patch, status_patch, GroupStatus, PodGroup, Queue};
@@ -57,6 +58,8 @@ pub const PACE: Duration = Duration::from_secs(1);
 /// How long a write other than a bind lets the binds of the same cycle go first: a gang's
 /// phase and its Scheduled event are news once its pods are bound, and sent beside the
 /// binds they take the API server from them (the gang is bound when its last bind is).
+/// Each such write then also waits for the binds in flight to be answered, at most
+/// `binder::BINDS_FIRST_LIMIT` (in a burst binds never all end: writes slow, not stop).
 pub const BINDS_FIRST: Duration = Duration::from_millis(10);
 /// A gang losing members (its pods being deleted) has its status written only this long
 /// after: a PodGroup deleted with its pods usually goes first, and its delete event, on
@@ -280,6 +283,7 @@ impl StatusWriter {
         index: Arc<Mutex<Index>>,
         gate: Arc<Gate>,
         metrics: Arc<Metrics>,
+        in_flight: Arc<InFlight>,
     ) {
         loop {
             let next = self.queue().next(Instant::now());
@@ -294,6 +298,8 @@ impl StatusWriter {
                     continue;
                 }
             };
+            // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
+            in_flight.answered(BINDS_FIRST_LIMIT).await;
             let mut conflicts = 0;
             loop {
                 gate.pass().await;
@@ -520,6 +526,7 @@ async fn write(
     }
     let pp = PatchParams::default();
     let started = Instant::now();
+    tracing::trace!(target = ?t, %patch, "writing status");
     if let Target::Pod(uid) = t {
         let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
             return Written::Nothing;
