@@ -137,8 +137,10 @@ struct Outcome {
     control_plane_cpu: f64,
     cores_busy: f64,
     load1: f64,
-    /// rust-batch only: its API writes by kind.
+    /// rust-batch only: its API writes by kind, when everything is bound...
     writes: Vec<(String, f64)>,
+    /// ...and once the namespace settled (status written after the binds).
+    writes_settled: Vec<(String, f64)>,
 }
 
 impl Outcome {
@@ -336,12 +338,27 @@ async fn run(
         cores_busy: cores_busy(cpu0, machine_cpu()),
         load1: load1(),
         writes: vec![],
+        writes_settled: vec![],
     };
     if contender == Contender::RustBatch {
         out.writes = rust_batch_writes(port).await;
     }
     // After the bulk's figures: the idle phase is not part of its CPU, load or writes.
     if all {
+        // The cluster settles first: kwok marks the bulk's pods running in the seconds
+        // after they bind, and a scheduler may still write their PodGroups' status. Idle
+        // means no pod or PodGroup of the namespace changed for IDLE_QUIET.
+        let changes = Changes::watch(client, &ns);
+        let waited = changes.settled(IDLE_QUIET, timeout).await;
+        drop(changes);
+        eprintln!(
+            "[peers] {}: the namespace settled {:.1} s after the bulk run",
+            contender.label(),
+            waited.as_secs_f64()
+        );
+        if contender == Contender::RustBatch {
+            out.writes_settled = rust_batch_writes(port).await;
+        }
         let gangs = if smoke { 2 } else { IDLE_GANGS };
         out.idle = idle_gangs(client, &work, &log, gangs, timeout).await;
     }
@@ -386,16 +403,6 @@ async fn idle_gangs(
     gangs: usize,
     timeout: Duration,
 ) -> Vec<f64> {
-    // The cluster settles first: kwok marks the bulk's pods running in the seconds after
-    // they bind, and a scheduler may still write their PodGroups' status. Idle means no pod
-    // or PodGroup of the namespace changed for IDLE_QUIET.
-    let changes = Changes::watch(client, &bulk.ns);
-    let waited = changes.settled(IDLE_QUIET, Duration::from_secs(120)).await;
-    eprintln!(
-        "[peers] cluster settled {:.1} s after the bulk run",
-        waited.as_secs_f64()
-    );
-    drop(changes);
     let mut bound = log.lock().unwrap().first.len();
     let mut latencies = vec![];
     for g in 0..gangs {
@@ -507,14 +514,20 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
         );
     }
     for (c, o) in results {
-        if !o.writes.is_empty() && o.bound > 0 {
-            let per_pod: Vec<String> = o
-                .writes
+        for (when, writes) in [
+            ("when all were bound", &o.writes),
+            ("once settled", &o.writes_settled),
+        ] {
+            if writes.is_empty() || o.bound == 0 {
+                continue;
+            }
+            let per_pod: Vec<String> = writes
                 .iter()
+                .filter(|(_, v)| *v > 0.0)
                 .map(|(k, v)| format!("{k} {:.3}", v / o.bound as f64))
                 .collect();
             println!(
-                "{} API writes per bound pod: {}",
+                "{} API writes per bound pod, {when}: {}",
                 c.label(),
                 per_pod.join(", ")
             );
