@@ -503,15 +503,17 @@ pub async fn observe_binds(client: &Client, ns: &str) -> (BindLog, tokio::task::
 
 /// When a pod or a Volcano PodGroup of a namespace last changed (a watch on each).
 pub struct Changes {
-    last: Arc<Mutex<Instant>>,
+    /// The last change seen, and how many of the watches have listed what exists (before
+    /// that, quiet means nothing: a list of 50,000 pods takes seconds).
+    last: Arc<Mutex<(Instant, usize)>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Changes {
     pub fn watch(client: &Client, ns: &str) -> Changes {
         use rust_batch::kube::dialects::volcano::PodGroup;
-        let last = Arc::new(Mutex::new(Instant::now()));
-        fn note<K>(api: Api<K>, last: Arc<Mutex<Instant>>) -> tokio::task::JoinHandle<()>
+        let last = Arc::new(Mutex::new((Instant::now(), 0)));
+        fn note<K>(api: Api<K>, last: Arc<Mutex<(Instant, usize)>>) -> tokio::task::JoinHandle<()>
         where
             K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
             K: Send + 'static,
@@ -520,9 +522,18 @@ impl Changes {
                 let mut events = watcher::watcher(api, watcher::Config::default())
                     .default_backoff()
                     .boxed();
+                let mut listed = false;
                 while let Some(ev) = events.next().await {
-                    if matches!(ev, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) {
-                        *last.lock().unwrap() = Instant::now();
+                    match ev {
+                        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                            last.lock().unwrap().0 = Instant::now();
+                        }
+                        Ok(watcher::Event::InitDone) if !listed => {
+                            listed = true;
+                            let mut l = last.lock().unwrap();
+                            *l = (Instant::now(), l.1 + 1);
+                        }
+                        _ => {}
                     }
                 }
             })
@@ -537,15 +548,17 @@ impl Changes {
         Changes { last, tasks }
     }
 
-    /// Waits until nothing changed for `quiet` (at most `limit`); how long it waited.
+    /// Waits until both watches listed and nothing changed for `quiet` since (at most
+    /// `limit`); how long it waited.
     pub async fn settled(&self, quiet: Duration, limit: Duration) -> Duration {
         let start = Instant::now();
         loop {
-            let since = self.last.lock().unwrap().elapsed();
-            if since >= quiet || start.elapsed() >= limit {
+            let (last, listed) = *self.last.lock().unwrap();
+            let since = last.elapsed();
+            if (listed == self.tasks.len() && since >= quiet) || start.elapsed() >= limit {
                 return start.elapsed();
             }
-            tokio::time::sleep(quiet - since).await;
+            tokio::time::sleep(quiet.saturating_sub(since).max(Duration::from_millis(50))).await;
         }
     }
 }
