@@ -61,9 +61,6 @@ pub const PACE: Duration = Duration::from_secs(1);
 /// Each such write then also waits for the binds in flight to be answered, at most
 /// `binder::BINDS_FIRST_LIMIT` (in a burst binds never all end: writes slow, not stop).
 pub const BINDS_FIRST: Duration = Duration::from_millis(10);
-/// How many status writes may be in flight at once (a backlog after a burst of binds is
-/// written this many at a time; see `StatusWriter::write_marked`).
-const WRITERS: usize = 4;
 /// A gang losing members (its pods being deleted) has its status written only this long
 /// after: a PodGroup deleted with its pods usually goes first, and its delete event, on
 /// another watch, arrives after some of its pods' — written at once, the status would be
@@ -96,9 +93,6 @@ struct WriteQueue {
     /// When each target was last sent, for pacing (pruned of what is older than `PACE`).
     sent: HashMap<Target, Instant>,
     prune_at: usize,
-    /// Targets a writer has taken and not finished: no other writer takes them meanwhile
-    /// (two writes of one object would conflict).
-    writing: HashSet<Target>,
 }
 
 impl WriteQueue {
@@ -165,48 +159,17 @@ impl WriteQueue {
         self.waiting.contains_key(t)
     }
 
-    /// The first target due that no writer has, with its key; or how long until one is
-    /// due (None: nothing waits, or only targets being written).
-    fn first_due(&self, now: Instant) -> Result<(Instant, u64), Option<Duration>> {
-        let free = self
-            .schedule
-            .iter()
-            .find(|(_, t)| !self.writing.contains(*t))
-            .map(|(key, _)| *key);
-        match free {
-            None => Err(None),
-            Some((due, _)) if due > now => Err(Some(due - now)),
-            Some(key) => Ok(key),
-        }
-    }
-
-    /// Whether a target is due (see `first_due`).
-    fn due(&self, now: Instant) -> Result<(), Option<Duration>> {
-        self.first_due(now).map(|_| ())
-    }
-
-    /// Takes the first target due for a writer (until `finished`), with its failed tries.
-    fn take(&mut self, now: Instant) -> Result<(Target, u32), Option<Duration>> {
-        let key = self.first_due(now)?;
-        let t = self.schedule.remove(&key).ok_or(None)?;
-        let tries = self.waiting.remove(&t).map_or(0, |w| w.tries);
-        self.writing.insert(t.clone());
-        Ok((t, tries))
-    }
-
-    /// A writer is done with `t` (written, nothing to write, or backed off).
-    fn finished(&mut self, t: &Target) {
-        self.writing.remove(t);
-    }
-
-    /// Takes and finishes at once: one writer's view, for tests.
-    #[cfg(test)]
+    /// The next target due, or how long until one is.
     fn next(&mut self, now: Instant) -> Result<(Target, u32), Option<Duration>> {
-        let taken = self.take(now);
-        if let Ok((t, _)) = &taken {
-            self.finished(t);
+        let Some((&(due, seq), _)) = self.schedule.iter().next() else {
+            return Err(None);
+        };
+        if due > now {
+            return Err(Some(due - now));
         }
-        taken
+        let t = self.schedule.remove(&(due, seq)).ok_or(None)?;
+        let tries = self.waiting.remove(&t).map_or(0, |w| w.tries);
+        Ok((t, tries))
     }
 
     fn len(&self) -> usize {
@@ -260,7 +223,7 @@ impl StatusWriter {
     /// for every PodGroup and Queue.
     pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) {
         self.mark_touched_at(ix, now_ms, Instant::now());
-        self.wake.notify_waiters();
+        self.wake.notify_one();
     }
 
     fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) {
@@ -313,7 +276,7 @@ impl StatusWriter {
         }
     }
 
-    /// Writes marked targets until the process ends, with `WRITERS` writes at a time.
+    /// Writes marked targets until the process ends.
     pub async fn run(
         self,
         client: Client,
@@ -322,54 +285,21 @@ impl StatusWriter {
         metrics: Arc<Metrics>,
         in_flight: Arc<InFlight>,
     ) {
-        let mut writers = tokio::task::JoinSet::new();
-        for first in std::iter::once(true).chain(std::iter::repeat_n(false, WRITERS - 1)) {
-            writers.spawn(self.clone().write_marked(
-                first,
-                client.clone(),
-                index.clone(),
-                gate.clone(),
-                metrics.clone(),
-                in_flight.clone(),
-            ));
-        }
-        while writers.join_next().await.is_some() {}
-    }
-
-    /// One writer: takes the next target due that no other writer has, writes it. The
-    /// `first` writer waits for the binds in flight at most `BINDS_FIRST_LIMIT` per write;
-    /// the others write only while no bind is in flight: in a burst of binds status is
-    /// written one at a time, after it (the backlog) `WRITERS` at a time.
-    async fn write_marked(
-        self,
-        first: bool,
-        client: Client,
-        index: Arc<Mutex<Index>>,
-        gate: Arc<Gate>,
-        metrics: Arc<Metrics>,
-        in_flight: Arc<InFlight>,
-    ) {
         loop {
-            // Registered before the queue is read: a mark made meanwhile is not missed.
-            let marked = self.wake.notified();
-            let due = self.queue().due(Instant::now());
-            if let Err(wait) = due {
-                let wait = wait.unwrap_or(Duration::from_secs(3600));
-                tokio::select! {
-                    _ = marked => {}
-                    _ = tokio::time::sleep(wait) => {}
+            let next = self.queue().next(Instant::now());
+            let (target, tries) = match next {
+                Ok(t) => t,
+                Err(wait) => {
+                    let wait = wait.unwrap_or(Duration::from_secs(3600));
+                    tokio::select! {
+                        _ = self.wake.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
                 }
-                continue;
-            }
-            // The binds in flight are answered first (see `BINDS_FIRST`).
-            if first {
-                in_flight.answered(BINDS_FIRST_LIMIT).await;
-            } else if !in_flight.answered(BINDS_FIRST_LIMIT).await {
-                continue;
-            }
-            let Ok((target, tries)) = self.queue().take(Instant::now()) else {
-                continue;
             };
+            // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
+            in_flight.answered(BINDS_FIRST_LIMIT).await;
             let mut conflicts = 0;
             loop {
                 gate.pass().await;
@@ -391,9 +321,6 @@ impl StatusWriter {
                     }
                 }
             }
-            self.queue().finished(&target);
-            // A mark of this target made while it was being written may be due now.
-            self.wake.notify_waiters();
             metrics.status_backlog.set(self.backlog() as i64);
         }
     }
@@ -746,34 +673,6 @@ fn split(key: &str) -> (&str, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_target_being_written_is_not_taken_by_another_writer() {
-        let mut q = WriteQueue::default();
-        let a = Target::Group(Dialect::Volcano, "ns/a".into());
-        let b = Target::Group(Dialect::Volcano, "ns/b".into());
-        let now = Instant::now();
-        q.mark_at(a.clone(), now);
-        q.mark_at(b.clone(), now + Duration::from_millis(1));
-        let later = now + Duration::from_millis(1);
-        let (first, _) = q.take(later).unwrap();
-        assert_eq!(first, a);
-        // Marked again while being written (a cycle changed it meanwhile).
-        q.mark_at(a.clone(), later);
-        let (second, _) = q.take(later).unwrap();
-        assert_eq!(
-            second, b,
-            "another writer takes the next object, not the same one"
-        );
-        assert_eq!(
-            q.take(later).err(),
-            Some(None),
-            "only a target being written waits: nothing to take"
-        );
-        q.finished(&a);
-        let (again, _) = q.take(later).unwrap();
-        assert_eq!(again, a, "its new mark is taken once its write is finished");
-    }
 
     #[test]
     fn marks_coalesce_per_object() {
