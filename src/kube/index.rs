@@ -1371,37 +1371,30 @@ mod tests {
 
     #[test]
     fn a_pod_group_wakes_a_cycle_only_when_the_engine_can_act_on_it() {
-        let mut st = Index::default();
-        assert_eq!(
-            st.apply_group(&pod_group("5", "Inqueue")),
-            Wake::Now,
-            "a new gang"
-        );
-        assert_eq!(
-            st.apply_group(&pod_group("5", "Inqueue")),
-            Wake::No,
-            "this version again: the watch's echo of the status writer's write, whose answer the index stored"
-        );
-        assert_eq!(
-            st.apply_group(&pod_group("4", "Pending")),
-            Wake::No,
-            "an older one"
-        );
         let mut counts = pod_group("6", "Inqueue");
         counts.status.as_mut().unwrap().running = Some(1);
-        assert_eq!(
-            st.apply_group(&counts),
-            Wake::Soon,
-            "only its status counts changed (another writer): the status writer may mend it, no gang waits on it"
-        );
-        assert_eq!(
-            st.apply_group(&pod_group("7", "Running")),
-            Wake::Now,
-            "its phase changed"
-        );
         let mut bigger = pod_group("8", "Running");
         bigger.spec.min_member = Some(2);
-        assert_eq!(st.apply_group(&bigger), Wake::Now, "its minimum changed");
+        let steps = [
+            (pod_group("5", "Inqueue"), Wake::Now, "a new gang"),
+            (
+                pod_group("5", "Inqueue"),
+                Wake::No,
+                "this version again: the watch's echo of the status writer's write, whose answer the index stored",
+            ),
+            (pod_group("4", "Pending"), Wake::No, "an older one"),
+            (
+                counts,
+                Wake::Soon,
+                "only its status counts changed (another writer): the status writer may mend it, no gang waits on it",
+            ),
+            (pod_group("7", "Running"), Wake::Now, "its phase changed"),
+            (bigger, Wake::Now, "its minimum changed"),
+        ];
+        let mut st = Index::default();
+        for (group, wake, why) in steps {
+            assert_eq!(st.apply_group(&group), wake, "{why}");
+        }
     }
 
     #[test]
