@@ -6,6 +6,11 @@
 //! - `open_session_nothing_changed`: the same cluster after everything that fits is bound,
 //!   opening and closing a session with nothing to do (target < 5 ms);
 //! - `snapshot`: taking a snapshot of the cache (O(1)).
+//! - `cycle_nothing_changed`: once the gangs that did not fit are withdrawn (a settled
+//!   cluster: 5,000 nodes running 43,000 pods), a whole cycle (every action) with nothing
+//!   to do; `cycle_one_new_gang`: the cycle that binds one gang of 8 a user submits there.
+//!   What a change waits for on a quiet cluster (issue 17: from the change that completes
+//!   a gang to its binds sent ≤ 5 ms of scheduler time, the cycle a fraction of it).
 //! - `preempt_reclaim_5000_nodes_50000_running`: one cycle (enqueue, allocate, preempt,
 //!   reclaim with priority, gang, conformance / drf, predicates, proportion, nodeorder) over
 //!   5,000 full nodes running 50,000 pods in 5,000 gangs, with 5,000 pending gangs across 20
@@ -257,6 +262,8 @@ fn benches(c: &mut Criterion) {
         "allocate_5000_nodes_50000_pods",
         "open_session_nothing_changed",
         "snapshot",
+        "cycle_nothing_changed",
+        "cycle_one_new_gang",
     ]
     .iter()
     .any(|name| selected(name))
@@ -316,6 +323,57 @@ fn benches(c: &mut Criterion) {
         )
     });
     group.bench_function("snapshot", |b| b.iter(|| black_box(cache.snapshot())));
+
+    // The cluster settles: the gangs that did not fit are withdrawn (pods, then gang), as
+    // in the peers benchmark's idle phase. A cycle there costs what every change waits for.
+    let bound = testkit::binds_by_job(&result);
+    let unplaced: Vec<(String, Vec<std::sync::Arc<str>>)> = cache
+        .state()
+        .jobs()
+        .filter(|(_, j)| !bound.contains_key(&*j.uid))
+        .map(|(_, j)| {
+            (
+                j.uid.to_string(),
+                j.tasks().iter().map(|t| t.uid.clone()).collect(),
+            )
+        })
+        .collect();
+    for (job, pods) in unplaced {
+        for pod in pods {
+            cache.delete_pod(&pod);
+        }
+        cache.delete_job(&job);
+    }
+    let idle = scheduler.run_cycle(cache.snapshot(), 2);
+    assert!(idle.binds.is_empty(), "a settled cluster binds nothing");
+    group.bench_function("cycle_nothing_changed", |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, 2),
+            BatchSize::PerIteration,
+        )
+    });
+    // A user submits one gang of 8 to the settled cluster: the cycle that binds it.
+    Gang::new("submitted", GANG_SIZE as u32)
+        .queue("team-0")
+        .created(GANGS as i64)
+        .tasks("worker", GANG_SIZE, &[("cpu", "1"), ("memory", "1Gi")])
+        .apply(&mut cache);
+    let one = scheduler.run_cycle(cache.snapshot(), 2);
+    eprintln!(
+        "cycle_one_new_gang: {} binds, {} gang updates, decision digest {:x}",
+        one.binds.len(),
+        one.job_updates.len(),
+        decision_digest(&one)
+    );
+    assert_eq!(one.binds.len(), GANG_SIZE, "the submitted gang binds whole");
+    group.bench_function("cycle_one_new_gang", |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, 2),
+            BatchSize::PerIteration,
+        )
+    });
     group.finish();
 }
 

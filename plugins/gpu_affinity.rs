@@ -32,8 +32,8 @@ use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, GangDomains, NodeRule, NodeSet, Plugin, Session};
 use crate::model::topology::label_key_problem;
 use crate::model::{
-    JobInfo, NodeId, Resource, TaskInfo, TaskStatus, Topology, TopologyBound, TopologyLevel,
-    TopologyMode, TopologyRequest,
+    JobInfo, NodeId, Resource, TaskInfo, TaskStatus, TopologyBound, TopologyLevel, TopologyMode,
+    TopologyRequest,
 };
 use crate::snapshot::ClusterState;
 
@@ -144,7 +144,7 @@ struct View {
     slots: usize,
     /// Every level the session knows: the arguments' label levels, then the HyperNode
     /// tiers, then label keys gangs name that the arguments do not list (Kueue TAS).
-    levels: Vec<TopologyLevel>,
+    levels: Vec<Arc<TopologyLevel>>,
     label_levels: Range<usize>,
     hypernode_levels: Range<usize>,
     extra: HashMap<String, usize>,
@@ -170,9 +170,13 @@ impl Plugin for GpuAffinity {
     fn on_session_open(&self, ssn: &mut Session) {
         let state = ssn.state();
         let slots = state.node_slots();
-        let mut levels = Topology::from_labels(&self.levels, state.nodes(), slots).levels;
+        let mut levels: Vec<Arc<TopologyLevel>> = self
+            .levels
+            .iter()
+            .map(|key| state.label_level(key))
+            .collect();
         let label_levels = 0..levels.len();
-        levels.extend(state.hypernodes.levels.iter().cloned());
+        levels.extend(state.hypernodes.levels.iter().cloned().map(Arc::new));
         let hypernode_levels = label_levels.end..levels.len();
         let mut extra = HashMap::new();
         for (_, job) in state.jobs() {
@@ -181,10 +185,8 @@ impl Plugin for GpuAffinity {
             }
             if let Some(TopologyBound::LabelKey(key)) = job.topology_request().map(|r| &r.bound) {
                 if !self.levels.contains(key) && !extra.contains_key(key) {
-                    let mut t =
-                        Topology::from_labels(std::slice::from_ref(key), state.nodes(), slots);
                     extra.insert(key.clone(), levels.len());
-                    levels.push(t.levels.remove(0));
+                    levels.push(state.label_level(key));
                 }
             }
         }
@@ -706,7 +708,7 @@ struct Restricted {
 /// Per level, per domain, what its schedulable nodes will have free: all of them, or only
 /// those `usable` lets some pod pass.
 fn domain_sums(
-    levels: &[TopologyLevel],
+    levels: &[Arc<TopologyLevel>],
     state: &ClusterState,
     usable: Option<&[crate::framework::StaticNodes]>,
 ) -> Vec<Vec<Resource>> {

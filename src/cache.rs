@@ -116,12 +116,12 @@ impl Cache {
                 return false;
             }
             if node.labels != spec.labels {
-                self.hypernodes_changed();
+                self.topology_changed();
             }
             self.state.node_mut(id).update_spec(spec);
             return true;
         }
-        self.hypernodes_changed();
+        self.topology_changed();
         let node = NodeInfo::new(spec);
         let name = node.name.clone();
         let id = insert_slot(&mut self.state.nodes, &mut self.free_nodes, node);
@@ -148,7 +148,7 @@ impl Cache {
         Arc::make_mut(&mut self.state.nodes)[id.0 as usize] = None;
         self.free_nodes.push(id.0);
         Arc::make_mut(&mut self.state.node_ids).remove(&key);
-        self.hypernodes_changed();
+        self.topology_changed();
     }
 
     // ----- network topology ------------------------------------------------------------
@@ -157,13 +157,13 @@ impl Cache {
     pub fn apply_hypernode(&mut self, spec: HyperNodeSpec) {
         if self.hypernodes.get(&spec.name) != Some(&spec) {
             self.hypernodes.insert(spec.name.clone(), spec);
-            self.hypernodes_changed();
+            self.topology_changed();
         }
     }
 
     pub fn delete_hypernode(&mut self, name: &str) {
         if self.hypernodes.remove(name).is_some() {
-            self.hypernodes_changed();
+            self.topology_changed();
         }
     }
 
@@ -171,8 +171,11 @@ impl Cache {
         self.hypernodes.keys()
     }
 
-    fn hypernodes_changed(&mut self) {
+    /// Nodes came or went, a node's labels or a HyperNode changed: the topologies built
+    /// from them are built again when next needed.
+    fn topology_changed(&mut self) {
         self.hypernode_topology = OnceLock::new();
+        self.state.label_levels = Default::default();
     }
 
     // ----- gangs ---------------------------------------------------------------------
@@ -762,5 +765,49 @@ mod tests {
         assert!(c.set_pod_status("c", TaskStatus::Succeeded, Some(Arc::from("n1"))));
         let s = c.snapshot();
         assert_eq!(s.node(s.node_by_name("n1").unwrap()).used.milli_cpu, 0);
+    }
+
+    #[test]
+    fn label_topology_is_kept_while_labels_stay_and_rebuilt_when_they_change() {
+        let racked = |name: &str, rack: &str| NodeSpec {
+            labels: [("rack".to_string(), rack.to_string())]
+                .into_iter()
+                .collect(),
+            ..node(name, "8")
+        };
+        let domains = |s: &Snapshot| -> Vec<(String, usize)> {
+            let level = s.label_level("rack");
+            level
+                .domains
+                .iter()
+                .map(|d| (d.name.to_string(), d.nodes.len()))
+                .collect()
+        };
+        let mut c = Cache::new();
+        c.apply_node(racked("n1", "r1"));
+        c.apply_node(racked("n2", "r1"));
+        let before = c.snapshot();
+        assert_eq!(domains(&before), vec![("r1".into(), 2)]);
+        // Pods coming and going keep the level built.
+        c.apply_pod(pod("a", None, "1", Some("n1"), TaskStatus::Running));
+        let same = c.snapshot();
+        assert!(Arc::ptr_eq(
+            &before.label_level("rack"),
+            &same.label_level("rack")
+        ));
+        // A label changes, a node comes, a node goes: built again, old snapshots unchanged.
+        c.apply_node(racked("n2", "r2"));
+        assert_eq!(
+            domains(&c.snapshot()),
+            vec![("r1".into(), 1), ("r2".into(), 1)]
+        );
+        assert_eq!(domains(&before), vec![("r1".into(), 2)]);
+        c.apply_node(racked("n3", "r2"));
+        assert_eq!(
+            domains(&c.snapshot()),
+            vec![("r1".into(), 1), ("r2".into(), 2)]
+        );
+        c.delete_node("n1");
+        assert_eq!(domains(&c.snapshot()), vec![("r2".into(), 2)]);
     }
 }

@@ -3,10 +3,11 @@
 //! depends on this type only.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef, Topology,
+    TopologyLevel,
 };
 
 /// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
@@ -28,7 +29,16 @@ pub struct ClusterState {
     pub(crate) hypernodes: Arc<Topology>,
     /// Labels of the namespaces the driver knows (namespaceSelector of pod affinity terms).
     pub(crate) namespaces: Arc<BTreeMap<Arc<str>, crate::model::pod_rules::Labels>>,
+    /// Topology levels from node labels, built on first use and shared by every snapshot
+    /// until a node is added or deleted or its labels change (the cache starts a new one):
+    /// building one reads every node's labels, and sessions on a cluster whose nodes only
+    /// gain and lose pods would otherwise pay that every cycle.
+    pub(crate) label_levels: Arc<LabelLevels>,
 }
+
+/// Label topology levels by label key (see `ClusterState::label_level`).
+#[derive(Default)]
+pub struct LabelLevels(Mutex<HashMap<String, Arc<TopologyLevel>>>);
 
 impl ClusterState {
     pub fn node(&self, id: NodeId) -> &NodeInfo {
@@ -56,6 +66,23 @@ impl ClusterState {
     /// this rather than building its own index of every node each session.
     pub fn node_index(&self) -> Arc<HashMap<Arc<str>, NodeId>> {
         self.node_ids.clone()
+    }
+
+    /// The topology level of node label `key` (a node without the label is in no domain
+    /// of it), built once for as long as the nodes' labels stay as they are.
+    pub fn label_level(&self, key: &str) -> Arc<TopologyLevel> {
+        let mut memo = self
+            .label_levels
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(level) = memo.get(key) {
+            return level.clone();
+        }
+        let mut built = Topology::from_labels(&[key.to_string()], self.nodes(), self.node_slots());
+        let level = Arc::new(built.levels.remove(0));
+        memo.insert(key.to_string(), level.clone());
+        level
     }
 
     pub fn job(&self, id: JobId) -> &JobInfo {

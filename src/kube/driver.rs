@@ -29,6 +29,7 @@ use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::lean::Lean;
 use super::metrics::Metrics;
+use super::pacing::CyclePacer;
 use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{warn_limited, Gate};
@@ -69,21 +70,6 @@ pub struct DriverOptions {
 
 /// The floor of the adaptive bind limit: an overloaded API server still gets a few binds.
 const MIN_BIND_CONCURRENCY: usize = 4;
-
-/// While changes keep coming, cycles start at most this often (a cycle right after a quiet
-/// spell starts at once)...
-const BURST_CYCLE_SPACING: Duration = Duration::from_millis(20);
-/// ...or sooner when cycles are cheap: a cycle may start CYCLE_SPACING_RATIO times the
-/// last cycle's length after its start (cycles then take at most 1 / CYCLE_SPACING_RATIO
-/// of a core while changes pour in), at least MIN_CYCLE_SPACING. A 0.3 ms cycle on an
-/// idle cluster does not make the next change wait 20 ms; a 5 ms cycle in a burst
-/// still gathers 20 ms of changes.
-const CYCLE_SPACING_RATIO: u32 = 5;
-const MIN_CYCLE_SPACING: Duration = Duration::from_millis(2);
-
-fn cycle_spacing(last_cycle: Duration) -> Duration {
-    (last_cycle * CYCLE_SPACING_RATIO).clamp(MIN_CYCLE_SPACING, BURST_CYCLE_SPACING)
-}
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -260,9 +246,7 @@ impl Cycles<'_> {
         // Gangs marked as recovering in the cache, to unmark once they are whole again.
         let mut recovering: HashSet<String> = HashSet::new();
         let mut first_cycle = true;
-        let mut last_start = Instant::now() - BURST_CYCLE_SPACING;
-        // How long after a cycle's start the next may start while changes keep coming.
-        let mut spacing = BURST_CYCLE_SPACING;
+        let mut pacer = CyclePacer::new(Instant::now());
         loop {
             if let Some(path) = &opts.conf_path {
                 reload_if_changed(path, &mut self.conf_version, &mut self.scheduler);
@@ -271,17 +255,17 @@ impl Cycles<'_> {
                 _ = tokio::time::sleep(opts.schedule_period) => {}
                 _ = wake.notified() => {
                     // Idle, decide at once: the change may complete a gang, and a fixed
-                    // debounce would be most of its latency. In a burst (a cycle started
-                    // moments ago), cycles are spaced so its changes land together.
-                    tokio::time::sleep_until((last_start + spacing).into()).await;
+                    // debounce would be most of its latency. In a burst, cycles are
+                    // spaced so its changes land together (see `pacing`).
+                    tokio::time::sleep_until(pacer.earliest().into()).await;
                 }
                 _ = self.wake_soon.notified() => {
                     // Changes nothing waits on (pods running, finishing): gathered for
                     // BURST_CYCLE_SPACING, unless something urgent comes meanwhile.
                     tokio::select! {
-                        _ = tokio::time::sleep_until((last_start + BURST_CYCLE_SPACING).into()) => {}
+                        _ = tokio::time::sleep_until(pacer.gathered().into()) => {}
                         _ = wake.notified() => {
-                            tokio::time::sleep_until((last_start + spacing).into()).await;
+                            tokio::time::sleep_until(pacer.earliest().into()).await;
                         }
                     }
                 }
@@ -308,9 +292,6 @@ impl Cycles<'_> {
                     // A standby keeps its cache warm and decides nothing.
                     continue;
                 }
-                // Only a cycle that decides spaces the next: the lists' wake-ups at start
-                // must not delay the first cycle.
-                last_start = started;
                 ix.report_missing_groups(now_ms());
                 let before = ix.cache.snapshot();
                 ix.report_topology_problems(&before);
@@ -373,7 +354,9 @@ impl Cycles<'_> {
                 .scheduler
                 .run_cycle_observed(snapshot, now_ms(), &mut observe);
             let took = cycle_start.elapsed().as_secs_f64();
-            spacing = cycle_spacing(started.elapsed());
+            // Only a cycle that decides spaces the next: the lists' wake-ups at start
+            // must not delay the first cycle.
+            pacer.ran(started, started.elapsed());
             metrics.cycle_latency.observe(took);
             metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
             let stuck: Vec<_> = result
@@ -428,15 +411,20 @@ impl Cycles<'_> {
                 call_off(&mut ix, conflicts);
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
-                metrics
-                    .volcano
-                    .observe_queues(ix.cache.state(), self.scheduler.conf());
-                writer.mark_touched(&mut ix, now_ms());
-                metrics.status_backlog.set(writer.backlog() as i64);
                 (binds, patches)
             };
             send_claim_patches(binder, patches);
             binder.send(binds, evictions).await;
+            // The binds are on their way (other tasks send them) before what only reports
+            // on this cycle: status patches (written after the binds anyway) and the queue
+            // gauges (a pass over every gang).
+            let seen = {
+                let mut ix = lock(index);
+                writer.mark_touched(&mut ix, now_ms());
+                metrics.status_backlog.set(writer.backlog() as i64);
+                ix.cache.snapshot()
+            };
+            metrics.volcano.observe_queues(&seen, self.scheduler.conf());
         }
     }
 }

@@ -49,7 +49,7 @@ pub enum Wake {
     /// changes (at most one per BURST_CYCLE_SPACING while they keep coming).
     Soon,
     /// Something may be placed now (a gang's last member, a node): a cycle at once, or as
-    /// soon as the spacing for cheap cycles allows.
+    /// soon as the spacing of a burst allows (`pacing`).
     Now,
 }
 

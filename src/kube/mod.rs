@@ -3,7 +3,7 @@
 //! `budgets`), and the parts that connect the engine to
 //! an API server, each with one job: `watch` (one task per kind) feeds the `index`;
 //! `driver` runs cycles on it once every list is complete (and, with `leader`, only while
-//! this replica holds the lease); `binder` sends binds and evictions (as many at once as `bind_limit` finds the API
+//! this replica holds the lease), `pacing` says when the next may start; `binder` sends binds and evictions (as many at once as `bind_limit` finds the API
 //! server takes), `status` writes
 //! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
@@ -26,6 +26,7 @@ pub mod events;
 pub mod index;
 pub mod leader;
 pub mod lean;
+pub mod pacing;
 pub mod provision;
 pub mod readiness;
 pub mod recovery;
