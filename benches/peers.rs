@@ -141,6 +141,9 @@ struct Outcome {
     writes: Vec<(String, f64)>,
     /// ...and once the namespace settled (status written after the binds).
     writes_settled: Vec<(String, f64)>,
+    /// Requests the API server answered (anyone's: the bench's creates, kwok, the
+    /// contender) from the start to the last bind, by verb and resource.
+    api_requests: Vec<(String, f64)>,
 }
 
 impl Outcome {
@@ -315,6 +318,7 @@ async fn run(
 
     let cpu0 = machine_cpu();
     let cp0 = cluster.control_plane_cpu();
+    let requests0 = cluster.api_requests().await;
     let port = common::free_port();
     let mut proc = start(contender, cluster, peers, port, tag, smoke);
     let binder = match contender {
@@ -339,6 +343,7 @@ async fn run(
         load1: load1(),
         writes: vec![],
         writes_settled: vec![],
+        api_requests: requests_between(&requests0, &cluster.api_requests().await),
     };
     if contender == Contender::RustBatch {
         out.writes = rust_batch_writes(port).await;
@@ -532,6 +537,24 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
                 per_pod.join(", ")
             );
         }
+    }
+    // Everyone's requests, so a contender's extra cost to the API server shows by kind.
+    for (c, o) in results {
+        if o.bound == 0 {
+            continue;
+        }
+        let per_pod: Vec<String> = o
+            .api_requests
+            .iter()
+            .map(|(k, v)| (k, v / o.bound as f64))
+            .filter(|(_, v)| *v >= 0.001)
+            .map(|(k, v)| format!("{k} {v:.3}"))
+            .collect();
+        println!(
+            "API server requests per bound pod during {}'s run (everyone's): {}",
+            c.label(),
+            per_pod.join(", ")
+        );
     }
 }
 

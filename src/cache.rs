@@ -48,6 +48,13 @@ pub enum Assumption {
     Evict,
 }
 
+/// Node spec versions are drawn from one counter for every cache, so that an answer kept
+/// for one cache's nodes is never taken for another's (see `node_specs_version`).
+fn next_node_specs_version() -> u64 {
+    static VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 #[derive(Default)]
 pub struct Cache {
     state: ClusterState,
@@ -118,10 +125,12 @@ impl Cache {
             if node.labels != spec.labels {
                 self.topology_changed();
             }
+            self.state.node_specs = next_node_specs_version();
             self.state.node_mut(id).update_spec(spec);
             return true;
         }
         self.topology_changed();
+        self.state.node_specs = next_node_specs_version();
         let node = NodeInfo::new(spec);
         let name = node.name.clone();
         let id = insert_slot(&mut self.state.nodes, &mut self.free_nodes, node);
@@ -146,6 +155,7 @@ impl Cache {
             self.waiting_for_node.insert(key.clone(), uids);
         }
         Arc::make_mut(&mut self.state.nodes)[id.0 as usize] = None;
+        self.state.node_specs = next_node_specs_version();
         self.free_nodes.push(id.0);
         Arc::make_mut(&mut self.state.node_ids).remove(&key);
         self.topology_changed();

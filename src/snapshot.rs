@@ -34,6 +34,9 @@ pub struct ClusterState {
     /// building one reads every node's labels, and sessions on a cluster whose nodes only
     /// gain and lose pods would otherwise pay that every cycle.
     pub(crate) label_levels: Arc<LabelLevels>,
+    /// Changes whenever a node is added or deleted or its spec changes, never to a value
+    /// another cache or an earlier state had (see `node_specs_version`).
+    pub(crate) node_specs: u64,
 }
 
 /// Label topology levels by label key (see `ClusterState::label_level`).
@@ -66,6 +69,13 @@ impl ClusterState {
     /// this rather than building its own index of every node each session.
     pub fn node_index(&self) -> Arc<HashMap<Arc<str>, NodeId>> {
         self.node_ids.clone()
+    }
+
+    /// A version of every node's spec (name, labels, taints, readiness, allocatable) and of
+    /// the set of nodes, unique across caches: answers that depend on nothing else (which
+    /// nodes a placement's static predicates pass) stay valid while it does.
+    pub fn node_specs_version(&self) -> u64 {
+        self.node_specs
     }
 
     /// The topology level of node label `key` (a node without the label is in no domain

@@ -127,6 +127,54 @@ impl Cluster {
             .map(|pid| usage(pid).cpu_s)
             .sum()
     }
+
+    /// Requests the API server has answered so far by verb and resource (e.g. `POST
+    /// pods/binding`, `WATCH pods`), from its own /metrics (`apiserver_request_total`):
+    /// what a contender costs the API server, whoever sent it.
+    pub async fn api_requests(&self) -> std::collections::BTreeMap<String, f64> {
+        let req = axum::http::Request::get("/metrics").body(vec![]).unwrap();
+        let body = self
+            .client
+            .request_text(req)
+            .await
+            .expect("the API server's /metrics");
+        let mut by_kind = std::collections::BTreeMap::new();
+        for line in body
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let label = |name: &str| {
+                line.split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .unwrap_or("")
+            };
+            let (resource, sub) = (label("resource"), label("subresource"));
+            let kind = match sub {
+                "" => format!("{} {resource}", label("verb")),
+                _ => format!("{} {resource}/{sub}", label("verb")),
+            };
+            let n: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            *by_kind.entry(kind).or_default() += n;
+        }
+        by_kind
+    }
+}
+
+/// `after - before` per kind, kinds that did not change left out.
+pub fn requests_between(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> Vec<(String, f64)> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
 }
 
 impl Drop for Cluster {

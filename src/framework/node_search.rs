@@ -17,8 +17,11 @@ use crate::model::{JobId, NodeId, Resource, TaskRef, TaskStatus};
 /// the session's state and is only ever a cache of it.
 #[derive(Default)]
 pub(super) struct NodeSearch {
-    /// Per placement key: the nodes that pass every static predicate.
+    /// Per placement key: the nodes that pass every static predicate (looked at this
+    /// session)...
     static_fit: HashMap<u64, Arc<StaticFit>>,
+    /// ...taken from the scheduler's, when the node specs are as they were then.
+    kept_static_fits: Arc<KeptStaticFits>,
     /// Per task template: the nodes that may still fit it.
     candidates: HashMap<u64, Candidates>,
     /// Nodes on which resources were released during the session, in order.
@@ -43,6 +46,43 @@ pub(super) struct NodeSearch {
     versions: Vec<u32>,
     /// Fit and score answers per template and node (see `Answers`).
     answers: Answers,
+}
+
+impl NodeSearch {
+    pub(super) fn with_kept(kept_static_fits: Arc<KeptStaticFits>) -> Self {
+        NodeSearch {
+            kept_static_fits,
+            ..Default::default()
+        }
+    }
+}
+
+/// Static fits a scheduler keeps from session to session: they depend only on the
+/// placement (its key), the node specs (`ClusterState::node_specs_version`) and the
+/// scheduler's static predicates (one memo per scheduler: a reloaded configuration starts
+/// empty). A cycle at 5,000 nodes otherwise checked every node's labels and taints again
+/// for each placement, every cycle, while only pods came and went. Dropped whole when the
+/// node specs change or it holds KEPT_STATIC_FITS placements.
+#[derive(Default)]
+pub(crate) struct KeptStaticFits(std::sync::Mutex<(u64, HashMap<u64, Arc<StaticFit>>)>);
+
+const KEPT_STATIC_FITS: usize = 1024;
+
+impl KeptStaticFits {
+    fn get(&self, specs: u64, key: u64) -> Option<Arc<StaticFit>> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        (kept.0 == specs)
+            .then(|| kept.1.get(&key).cloned())
+            .flatten()
+    }
+
+    fn keep(&self, specs: u64, key: u64, fit: Arc<StaticFit>) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.0 != specs || kept.1.len() >= KEPT_STATIC_FITS {
+            *kept = (specs, HashMap::new());
+        }
+        kept.1.insert(key, fit);
+    }
 }
 
 /// What the dynamic predicates and node-order votes answered for a task template on each
@@ -375,6 +415,11 @@ impl Session {
         if let Some(fit) = self.search.static_fit.get(&t.placement_key) {
             return fit.clone();
         }
+        let specs = self.state.node_specs_version();
+        if let Some(fit) = self.search.kept_static_fits.get(specs, t.placement_key) {
+            self.search.static_fit.insert(t.placement_key, fit.clone());
+            return fit;
+        }
         let mut fit = StaticFit {
             pass: vec![false; self.state.node_slots()],
             nodes: Vec::new(),
@@ -396,6 +441,9 @@ impl Session {
         }
         let fit = Arc::new(fit);
         self.search.static_fit.insert(t.placement_key, fit.clone());
+        self.search
+            .kept_static_fits
+            .keep(specs, t.placement_key, fit.clone());
         fit
     }
 
@@ -632,4 +680,68 @@ fn highest(nodes: &[(NodeId, f64)]) -> Option<NodeId> {
         }
     }
     best.map(|(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::framework::SessionResult;
+    use crate::model::{NodeSpec, Placement};
+    use crate::testkit::{self, Gang};
+
+    fn zoned(name: &str, zone: &str) -> NodeSpec {
+        NodeSpec {
+            labels: testkit::labels(&[("zone", zone)]),
+            ..testkit::node(name, &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")])
+        }
+    }
+
+    fn in_zone_a(name: &str) -> Gang {
+        let placement = Placement {
+            node_selector: testkit::labels(&[("zone", "a")]),
+            ..Default::default()
+        };
+        Gang::new(name, 1).placed_tasks("w", 1, &[("cpu", "1")], placement)
+    }
+
+    fn nodes_of(result: &SessionResult) -> Vec<String> {
+        result.binds.iter().map(|b| b.node.to_string()).collect()
+    }
+
+    /// One scheduler runs every cycle, and keeps which nodes a placement's static
+    /// predicates pass: kept only while no node changes, and never taken for another
+    /// cache's nodes.
+    #[test]
+    fn static_fits_kept_across_cycles_follow_node_changes() {
+        let scheduler = testkit::scheduler(None);
+        let mut cache = testkit::cache_with_default_queue();
+        cache.apply_node(zoned("n1", "a"));
+        cache.apply_node(zoned("n2", "b"));
+        in_zone_a("first").apply(&mut cache);
+        let r = scheduler.run_cycle(cache.snapshot(), 0);
+        assert_eq!(nodes_of(&r), ["n1"]);
+        testkit::apply_result(&mut cache, &r);
+        // Nothing but pods changed: the same answer.
+        in_zone_a("second").apply(&mut cache);
+        let r = scheduler.run_cycle(cache.snapshot(), 1);
+        assert_eq!(nodes_of(&r), ["n1"]);
+        testkit::apply_result(&mut cache, &r);
+        // The zones swap: the same placement now passes n2 only.
+        cache.apply_node(zoned("n1", "b"));
+        cache.apply_node(zoned("n2", "a"));
+        in_zone_a("third").apply(&mut cache);
+        let r = scheduler.run_cycle(cache.snapshot(), 2);
+        assert_eq!(nodes_of(&r), ["n2"]);
+        // Another cache with the same node names, the zones the other way round.
+        let mut other = testkit::cache_with_default_queue();
+        other.apply_node(zoned("n1", "a"));
+        other.apply_node(zoned("n2", "b"));
+        in_zone_a("elsewhere").apply(&mut other);
+        let r = scheduler.run_cycle(other.snapshot(), 0);
+        assert_eq!(nodes_of(&r), ["n1"]);
+        // A node leaves: what passed it does not pass it any more.
+        cache.delete_node("n2");
+        in_zone_a("fourth").apply(&mut cache);
+        let r = scheduler.run_cycle(cache.snapshot(), 3);
+        assert!(nodes_of(&r).is_empty(), "{:?}", nodes_of(&r));
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::node_search::KeptStaticFits;
 use super::outcome::SessionResult;
 use super::plugin::{Action, ConfiguredPlugin, Registry};
 use super::session::Session;
@@ -14,6 +15,8 @@ pub struct Scheduler {
     conf: Arc<SchedulerConf>,
     plugins: Arc<[ConfiguredPlugin]>,
     actions: Vec<Box<dyn Action>>,
+    /// Static fits kept from session to session (see `KeptStaticFits`).
+    kept_static_fits: Arc<KeptStaticFits>,
 }
 
 impl Scheduler {
@@ -97,6 +100,7 @@ impl Scheduler {
             conf: Arc::new(conf),
             plugins: plugins.into(),
             actions,
+            kept_static_fits: Default::default(),
         })
     }
 
@@ -106,7 +110,13 @@ impl Scheduler {
 
     /// Opens a session on `snapshot`: every plugin registers its votes.
     pub fn open_session(&self, snapshot: Snapshot, now: Timestamp) -> Session {
-        Session::open(snapshot, self.conf.clone(), self.plugins.clone(), now)
+        Session::open(
+            snapshot,
+            self.conf.clone(),
+            self.plugins.clone(),
+            self.kept_static_fits.clone(),
+            now,
+        )
     }
 
     /// Opens a session on `snapshot`, runs every action in order and closes it.

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::node_search::NodeSearch;
+use super::node_search::{KeptStaticFits, NodeSearch};
 use super::outcome::{Bind, Eviction, SessionResult};
 use super::plugin::ConfiguredPlugin;
 use super::verdicts::GangVerdicts;
@@ -59,6 +59,7 @@ impl Session {
         snapshot: ClusterState,
         conf: Arc<SchedulerConf>,
         plugins: Arc<[ConfiguredPlugin]>,
+        kept_static_fits: Arc<KeptStaticFits>,
         now: Timestamp,
     ) -> Session {
         let total_allocatable = snapshot.total_allocatable();
@@ -76,7 +77,7 @@ impl Session {
             binds: Vec::new(),
             evictions: Vec::new(),
             verdicts,
-            search: NodeSearch::default(),
+            search: NodeSearch::with_kept(kept_static_fits),
             reservations: Default::default(),
             budget_spent: HashMap::new(),
             search_stats: Default::default(),
