@@ -32,7 +32,7 @@ use super::metrics::Metrics;
 use super::pacing::CyclePacer;
 use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
-use super::retry::{warn_limited, Gate};
+use super::retry::{backoff, warn_limited, Failure, Gate};
 use super::status::StatusWriter;
 use super::watch::{watch, Feed, Sink};
 use crate::conf::SchedulerConf;
@@ -139,8 +139,7 @@ pub async fn run(
         // leader made it).
         let (client, metrics, gate) = (client.clone(), metrics.clone(), gate.clone());
         tokio::spawn(async move {
-            gate.pass().await;
-            ensure_default_queue(&client, &metrics).await;
+            ensure_default_queue(&client, &metrics, &gate).await;
         });
     }
     spawn_watches(
@@ -872,8 +871,10 @@ fn reload_if_changed(
     }
 }
 
-/// Creates queue default unless it exists (the cache holds a stand-in meanwhile, see `run`).
-async fn ensure_default_queue(client: &Client, metrics: &Metrics) {
+/// Creates queue default unless it exists (the cache holds a stand-in meanwhile, see `run`),
+/// trying again while the API server cannot be reached or fails: a scheduler started during
+/// an outage still creates it once the API server answers.
+async fn ensure_default_queue(client: &Client, metrics: &Metrics, gate: &Gate) {
     let api = Api::<Queue>::all(client.clone());
     let queue: Queue = match serde_json::from_value(serde_json::json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -887,16 +888,34 @@ async fn ensure_default_queue(client: &Client, metrics: &Metrics) {
             return;
         }
     };
-    let started = Instant::now();
-    let created = api.create(&PostParams::default(), &queue).await;
-    metrics.api_write_timed("queue", started.elapsed(), created.as_ref().err());
-    match created {
-        Ok(_) => info!("created queue default"),
-        Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
-        // Without the Queue CRD nothing else could be scheduled: the stand-in stays.
-        Err(e) => warn_limited(
-            "cannot create queue default",
-            &format!("{e}; using an in-memory default queue"),
-        ),
+    for wait in backoff(Duration::from_secs(1), Duration::from_secs(60)) {
+        // Only the leader writes; during an outage the gate holds every writer.
+        gate.pass().await;
+        let started = Instant::now();
+        let created = api.create(&PostParams::default(), &queue).await;
+        metrics.api_write_timed("queue", started.elapsed(), created.as_ref().err());
+        gate.record(&created);
+        match created {
+            Ok(_) => info!("created queue default"),
+            Err(kube::Error::Api(e)) if e.code == 409 => debug!("queue default exists"),
+            Err(e) if Failure::of(&e) == Failure::Transient => {
+                warn_limited(
+                    "cannot create queue default",
+                    &format!(
+                        "{e}; trying again in {}, an in-memory default queue meanwhile",
+                        humantime::format_duration(Duration::from_secs(wait.as_secs().max(1)))
+                    ),
+                );
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            // Refused (no Queue CRD, no permission): nothing else could be scheduled
+            // there either; the stand-in stays.
+            Err(e) => warn_limited(
+                "cannot create queue default",
+                &format!("{e}; using an in-memory default queue"),
+            ),
+        }
+        return;
     }
 }

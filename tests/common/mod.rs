@@ -546,6 +546,30 @@ pub async fn foreign_pod(client: &Client, ns: &str, name: &str, node: Option<&st
         .expect("foreign pod created");
 }
 
+/// Every object `api` lists, waiting out an API server that is (re)starting (429 "storage
+/// is (re)initializing", 5xx, refused connections: tried again for up to 30 s, as a
+/// client would); a kind the API server does not serve (404) lists as nothing. Any other
+/// failure fails the test.
+pub async fn list_all<K>(api: &Api<K>) -> Vec<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use rust_batch::kube::retry::Failure;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => return list.items,
+            Err(e) => match Failure::of(&e) {
+                Failure::NotFound => return Vec::new(),
+                Failure::Transient if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(250)).await
+                }
+                _ => panic!("listing failed: {e}"),
+            },
+        }
+    }
+}
+
 /// Gangs of `ns` with some but fewer than minMember pods bound: (name, bound, min). A gang
 /// is any group a pod declares in any dialect; its minimum comes from its PodGroup, else
 /// from the pods (kube-batch annotation, ACK labels).
@@ -554,35 +578,16 @@ pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usi
     // Every PodGroup kind; where several share a name, Volcano's, then scheduler-plugins'.
     let mut groups: HashMap<String, usize> = HashMap::new();
     let min = |m: Option<i32>| m.unwrap_or(1) as usize;
-    for g in Api::<SigsPodGroup>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
+    for g in list_all(&Api::<SigsPodGroup>::namespaced(client.clone(), ns)).await {
         groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
     }
-    for g in Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
+    for g in list_all(&Api::<XK8sPodGroup>::namespaced(client.clone(), ns)).await {
         groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
     }
-    for g in Api::<PodGroup>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
+    for g in list_all(&Api::<PodGroup>::namespaced(client.clone(), ns)).await {
         groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
     }
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let pods = list_all(&Api::<Pod>::namespaced(client.clone(), ns)).await;
     let mut gangs: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for p in &pods {
         let Ok(Some(decl)) = rust_batch::kube::dialects::pod_gang(p) else {
