@@ -295,13 +295,13 @@ fn benches(c: &mut Criterion) {
     );
 
     let mut group = cycle_group(c);
-    group.bench_function("allocate_5000_nodes_50000_pods", |b| {
-        b.iter_batched(
-            || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 0),
-            BatchSize::PerIteration,
-        )
-    });
+    time_cycles(
+        &mut group,
+        "allocate_5000_nodes_50000_pods",
+        &scheduler,
+        &cache,
+        0,
+    );
 
     // Everything that fits is bound and running; nothing changes from here on.
     testkit::apply_result(&mut cache, &result);
@@ -346,13 +346,7 @@ fn benches(c: &mut Criterion) {
     }
     let idle = scheduler.run_cycle(cache.snapshot(), 2);
     assert!(idle.binds.is_empty(), "a settled cluster binds nothing");
-    group.bench_function("cycle_nothing_changed", |b| {
-        b.iter_batched(
-            || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 2),
-            BatchSize::PerIteration,
-        )
-    });
+    time_cycles(&mut group, "cycle_nothing_changed", &scheduler, &cache, 2);
     // A user submits one gang of 8 to the settled cluster: the cycle that binds it.
     Gang::new("submitted", GANG_SIZE as u32)
         .queue("team-0")
@@ -367,13 +361,7 @@ fn benches(c: &mut Criterion) {
         decision_digest(&one)
     );
     assert_eq!(one.binds.len(), GANG_SIZE, "the submitted gang binds whole");
-    group.bench_function("cycle_one_new_gang", |b| {
-        b.iter_batched(
-            || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 2),
-            BatchSize::PerIteration,
-        )
-    });
+    time_cycles(&mut group, "cycle_one_new_gang", &scheduler, &cache, 2);
     group.finish();
 }
 
@@ -413,6 +401,23 @@ fn selected(name: &str) -> bool {
     std::env::var("ENGINE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
 }
 
+/// Times `scheduler`'s whole cycle on `cache` as it stands (each from a fresh snapshot).
+fn time_cycles(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    scheduler: &rust_batch::framework::Scheduler,
+    cache: &Cache,
+    now: i64,
+) {
+    group.bench_function(name, |b| {
+        b.iter_batched(
+            || cache.snapshot(),
+            |snapshot| scheduler.run_cycle(snapshot, now),
+            BatchSize::PerIteration,
+        )
+    });
+}
+
 /// The group whole cycles are timed in: flat sampling, ten cycles (not 1 + 2 + … + 10).
 fn cycle_group(
     c: &mut Criterion,
@@ -443,13 +448,7 @@ fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
         decision_digest(&result)
     );
     let mut group = cycle_group(c);
-    group.bench_function(name, |b| {
-        b.iter_batched(
-            || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 0),
-            BatchSize::PerIteration,
-        )
-    });
+    time_cycles(&mut group, name, &scheduler, &cache, 0);
     group.finish();
 }
 
@@ -575,13 +574,13 @@ fn preempt_benches(c: &mut Criterion) {
         .sampling_mode(SamplingMode::Flat)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    group.bench_function("preempt_reclaim_5000_nodes_50000_running", |b| {
-        b.iter_batched(
-            || cache.snapshot(),
-            |snapshot| scheduler.run_cycle(snapshot, 0),
-            BatchSize::PerIteration,
-        )
-    });
+    time_cycles(
+        &mut group,
+        "preempt_reclaim_5000_nodes_50000_running",
+        &scheduler,
+        &cache,
+        0,
+    );
     group.finish();
 }
 
@@ -623,13 +622,7 @@ fn scale_benches(c: &mut Criterion) {
     );
     let mut group = cycle_group(c);
     if selected(cycle) {
-        group.bench_function(cycle, |b| {
-            b.iter_batched(
-                || cache.snapshot(),
-                |snapshot| scheduler.run_cycle(snapshot, 0),
-                BatchSize::PerIteration,
-            )
-        });
+        time_cycles(&mut group, cycle, &scheduler, &cache, 0);
     }
     testkit::apply_result(&mut cache, &result);
     if selected(open) {

@@ -684,7 +684,7 @@ fn highest(nodes: &[(NodeId, f64)]) -> Option<NodeId> {
 
 #[cfg(test)]
 mod tests {
-    use crate::framework::SessionResult;
+    use crate::cache::Cache;
     use crate::model::{NodeSpec, Placement};
     use crate::testkit::{self, Gang};
 
@@ -703,45 +703,36 @@ mod tests {
         Gang::new(name, 1).placed_tasks("w", 1, &[("cpu", "1")], placement)
     }
 
-    fn nodes_of(result: &SessionResult) -> Vec<String> {
-        result.binds.iter().map(|b| b.node.to_string()).collect()
-    }
-
     /// One scheduler runs every cycle, and keeps which nodes a placement's static
     /// predicates pass: kept only while no node changes, and never taken for another
     /// cache's nodes.
     #[test]
     fn static_fits_kept_across_cycles_follow_node_changes() {
         let scheduler = testkit::scheduler(None);
+        // Submits a gang of one pod that wants zone a; the nodes its cycle binds it to.
+        let submit = |cache: &mut Cache, name: &str, now: i64| -> Vec<String> {
+            in_zone_a(name).apply(cache);
+            let r = scheduler.run_cycle(cache.snapshot(), now);
+            testkit::apply_result(cache, &r);
+            r.binds.iter().map(|b| b.node.to_string()).collect()
+        };
         let mut cache = testkit::cache_with_default_queue();
         cache.apply_node(zoned("n1", "a"));
         cache.apply_node(zoned("n2", "b"));
-        in_zone_a("first").apply(&mut cache);
-        let r = scheduler.run_cycle(cache.snapshot(), 0);
-        assert_eq!(nodes_of(&r), ["n1"]);
-        testkit::apply_result(&mut cache, &r);
+        assert_eq!(submit(&mut cache, "first", 0), ["n1"]);
         // Nothing but pods changed: the same answer.
-        in_zone_a("second").apply(&mut cache);
-        let r = scheduler.run_cycle(cache.snapshot(), 1);
-        assert_eq!(nodes_of(&r), ["n1"]);
-        testkit::apply_result(&mut cache, &r);
+        assert_eq!(submit(&mut cache, "second", 1), ["n1"]);
         // The zones swap: the same placement now passes n2 only.
         cache.apply_node(zoned("n1", "b"));
         cache.apply_node(zoned("n2", "a"));
-        in_zone_a("third").apply(&mut cache);
-        let r = scheduler.run_cycle(cache.snapshot(), 2);
-        assert_eq!(nodes_of(&r), ["n2"]);
+        assert_eq!(submit(&mut cache, "third", 2), ["n2"]);
         // Another cache with the same node names, the zones the other way round.
         let mut other = testkit::cache_with_default_queue();
         other.apply_node(zoned("n1", "a"));
         other.apply_node(zoned("n2", "b"));
-        in_zone_a("elsewhere").apply(&mut other);
-        let r = scheduler.run_cycle(other.snapshot(), 0);
-        assert_eq!(nodes_of(&r), ["n1"]);
+        assert_eq!(submit(&mut other, "elsewhere", 0), ["n1"]);
         // A node leaves: what passed it does not pass it any more.
         cache.delete_node("n2");
-        in_zone_a("fourth").apply(&mut cache);
-        let r = scheduler.run_cycle(cache.snapshot(), 3);
-        assert!(nodes_of(&r).is_empty(), "{:?}", nodes_of(&r));
+        assert!(submit(&mut cache, "fourth", 3).is_empty());
     }
 }
