@@ -448,7 +448,7 @@ fn bench_cycle(c: &mut Criterion, name: &str, cache: &Cache, conf: &str) {
         decision_digest(&result)
     );
     let mut group = cycle_group(c);
-    time_cycles(&mut group, name, &scheduler, &cache, 0);
+    time_cycles(&mut group, name, &scheduler, cache, 0);
     group.finish();
 }
 
