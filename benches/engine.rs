@@ -306,12 +306,7 @@ fn benches(c: &mut Criterion) {
     // Everything that fits is bound and running; nothing changes from here on.
     testkit::apply_result(&mut cache, &result);
     let idle = scheduler.open_close(cache.snapshot(), 1);
-    eprintln!(
-        "open_session_nothing_changed: {} binds, {} gang updates, decision digest {:x}",
-        idle.binds.len(),
-        idle.job_updates.len(),
-        decision_digest(&idle)
-    );
+    print_decided("open_session_nothing_changed", &idle, None);
     group
         .sampling_mode(SamplingMode::Auto)
         .measurement_time(Duration::from_secs(3));
@@ -354,15 +349,26 @@ fn benches(c: &mut Criterion) {
         .tasks("worker", GANG_SIZE, &[("cpu", "1"), ("memory", "1Gi")])
         .apply(&mut cache);
     let one = scheduler.run_cycle(cache.snapshot(), 2);
-    eprintln!(
-        "cycle_one_new_gang: {} binds, {} gang updates, decision digest {:x}",
-        one.binds.len(),
-        one.job_updates.len(),
-        decision_digest(&one)
-    );
+    print_decided("cycle_one_new_gang", &one, None);
     assert_eq!(one.binds.len(), GANG_SIZE, "the submitted gang binds whole");
     time_cycles(&mut group, "cycle_one_new_gang", &scheduler, &cache, 2);
     group.finish();
+}
+
+/// Prints what an untimed cycle decided (and how long it took, if timed), before criterion
+/// times it.
+fn print_decided(
+    name: &str,
+    result: &rust_batch::framework::SessionResult,
+    took: Option<Duration>,
+) {
+    let took = took.map(|t| format!(", in {t:?}")).unwrap_or_default();
+    eprintln!(
+        "{name}: {} binds, {} gang updates{took}, decision digest {:x}",
+        result.binds.len(),
+        result.job_updates.len(),
+        decision_digest(result)
+    );
 }
 
 /// Changes when the decisions change (binds, gang updates and their messages): handy when
@@ -628,13 +634,7 @@ fn scale_benches(c: &mut Criterion) {
     if selected(open) {
         let start = Instant::now();
         let idle = scheduler.open_close(cache.snapshot(), 1);
-        eprintln!(
-            "{open}: {} binds, {} gang updates, in {:?}, decision digest {:x}",
-            idle.binds.len(),
-            idle.job_updates.len(),
-            start.elapsed(),
-            decision_digest(&idle)
-        );
+        print_decided(open, &idle, Some(start.elapsed()));
         group
             .sampling_mode(SamplingMode::Auto)
             .measurement_time(Duration::from_secs(3));
