@@ -39,6 +39,9 @@ pub struct ClusterState {
     pub(crate) node_specs: u64,
 }
 
+/// The most label levels kept (each is a domain per node): past it, they are built again.
+const LABEL_LEVELS_KEPT: usize = 64;
+
 /// Label topology levels by label key (see `ClusterState::label_level`).
 #[derive(Default)]
 pub struct LabelLevels(Mutex<HashMap<String, Arc<TopologyLevel>>>);
@@ -91,6 +94,11 @@ impl ClusterState {
         }
         let mut built = Topology::from_labels(&[key.to_string()], self.nodes(), self.node_slots());
         let level = Arc::new(built.levels.remove(0));
+        // Gangs name label keys of their own (Kueue-style topology requests): bounded, so
+        // keys users invent cannot grow it while the nodes stay as they are.
+        if memo.len() >= LABEL_LEVELS_KEPT {
+            memo.clear();
+        }
         memo.insert(key.to_string(), level.clone());
         level
     }
@@ -241,5 +249,22 @@ mod tests {
             .state()
             .node(cache.state().node_by_name("n1").unwrap());
         assert_eq!(n.anti_affinity_tasks, 0);
+    }
+
+    #[test]
+    fn label_levels_kept_stay_bounded_whatever_keys_gangs_name() {
+        let mut cache = crate::cache::Cache::new();
+        let labels = (0..100).map(|i| (format!("k{i}"), format!("v{}", i % 3)));
+        cache.apply_node(crate::model::NodeSpec {
+            labels: labels.collect(),
+            ..crate::testkit::node("n1", &[("cpu", "4")])
+        });
+        let s = cache.snapshot();
+        for i in 0..100 {
+            let level = s.label_level(&format!("k{i}"));
+            assert_eq!(&*level.domains[0].name, format!("v{}", i % 3));
+        }
+        let kept = s.label_levels.0.lock().unwrap().len();
+        assert!(kept <= super::LABEL_LEVELS_KEPT, "{kept} levels kept");
     }
 }
