@@ -224,11 +224,12 @@ mod tests {
     fn untolerated_prefer_no_schedule_taints_lower_the_score() {
         let t = lone_task(&[("cpu", "1")]);
         let mut soft = node_using("s", SHAPE, &[]);
-        soft.taints.push(Taint {
+        soft.taints = [Taint {
             key: "k".into(),
             value: String::new(),
             effect: TaintEffect::PreferNoSchedule,
-        });
+        }]
+        .into();
         assert_eq!(taint_toleration(&t, &node_using("p", SHAPE, &[])), 100.0);
         assert_eq!(taint_toleration(&t, &soft), 50.0);
     }

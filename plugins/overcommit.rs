@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Plugin, Session, Vote};
-use crate::model::{PodGroupPhase, Resource, TaskStatus};
+use crate::model::Resource;
 
 pub struct Overcommit {
     pub factor: f64,
@@ -32,26 +32,16 @@ impl Plugin for Overcommit {
     }
 
     fn on_session_open(&self, ssn: &mut Session) {
-        let mut used = Resource::new();
-        for (_, n) in ssn.state().nodes() {
-            if n.schedulable() {
-                used.add(&n.used);
-            }
-        }
+        // Summed as gangs and nodes change (`Tally`), not here over all of them.
+        let tally = ssn.state().tally();
         let idle = ssn
             .total_allocatable()
             .scaled(self.factor)
-            .minus(&used)
+            .minus(tally.schedulable_used())
             .without_pods();
         let mut inqueue = Resource::new();
-        for (_, job) in ssn.state().jobs() {
-            if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-                let mut waiting = job.min_request();
-                waiting.sub(&job.allocated);
-                waiting.pods = 0;
-                waiting.max_with(&Resource::new());
-                inqueue.add(&waiting);
-            }
+        for (_, sums) in tally.queues() {
+            inqueue.add(&sums.waiting);
         }
         let inqueue = Rc::new(RefCell::new(inqueue));
         let q = inqueue.clone();

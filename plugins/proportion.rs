@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::resource::PODS;
-use crate::model::{JobId, PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
+use crate::model::{JobId, QueueInfo, QueueTree, Resource};
 
 pub struct Proportion;
 
@@ -217,21 +217,10 @@ pub fn queue_shares_of(
             )
         })
         .collect();
-    // Summed per queue first (exact integers, so the same sums): the queue tree is walked
-    // and the queues looked up once per queue, not once per gang. Looked up in order rather
-    // than hashed: a few string comparisons cost less than hashing the name of every gang.
-    let mut by_queue: BTreeMap<&str, [Resource; 3]> = BTreeMap::new();
-    for (_, job) in state.jobs() {
-        let [allocated, request, inqueue] = by_queue.entry(&*job.queue).or_default();
-        // Pod counts are dropped once below, rather than copying every vector here.
-        allocated.add(&job.allocated);
-        request.add(&job.total_request);
-        if job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0 {
-            inqueue.add(&job.min_request());
-        }
-    }
-    for (name, [allocated, request, inqueue]) in by_queue {
-        let subtree = allocated.without_pods();
+    // The sums per queue are kept by the state as gangs change (`Tally`): the tree is
+    // walked once per queue, never once per gang.
+    for (name, sums) in state.tally().queues() {
+        let subtree = sums.allocated.without_pods();
         for a in tree.path(name).filter(|q| !tree.is_leaf(q)) {
             if let Some(q) = queues.get_mut(a) {
                 q.subtree_allocated.add(&subtree);
@@ -240,9 +229,9 @@ pub fn queue_shares_of(
         let Some(q) = queues.get_mut(name) else {
             continue;
         };
-        q.allocated.add(&allocated);
-        q.request.add(&request);
-        q.inqueue.add(&inqueue);
+        q.allocated.add(&sums.allocated);
+        q.request.add(&sums.request);
+        q.inqueue.add(&sums.inqueue);
     }
     for q in queues.values_mut() {
         q.allocated.pods = 0;

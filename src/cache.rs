@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::model::{
-    GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
-    NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
+    GangRuntime, HeldBack, Hold, HyperNodeSpec, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec,
+    NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
 use crate::snapshot::{ClusterState, Snapshot};
 
@@ -122,7 +122,7 @@ impl Cache {
             if node.has_spec(&spec) {
                 return false;
             }
-            if node.labels != spec.labels {
+            if *node.labels != spec.labels {
                 self.topology_changed();
             }
             self.state.node_specs = next_node_specs_version();
@@ -133,7 +133,7 @@ impl Cache {
         self.state.node_specs = next_node_specs_version();
         let node = NodeInfo::new(spec);
         let name = node.name.clone();
-        let id = insert_slot(&mut self.state.nodes, &mut self.free_nodes, node);
+        let id = self.state.insert_node(&mut self.free_nodes, node).0;
         Arc::make_mut(&mut self.state.node_ids).insert(name.clone(), NodeId(id));
         for uid in self.waiting_for_node.remove(&name).unwrap_or_default() {
             if let Some(record) = self.pods.get(&uid) {
@@ -154,7 +154,7 @@ impl Cache {
         if !uids.is_empty() {
             self.waiting_for_node.insert(key.clone(), uids);
         }
-        Arc::make_mut(&mut self.state.nodes)[id.0 as usize] = None;
+        self.state.remove_node(id);
         self.state.node_specs = next_node_specs_version();
         self.free_nodes.push(id.0);
         Arc::make_mut(&mut self.state.node_ids).remove(&key);
@@ -204,7 +204,7 @@ impl Cache {
             job.held_back = held.clone();
         }
         let uid = job.uid.clone();
-        let id = JobId(insert_slot(&mut self.state.jobs, &mut self.free_jobs, job));
+        let id = self.state.insert_job(&mut self.free_jobs, job);
         Arc::make_mut(&mut self.state.job_ids).insert(uid.clone(), id);
         for pod in self.orphans.remove(&uid).unwrap_or_default() {
             if let Some(record) = self.pods.get(&pod) {
@@ -227,7 +227,7 @@ impl Cache {
         if !pods.is_empty() {
             self.orphans.insert(key.clone(), pods);
         }
-        Arc::make_mut(&mut self.state.jobs)[id.0 as usize] = None;
+        self.state.remove_job(id);
         self.free_jobs.push(id.0);
         Arc::make_mut(&mut self.state.job_ids).remove(&key);
     }
@@ -585,24 +585,6 @@ fn node_task(update: &PodUpdate) -> (Arc<str>, NodeTask) {
         t.uid.clone(),
         NodeTask::of(t, update.job.as_deref().map(Arc::from)),
     )
-}
-
-fn insert_slot<T: Clone>(
-    slots: &mut Arc<Vec<Option<Arc<T>>>>,
-    free: &mut Vec<u32>,
-    value: T,
-) -> u32 {
-    let v = Arc::make_mut(slots);
-    match free.pop() {
-        Some(i) => {
-            v[i as usize] = Some(Arc::new(value));
-            i
-        }
-        None => {
-            v.push(Some(Arc::new(value)));
-            (v.len() - 1) as u32
-        }
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,11 @@
 //! depends on this type only.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
+
+mod tally;
+pub use tally::{JobSet, QueueSums, Tally};
 
 use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef, Topology,
@@ -37,6 +41,8 @@ pub struct ClusterState {
     /// Changes whenever a node is added or deleted or its spec changes, never to a value
     /// another cache or an earlier state had (see `node_specs_version`).
     pub(crate) node_specs: u64,
+    /// Sums over the gangs and nodes above, kept as they change (see `Tally`).
+    tally: Arc<Tally>,
 }
 
 /// The most label levels kept (each is a domain per node): past it, they are built again.
@@ -153,7 +159,7 @@ impl ClusterState {
     pub fn pod_rules_in_use(&self) -> PodRulesInUse {
         let mut used = PodRulesInUse::default();
         // Only gangs with pending members: a running cluster's tasks are not read.
-        for (_, job) in self.jobs().filter(|(_, j)| j.pending_count() > 0) {
+        for job in self.tally.pending().map(|id| self.job(id)) {
             for t in job.tasks() {
                 if t.status == crate::model::TaskStatus::Pending {
                     used.pending_rules |= t.placement.rules().is_some();
@@ -162,29 +168,143 @@ impl ClusterState {
                 }
             }
         }
-        used.existing_anti_affinity = self.nodes().any(|(_, n)| n.anti_affinity_tasks > 0);
+        used.existing_anti_affinity = self.tally.any_anti_affinity();
         used
     }
 
-    pub(crate) fn node_mut(&mut self, id: NodeId) -> &mut NodeInfo {
+    /// A node to change; the tally follows when the change is done.
+    pub(crate) fn node_mut(&mut self, id: NodeId) -> Changing<'_, NodeInfo> {
         let slot = &mut Arc::make_mut(&mut self.nodes)[id.0 as usize];
-        Arc::make_mut(slot.as_mut().expect("NodeId of a live slot"))
+        let node = Arc::make_mut(slot.as_mut().expect("NodeId of a live slot"));
+        let tally = Arc::make_mut(&mut self.tally);
+        tally.remove_node(node);
+        Changing {
+            value: node,
+            slot: id.0,
+            tally,
+        }
     }
 
-    pub(crate) fn job_mut(&mut self, id: JobId) -> &mut JobInfo {
+    /// A gang to change; the tally follows when the change is done.
+    pub(crate) fn job_mut(&mut self, id: JobId) -> Changing<'_, JobInfo> {
         let slot = &mut Arc::make_mut(&mut self.jobs)[id.0 as usize];
-        Arc::make_mut(slot.as_mut().expect("JobId of a live slot"))
+        let job = Arc::make_mut(slot.as_mut().expect("JobId of a live slot"));
+        let tally = Arc::make_mut(&mut self.tally);
+        tally.remove_job(id, job);
+        Changing {
+            value: job,
+            slot: id.0,
+            tally,
+        }
+    }
+
+    /// Puts a node in a free slot (or a new one).
+    pub(crate) fn insert_node(&mut self, free: &mut Vec<u32>, node: NodeInfo) -> NodeId {
+        Arc::make_mut(&mut self.tally).add_node(&node);
+        NodeId(insert_slot(&mut self.nodes, free, node))
+    }
+
+    /// Empties a node's slot (the caller keeps it for reuse).
+    pub(crate) fn remove_node(&mut self, id: NodeId) {
+        let slot = &mut Arc::make_mut(&mut self.nodes)[id.0 as usize];
+        if let Some(node) = slot.take() {
+            Arc::make_mut(&mut self.tally).remove_node(&node);
+        }
+    }
+
+    /// Puts a gang in a free slot (or a new one).
+    pub(crate) fn insert_job(&mut self, free: &mut Vec<u32>, job: JobInfo) -> JobId {
+        Arc::make_mut(&mut self.tally).add_job(JobId(insert_slot_index(&self.jobs, free)), &job);
+        JobId(insert_slot(&mut self.jobs, free, job))
+    }
+
+    /// Empties a gang's slot (the caller keeps it for reuse).
+    pub(crate) fn remove_job(&mut self, id: JobId) {
+        let slot = &mut Arc::make_mut(&mut self.jobs)[id.0 as usize];
+        if let Some(job) = slot.take() {
+            Arc::make_mut(&mut self.tally).remove_job(id, &job);
+        }
+    }
+
+    /// Sums over the gangs and nodes (see `Tally`).
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// Panics if the tally kept differs from one summed afresh: a change that bypassed
+    /// `job_mut`/`node_mut`. Debug builds check it as every session opens.
+    pub fn check_tally(&self) {
+        let fresh = Tally::of(self.jobs(), self.nodes().map(|(_, n)| n));
+        assert_eq!(*self.tally, fresh, "the kept tally drifted from the state");
     }
 
     /// Total allocatable of schedulable nodes.
     pub fn total_allocatable(&self) -> Resource {
-        let mut r = Resource::new();
-        for (_, n) in self.nodes() {
-            if n.schedulable() {
-                r.add(&n.allocatable);
-            }
+        self.tally.schedulable_allocatable().clone()
+    }
+}
+
+/// An object of the state being changed (`ClusterState::job_mut`, `node_mut`): what it adds
+/// to the tally was taken out when the change began and is put back, as it is now, when the
+/// change is done (dropped).
+pub(crate) struct Changing<'a, T: Tallied> {
+    value: &'a mut T,
+    slot: u32,
+    tally: &'a mut Tally,
+}
+
+/// What the tally sums over.
+pub(crate) trait Tallied {
+    fn add_to(&self, slot: u32, tally: &mut Tally);
+}
+
+impl Tallied for JobInfo {
+    fn add_to(&self, slot: u32, tally: &mut Tally) {
+        tally.add_job(JobId(slot), self);
+    }
+}
+
+impl Tallied for NodeInfo {
+    fn add_to(&self, _: u32, tally: &mut Tally) {
+        tally.add_node(self);
+    }
+}
+
+impl<T: Tallied> Deref for Changing<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.value
+    }
+}
+
+impl<T: Tallied> DerefMut for Changing<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.value
+    }
+}
+
+impl<T: Tallied> Drop for Changing<'_, T> {
+    fn drop(&mut self) {
+        self.value.add_to(self.slot, self.tally);
+    }
+}
+
+/// The slot `insert_slot` will use.
+fn insert_slot_index<T>(slots: &Slots<T>, free: &[u32]) -> u32 {
+    free.last().copied().unwrap_or(slots.len() as u32)
+}
+
+fn insert_slot<T: Clone>(slots: &mut Slots<T>, free: &mut Vec<u32>, value: T) -> u32 {
+    let v = Arc::make_mut(slots);
+    match free.pop() {
+        Some(i) => {
+            v[i as usize] = Some(Arc::new(value));
+            i
         }
-        r
+        None => {
+            v.push(Some(Arc::new(value)));
+            (v.len() - 1) as u32
+        }
     }
 }
 
@@ -266,5 +386,80 @@ mod tests {
         }
         let kept = s.label_levels.0.lock().unwrap().len();
         assert!(kept <= super::LABEL_LEVELS_KEPT, "{kept} levels kept");
+    }
+
+    #[test]
+    fn the_kept_tally_follows_gangs_nodes_and_sessions_and_never_drifts() {
+        use crate::model::PodGroupPhase;
+        let mut cache = cache_with_default_queue();
+        let names = add_nodes(&mut cache, "n", 3, &[("cpu", "4"), ("memory", "8Gi")]);
+        let sums = |c: &crate::cache::Cache| {
+            c.state().check_tally();
+            let t = c.state().tally();
+            let q = t
+                .queues()
+                .find(|(n, _)| &***n == "default")
+                .map(|(_, s)| s.clone());
+            (q.unwrap_or_default(), t.schedulable_used().milli_cpu)
+        };
+        assert_eq!(cache.state().total_allocatable().milli_cpu, 12_000);
+        // An admitted gang of 2 waits: its minimum counts as in queue and waiting.
+        let a = Gang::new("a", 2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("w", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let (q, used) = sums(&cache);
+        assert_eq!(
+            (q.gangs, q.request.milli_cpu, q.inqueue.milli_cpu),
+            (1, 2000, 2000)
+        );
+        assert_eq!(
+            (q.waiting.milli_cpu, q.allocated.milli_cpu, used),
+            (2000, 0, 0)
+        );
+        let pending: Vec<_> = cache.state().tally().pending().collect();
+        assert_eq!(pending.len(), 1);
+        // A session binds it: its own state's tally follows the session's changes.
+        let result = run_cycle(&cache, None);
+        assert_eq!(result.binds.len(), 2);
+        apply_result(&mut cache, &result);
+        let (q, used) = sums(&cache);
+        assert_eq!(
+            (q.allocated.milli_cpu, used, q.waiting.milli_cpu),
+            (2000, 2000, 0)
+        );
+        assert_eq!(cache.state().tally().pending().count(), 0);
+        // Its members run: it is Running, no longer counted as in queue.
+        for t in cache
+            .state()
+            .job(cache.state().job_by_uid(&a).unwrap())
+            .tasks()
+            .to_vec()
+        {
+            cache.set_pod_status(
+                &t.uid,
+                TaskStatus::Running,
+                t.node.as_deref().map(Into::into),
+            );
+        }
+        cache.set_job_phase(&a, PodGroupPhase::Running);
+        let (q, _) = sums(&cache);
+        assert_eq!(q.inqueue.milli_cpu, 0);
+        // A node cordoned leaves the schedulable sums; deleting the gang empties the queue.
+        cache.apply_node(crate::model::NodeSpec {
+            unschedulable: true,
+            ..node(&names[0], &[("cpu", "4"), ("memory", "8Gi")])
+        });
+        assert_eq!(cache.state().total_allocatable().milli_cpu, 8_000);
+        cache.delete_job(&a);
+        let (q, _) = sums(&cache);
+        assert_eq!(
+            q,
+            crate::snapshot::QueueSums::default(),
+            "no gang names the queue"
+        );
+        cache.delete_node(&names[1]);
+        assert_eq!(cache.state().total_allocatable().milli_cpu, 4_000);
+        sums(&cache);
     }
 }

@@ -62,9 +62,11 @@ impl Session {
         kept_static_fits: Arc<KeptStaticFits>,
         now: Timestamp,
     ) -> Session {
+        #[cfg(debug_assertions)]
+        snapshot.check_tally();
         let total_allocatable = snapshot.total_allocatable();
         let queue_tree = QueueTree::new(snapshot.queues());
-        let verdicts = GangVerdicts::new(snapshot.jobs());
+        let verdicts = GangVerdicts::new(&snapshot);
         let mut ssn = Session {
             now,
             total_allocatable,
@@ -97,8 +99,21 @@ impl Session {
         for configured in self.plugins.clone().iter() {
             configured.plugin.on_session_close(&mut self);
         }
-        let ids: Vec<JobId> = self.state.jobs().map(|(id, _)| id).collect();
-        let job_updates = ids.iter().filter_map(|id| self.job_update(*id)).collect();
+        // Only gangs the session decided about or whose members moved them on can have
+        // changed (`JobInfo::unsettled`); in slot order, as every gang was once.
+        let mut ids = self.verdicts.decided();
+        ids.union_with(self.state.tally().unsettled());
+        let job_updates: Vec<super::outcome::JobUpdate> =
+            ids.iter().filter_map(|id| self.job_update(id)).collect();
+        #[cfg(debug_assertions)]
+        {
+            let every: Vec<super::outcome::JobUpdate> = self
+                .state
+                .jobs()
+                .filter_map(|(id, _)| self.job_update(id))
+                .collect();
+            assert_eq!(job_updates, every, "a gang that changed was not reported");
+        }
         SessionResult {
             binds: self.binds,
             evictions: self.evictions,
@@ -299,8 +314,9 @@ impl Session {
             }
         }
         let node_name = node.map(|n| self.state.node(n).name.clone());
-        let job = self.state.job_mut(task.job);
-        job.set_task_status(task.index, status, node_name);
+        self.state
+            .job_mut(task.job)
+            .set_task_status(task.index, status, node_name);
         let on_node = node.map(|n| {
             let j = self.state.job(task.job);
             (n, NodeTask::of(j.task(task.index), Some(j.uid.clone())))

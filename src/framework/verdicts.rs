@@ -13,6 +13,7 @@ use crate::model::resource::format_amount;
 use crate::model::{
     GangMode, GangRuntime, Hold, JobId, JobInfo, PodGroupPhase, Resource, TaskRef, TaskStatus,
 };
+use crate::snapshot::{ClusterState, JobSet};
 
 /// Why a gang was not committed in this session.
 #[derive(Clone, Debug, Default)]
@@ -37,14 +38,31 @@ pub(super) struct GangVerdicts {
 
 impl GangVerdicts {
     /// Notes the placements gangs hold as the session opens, to report only changes.
-    pub(super) fn new<'a>(jobs: impl Iterator<Item = (JobId, &'a JobInfo)>) -> Self {
+    pub(super) fn new(state: &ClusterState) -> Self {
         GangVerdicts {
-            held_at_open: jobs
-                .map(|(id, j)| (id, held_placements(j)))
+            held_at_open: state
+                .tally()
+                .holding()
+                .map(|id| (id, held_placements(state.job(id))))
                 .filter(|(_, holds)| !holds.is_empty())
                 .collect(),
             ..Default::default()
         }
+    }
+}
+
+impl GangVerdicts {
+    /// The gangs this session decided or found something about.
+    pub(super) fn decided(&self) -> JobSet {
+        let mut ids = JobSet::default();
+        let keys = (self.unschedulable.keys().chain(&self.scheduled))
+            .chain(self.original_phase.keys())
+            .chain(self.expired.keys())
+            .chain(self.held_at_open.keys());
+        for &id in keys {
+            ids.set(id, true);
+        }
+        ids
     }
 }
 
@@ -58,7 +76,7 @@ impl Session {
             .get(&id)
             .copied()
             .unwrap_or(job.phase);
-        let phase = next_phase(job, job.phase);
+        let phase = job.phase_from_members();
         let condition = if self.verdicts.scheduled.contains(&id) {
             Some(JobCondition::scheduled(job))
         } else {
@@ -139,16 +157,8 @@ impl Session {
         }
         let job = self.state.job(id);
         let mut rt = job.runtime.clone();
-        let started = job.count(TaskStatus::Binding)
-            + job.count(TaskStatus::Bound)
-            + job.count(TaskStatus::Running)
-            + job.count(TaskStatus::Succeeded);
-        if self.verdicts.scheduled.contains(&id)
-            || (job.min_member > 0 && started >= job.min_member)
-        {
-            rt.waiting_since = None;
-            rt.expiries = 0;
-            rt.once_satisfied = true;
+        if self.verdicts.scheduled.contains(&id) || job.started_enough() {
+            rt.mark_started();
         } else if let Some(u) = self.verdicts.unschedulable.get(&id) {
             if u.invalid.is_none() && rt.waiting_since.is_none() {
                 rt.waiting_since = Some(self.now);
@@ -380,25 +390,5 @@ fn waiting_time_expired(job: &JobInfo, expiries: u32, released: Option<usize>) -
             format_duration(job.policy.wait_timeout.unwrap_or(0)),
             format_duration(backoff(expiries)),
         ),
-    }
-}
-
-/// The PodGroup phase a gang should have after this session.
-fn next_phase(job: &JobInfo, current: PodGroupPhase) -> PodGroupPhase {
-    if job.all_finished() {
-        return PodGroupPhase::Completed;
-    }
-    let scheduled = job.ready_count();
-    if job.min_member > 0 && scheduled >= job.min_member || job.min_member == 0 && scheduled > 0 {
-        return PodGroupPhase::Running;
-    }
-    match current {
-        PodGroupPhase::Running
-            if job.count(TaskStatus::Running) + job.count(TaskStatus::Succeeded) > 0 =>
-        {
-            PodGroupPhase::Unknown
-        }
-        PodGroupPhase::Running | PodGroupPhase::Completed => PodGroupPhase::Inqueue,
-        other => other,
     }
 }

@@ -98,6 +98,16 @@ pub struct GangRuntime {
     pub recovering: bool,
 }
 
+impl GangRuntime {
+    /// The gang started: it no longer waits, its expiries are forgotten, and it was ready
+    /// once.
+    pub fn mark_started(&mut self) {
+        self.waiting_since = None;
+        self.expiries = 0;
+        self.once_satisfied = true;
+    }
+}
+
 /// Members of a gang that a driver keeps out of the engine, and why: they exist but are no
 /// candidates (the API server would refuse their bind, or they ask for what the engine
 /// does not model). The gang's message counts them; the engine never places them, so a
@@ -466,6 +476,58 @@ impl JobInfo {
             && self.counts_where(|s| matches!(s, TaskStatus::Succeeded | TaskStatus::Failed))
                 as usize
                 == self.tasks.len()
+    }
+
+    /// The PodGroup phase its members put the gang in, from the phase it has (what a session
+    /// reports when it decides nothing else about it).
+    pub fn phase_from_members(&self) -> PodGroupPhase {
+        if self.all_finished() {
+            return PodGroupPhase::Completed;
+        }
+        let scheduled = self.ready_count();
+        if self.min_member > 0 && scheduled >= self.min_member
+            || self.min_member == 0 && scheduled > 0
+        {
+            return PodGroupPhase::Running;
+        }
+        match self.phase {
+            PodGroupPhase::Running
+                if self.count(TaskStatus::Running) + self.count(TaskStatus::Succeeded) > 0 =>
+            {
+                PodGroupPhase::Unknown
+            }
+            PodGroupPhase::Running | PodGroupPhase::Completed => PodGroupPhase::Inqueue,
+            other => other,
+        }
+    }
+
+    /// At least `min_member` members were bound or started: the gang no longer waits.
+    pub fn started_enough(&self) -> bool {
+        let started = self.count(TaskStatus::Binding)
+            + self.count(TaskStatus::Bound)
+            + self.count(TaskStatus::Running)
+            + self.count(TaskStatus::Succeeded);
+        self.min_member > 0 && started >= self.min_member
+    }
+
+    /// Members placed in a session but not bound (Allocated or Pipelined).
+    pub fn holds_placements(&self) -> bool {
+        self.count(TaskStatus::Allocated) + self.count(TaskStatus::Pipelined) > 0
+    }
+
+    /// Whether a session that decides nothing about this gang still has something to say
+    /// about it: its members moved it to another phase, it started (its runtime stops
+    /// waiting), or it is NonStrict and holds placements. A session closes on these and on
+    /// the gangs it decided about, not on every gang.
+    pub fn unsettled(&self) -> bool {
+        let started = || {
+            let mut rt = self.runtime.clone();
+            rt.mark_started();
+            rt != self.runtime
+        };
+        self.phase_from_members() != self.phase
+            || self.started_enough() && started()
+            || self.policy.mode == GangMode::NonStrict && self.holds_placements()
     }
 }
 

@@ -66,8 +66,10 @@ pub struct NodeInfo {
     pub releasing: Resource,
     /// Requests of tasks pipelined onto the node against releasing resources.
     pub pipelined: Resource,
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
+    /// Shared with the node's earlier copies: a node is copied whenever a snapshot still
+    /// holds it and one of its pods changes, and its labels rarely change with it.
+    pub labels: Arc<BTreeMap<String, String>>,
+    pub taints: Arc<[Taint]>,
     pub unschedulable: bool,
     pub ready: bool,
     pub tasks: BTreeMap<Arc<str>, NodeTask>,
@@ -85,8 +87,8 @@ impl NodeInfo {
             used: Resource::new(),
             releasing: Resource::new(),
             pipelined: Resource::new(),
-            labels: spec.labels,
-            taints: spec.taints,
+            labels: Arc::new(spec.labels),
+            taints: spec.taints.into(),
             unschedulable: spec.unschedulable,
             ready: spec.ready,
             tasks: BTreeMap::new(),
@@ -99,8 +101,8 @@ impl NodeInfo {
     /// something the engine does not read).
     pub fn has_spec(&self, spec: &NodeSpec) -> bool {
         self.allocatable == spec.allocatable
-            && self.labels == spec.labels
-            && self.taints == spec.taints
+            && *self.labels == spec.labels
+            && *self.taints == *spec.taints
             && self.unschedulable == spec.unschedulable
             && self.ready == spec.ready
     }
@@ -108,8 +110,12 @@ impl NodeInfo {
     pub fn update_spec(&mut self, spec: NodeSpec) {
         self.allocatable = spec.allocatable;
         self.idle = self.allocatable.minus(&self.used);
-        self.labels = spec.labels;
-        self.taints = spec.taints;
+        if *self.labels != spec.labels {
+            self.labels = Arc::new(spec.labels);
+        }
+        if *self.taints != *spec.taints {
+            self.taints = spec.taints.into();
+        }
         self.unschedulable = spec.unschedulable;
         self.ready = spec.ready;
     }
