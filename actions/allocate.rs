@@ -227,7 +227,9 @@ impl Action for Allocate {
         let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
         let want_nodes = self.nodes_to_find(ssn.state().node_slots());
         let mut budget = SearchBudget::new(self.search_tries, self.search_cycle_tries);
-        let mut groups = ssn.jobs_by_queue(|s, id| {
+        let tally = ssn.state().tally();
+        let candidates = tally.pending().union(tally.held_back());
+        let mut groups = ssn.jobs_by_queue(&candidates, |s, id| {
             // job_valid records a reason, which needs &mut; check the cheap parts first.
             // Gangs whose members are all held back by the driver are told why they wait.
             let job = s.job(id);

@@ -57,7 +57,9 @@ impl Action for Backfill {
 
     fn execute(&self, ssn: &mut Session) {
         let deferred = ssn.take_deferred();
-        for id in ssn.job_ids() {
+        // Only gangs with pending members have anything to backfill.
+        let pending = ssn.state().tally().pending().clone();
+        for id in pending.iter() {
             if !deferred.contains(&id) {
                 best_effort(ssn, id);
             }

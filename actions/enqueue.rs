@@ -19,7 +19,10 @@ impl Action for Enqueue {
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let mut groups = ssn.jobs_by_queue(|s, id| s.job(id).phase == PodGroupPhase::Pending);
+        let unadmitted = ssn.state().tally().unadmitted().clone();
+        let mut groups = ssn.jobs_by_queue(&unadmitted, |s, id| {
+            s.job(id).phase == PodGroupPhase::Pending
+        });
         for (queue, jobs) in groups.iter_mut() {
             let blocked = ssn.queue(queue).and_then(|q| ssn.queue_blocked(q));
             if let Some(why) = blocked {

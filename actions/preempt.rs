@@ -402,7 +402,8 @@ pub const PREEMPT: Rules = Rules {
 /// `preemptionPolicy: Never` is not among them: as in Kubernetes, it waits for room.
 pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>)> {
     let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
-    let groups = ssn.jobs_by_queue(|s, id| {
+    let pending = ssn.state().tally().pending().clone();
+    let groups = ssn.jobs_by_queue(&pending, |s, id| {
         let job = s.job(id);
         job.pending_count() > 0
             && !job

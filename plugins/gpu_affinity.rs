@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::rc::Rc;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, GangDomains, NodeRule, NodeSet, Plugin, Session};
@@ -53,6 +53,36 @@ pub struct GpuAffinity {
     pub model_rule: ModelRule,
     /// Weight of the GPU-packing node score.
     pub weight: f64,
+    /// The GPU models of the last sessions' nodes (they depend on node specs only).
+    pub models_kept: ModelsKept,
+}
+
+/// Each GPU node's model, kept while the node specs stay as they were
+/// (`ClusterState::node_specs_version`): finding them reads every node's labels.
+#[derive(Clone, Default)]
+pub struct ModelsKept(Arc<Mutex<Option<VersionedModels>>>);
+
+/// GPU models and the node specs version they were found at.
+type VersionedModels = (u64, Arc<GpuModels>);
+
+impl std::fmt::Debug for ModelsKept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModelsKept")
+    }
+}
+
+/// A memo: plugins configured alike are alike whatever it holds.
+impl PartialEq for ModelsKept {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// GPU nodes grouped by model.
+pub struct GpuModels {
+    /// Per node slot, its GPU model (index into `models`).
+    model_of: Vec<Option<u32>>,
+    models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
 }
 
 const KEYS: &[&str] = &[
@@ -135,6 +165,7 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
             .get_weight("gpu-affinity.weight")?
             .map(f64::from)
             .unwrap_or(1.0),
+        models_kept: ModelsKept::default(),
     }))
 }
 
@@ -148,16 +179,15 @@ struct View {
     label_levels: Range<usize>,
     hypernode_levels: Range<usize>,
     extra: HashMap<String, usize>,
-    /// Per level, per domain: what its schedulable nodes will have free.
-    domain_free: RefCell<Vec<Vec<Resource>>>,
+    /// Per level, per domain: what its schedulable nodes will have free (summed when a
+    /// gang first asks, from the session's state then: most sessions have no gang to ask).
+    domain_free: RefCell<Option<Vec<Vec<Resource>>>>,
     /// The same, counting only the nodes some gangs' pods can use (per distinct static
     /// fit, e.g. the pods that do not tolerate GPU taints), also kept current by events.
     restricted: RefCell<Vec<Restricted>>,
     /// Nodes in the cluster: a gang whose static predicates pass this many can use any.
     node_count: usize,
-    /// Per node slot, its GPU model (index into `models`).
-    model_of: Vec<Option<u32>>,
-    models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
+    gpu: Arc<GpuModels>,
     /// The snapshot's index (shared, not copied: it was most of opening a session).
     node_ids: Arc<HashMap<Arc<str>, NodeId>>,
 }
@@ -179,10 +209,7 @@ impl Plugin for GpuAffinity {
         levels.extend(state.hypernodes.levels.iter().cloned().map(Arc::new));
         let hypernode_levels = label_levels.end..levels.len();
         let mut extra = HashMap::new();
-        for (_, job) in state.jobs() {
-            if job.pending_count() == 0 {
-                continue;
-            }
+        for job in state.tally().pending().iter().map(|id| state.job(id)) {
             if let Some(TopologyBound::LabelKey(key)) = job.topology_request().map(|r| &r.bound) {
                 if !self.levels.contains(key) && !extra.contains_key(key) {
                     extra.insert(key.clone(), levels.len());
@@ -190,49 +217,17 @@ impl Plugin for GpuAffinity {
                 }
             }
         }
-        let mut model_of = vec![None; slots];
-        let mut models: Vec<(Arc<str>, Vec<NodeId>)> = Vec::new();
-        for (id, node) in state.nodes() {
-            if node.allocatable.get(&self.gpu_resource) <= 0 {
-                continue;
-            }
-            // GPU nodes without the label are one more group: their model is unknown, so
-            // a gang is not mixed across them and labelled ones.
-            let model = node
-                .labels
-                .get(&self.model_label)
-                .map(String::as_str)
-                .unwrap_or(UNLABELLED);
-            let i = match models.iter().position(|(m, _)| **m == *model) {
-                Some(i) => i,
-                None => {
-                    models.push((Arc::from(model), Vec::new()));
-                    models.len() - 1
-                }
-            };
-            models[i].1.push(id);
-            model_of[id.0 as usize] = Some(i as u32);
-        }
-        // Without a labelled GPU node there is nothing to tell models apart by.
-        if models.iter().all(|(m, _)| &**m == UNLABELLED) {
-            models.clear();
-            model_of.iter_mut().for_each(|m| *m = None);
-        }
-        let domain_free = domain_sums(&levels, state, None);
+        let gpu = self.gpu_models(state);
         let view = Rc::new(View {
             slots,
-            node_count: state.nodes().count(),
+            node_count: state.node_index().len(),
             levels,
             label_levels,
             hypernode_levels,
             extra,
-            domain_free: RefCell::new(domain_free),
+            domain_free: RefCell::default(),
             restricted: RefCell::default(),
-            model_of,
-            models: models
-                .into_iter()
-                .map(|(m, ns)| (m, Arc::new(ns)))
-                .collect(),
+            gpu,
             node_ids: state.node_index(),
         });
         let track = |sign: i64, view: Rc<View>| {
@@ -257,7 +252,9 @@ impl Plugin for GpuAffinity {
                 let mut restricted = view.restricted.borrow_mut();
                 for (l, level) in view.levels.iter().enumerate() {
                     if let Some(d) = level.domain_of[id.0 as usize] {
-                        change(&mut sums[l][d as usize]);
+                        if let Some(sums) = sums.as_mut() {
+                            change(&mut sums[l][d as usize]);
+                        }
                         for r in restricted.iter_mut().filter(|r| r.uses(*id)) {
                             change(&mut r.sums[l][d as usize]);
                         }
@@ -309,6 +306,54 @@ struct Wanted {
 }
 
 impl GpuAffinity {
+    /// The GPU models of the state's nodes, from the last session's if no node changed.
+    fn gpu_models(&self, state: &ClusterState) -> Arc<GpuModels> {
+        let version = state.node_specs_version();
+        let mut kept = self.models_kept.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((v, models)) = kept.as_ref() {
+            if *v == version {
+                return models.clone();
+            }
+        }
+        let mut model_of = vec![None; state.node_slots()];
+        let mut models: Vec<(Arc<str>, Vec<NodeId>)> = Vec::new();
+        for (id, node) in state.nodes() {
+            if node.allocatable.get(&self.gpu_resource) <= 0 {
+                continue;
+            }
+            // GPU nodes without the label are one more group: their model is unknown, so
+            // a gang is not mixed across them and labelled ones.
+            let model = node
+                .labels
+                .get(&self.model_label)
+                .map(String::as_str)
+                .unwrap_or(UNLABELLED);
+            let i = match models.iter().position(|(m, _)| **m == *model) {
+                Some(i) => i,
+                None => {
+                    models.push((Arc::from(model), Vec::new()));
+                    models.len() - 1
+                }
+            };
+            models[i].1.push(id);
+            model_of[id.0 as usize] = Some(i as u32);
+        }
+        // Without a labelled GPU node there is nothing to tell models apart by.
+        if models.iter().all(|(m, _)| &**m == UNLABELLED) {
+            models.clear();
+            model_of.iter_mut().for_each(|m| *m = None);
+        }
+        let models = Arc::new(GpuModels {
+            model_of,
+            models: models
+                .into_iter()
+                .map(|(m, ns)| (m, Arc::new(ns)))
+                .collect(),
+        });
+        *kept = Some((version, models.clone()));
+        models
+    }
+
     /// The domain levels a gang may use, narrowest first, from its request (or the
     /// default: every level, softly); Err(why) for a hard request nothing can meet.
     fn wanted(
@@ -388,7 +433,7 @@ impl GpuAffinity {
     /// Whether the gang's GPU tasks must share one model, and the model its placed GPU
     /// members already use.
     fn model_rule(&self, view: &View, job: &JobInfo) -> Option<Option<u32>> {
-        if self.model_rule == ModelRule::Off || view.models.is_empty() {
+        if self.model_rule == ModelRule::Off || view.gpu.models.is_empty() {
             return None;
         }
         let gpu_tasks: Vec<_> = job
@@ -404,7 +449,7 @@ impl GpuAffinity {
             .filter(|t| t.status != TaskStatus::Pending)
             .filter_map(|t| t.node.as_deref())
             .filter_map(|n| view.node_ids.get(n))
-            .find_map(|id| view.model_of[id.0 as usize]);
+            .find_map(|id| view.gpu.model_of[id.0 as usize]);
         Some(placed)
     }
 
@@ -442,6 +487,7 @@ impl GpuAffinity {
                 return Some(placed);
             }
             let usable_models = view
+                .gpu
                 .models
                 .iter()
                 .filter(|(_, nodes)| nodes.iter().any(|n| usable.iter().any(|u| u.passes(*n))))
@@ -477,10 +523,13 @@ impl GpuAffinity {
         // Room on nodes the gang's pods cannot use (another pool, a taint) is no room: sum
         // only usable nodes unless the gang can use every node.
         let owned;
+        view.domain_free
+            .borrow_mut()
+            .get_or_insert_with(|| domain_sums(&view.levels, state, None));
         let all_sums = view.domain_free.borrow();
         let restricted = view.restricted.borrow();
         let sums: &Vec<Vec<Resource>> = if unconstrained {
-            &all_sums
+            all_sums.as_ref().expect("summed above")
         } else {
             match restricted.iter().position(|r| r.is_for(usable)) {
                 Some(i) => &restricted[i].sums,
@@ -503,12 +552,12 @@ impl GpuAffinity {
         let models: Vec<u32> = match model {
             None => Vec::new(),
             Some(Some(m)) => vec![m],
-            Some(None) => (0..view.models.len() as u32).collect(),
+            Some(None) => (0..view.gpu.models.len() as u32).collect(),
         };
         let model_rule = |m: u32| {
             NodeRule::new(
                 Some(Arc::from(self.gpu_resource.as_str())),
-                view.models[m as usize].1.clone(),
+                view.gpu.models[m as usize].1.clone(),
                 view.slots,
             )
         };
@@ -590,7 +639,7 @@ impl GpuAffinity {
         if !topo_hard {
             for &m in &models {
                 options.push(NodeSet {
-                    name: format!("{}={}", self.model_label, view.models[m as usize].0),
+                    name: format!("{}={}", self.model_label, view.gpu.models[m as usize].0),
                     rules: vec![model_rule(m)],
                 });
             }
@@ -665,7 +714,7 @@ impl GpuAffinity {
             };
             nodes.push(id);
             if t.resreq.get(&self.gpu_resource) > 0 {
-                models.push(view.model_of[id.0 as usize]);
+                models.push(view.gpu.model_of[id.0 as usize]);
             }
         }
         // Even one pod breaks a hard request when it lands outside every allowed domain
@@ -759,14 +808,14 @@ fn push_with_models(
         .filter(|m| {
             base.list
                 .iter()
-                .any(|n| view.model_of[n.0 as usize] == Some(*m))
+                .any(|n| view.gpu.model_of[n.0 as usize] == Some(*m))
         })
         .collect();
     // With one model (or none) in the domain, the domain alone is the rule: its GPU tasks
     // cannot go anywhere else in it.
     if present.len() <= 1 {
         let name = match present.first() {
-            Some(m) => format!("{name}, {}", view.models[*m as usize].0),
+            Some(m) => format!("{name}, {}", view.gpu.models[*m as usize].0),
             None => name,
         };
         options.push(NodeSet {
@@ -777,7 +826,7 @@ fn push_with_models(
     }
     for m in present {
         options.push(NodeSet {
-            name: format!("{name}, {}", view.models[m as usize].0),
+            name: format!("{name}, {}", view.gpu.models[m as usize].0),
             rules: vec![base.clone(), model_rule(m)],
         });
     }

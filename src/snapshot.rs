@@ -159,7 +159,7 @@ impl ClusterState {
     pub fn pod_rules_in_use(&self) -> PodRulesInUse {
         let mut used = PodRulesInUse::default();
         // Only gangs with pending members: a running cluster's tasks are not read.
-        for job in self.tally.pending().map(|id| self.job(id)) {
+        for job in self.tally.pending().iter().map(|id| self.job(id)) {
             for t in job.tasks() {
                 if t.status == crate::model::TaskStatus::Pending {
                     used.pending_rules |= t.placement.rules().is_some();
@@ -417,8 +417,8 @@ mod tests {
             (q.waiting.milli_cpu, q.allocated.milli_cpu, used),
             (2000, 0, 0)
         );
-        let pending: Vec<_> = cache.state().tally().pending().collect();
-        assert_eq!(pending.len(), 1);
+        assert_eq!(cache.state().tally().pending().iter().count(), 1);
+        assert_eq!(cache.state().tally().unadmitted().iter().count(), 0);
         // A session binds it: its own state's tally follows the session's changes.
         let result = run_cycle(&cache, None);
         assert_eq!(result.binds.len(), 2);
@@ -428,7 +428,7 @@ mod tests {
             (q.allocated.milli_cpu, used, q.waiting.milli_cpu),
             (2000, 2000, 0)
         );
-        assert_eq!(cache.state().tally().pending().count(), 0);
+        assert_eq!(cache.state().tally().pending().iter().count(), 0);
         // Its members run: it is Running, no longer counted as in queue.
         for t in cache
             .state()

@@ -21,7 +21,7 @@ use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo, QueueState, QueueTree,
     Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
 };
-use crate::snapshot::ClusterState;
+use crate::snapshot::{ClusterState, JobSet};
 
 pub struct Session {
     pub now: Timestamp,
@@ -209,14 +209,17 @@ impl Session {
         tasks
     }
 
-    /// Jobs grouped by queue, each group in job order. Jobs whose queue does not exist are
-    /// left out and noted as unschedulable.
+    /// Jobs `among` those given that `include` takes, grouped by queue, each group in job
+    /// order. Jobs whose queue does not exist are left out and noted as unschedulable.
+    /// `among` is one of the state's kept sets (`Tally`) that holds every job `include`
+    /// could take, so that a pass costs the candidates, not every gang of the cluster.
     pub fn jobs_by_queue(
         &mut self,
+        among: &JobSet,
         mut include: impl FnMut(&Session, JobId) -> bool,
     ) -> BTreeMap<Arc<str>, Vec<JobId>> {
         let mut groups: BTreeMap<Arc<str>, Vec<JobId>> = BTreeMap::new();
-        for id in self.job_ids() {
+        for id in among.iter() {
             if !include(self, id) {
                 continue;
             }

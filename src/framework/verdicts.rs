@@ -43,6 +43,7 @@ impl GangVerdicts {
             held_at_open: state
                 .tally()
                 .holding()
+                .iter()
                 .map(|id| (id, held_placements(state.job(id))))
                 .filter(|(_, holds)| !holds.is_empty())
                 .collect(),

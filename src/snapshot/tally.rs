@@ -19,6 +19,10 @@ pub struct Tally {
     anti_affinity_nodes: u32,
     /// Gangs with pending members.
     pending: JobSet,
+    /// Gangs with members the driver keeps out of the engine (`JobInfo::held_back`).
+    held_back: JobSet,
+    /// Gangs not admitted yet (phase Pending).
+    unadmitted: JobSet,
     /// Gangs with members placed but not bound (Allocated or Pipelined).
     holding: JobSet,
     /// Gangs a session reports on even when it decides nothing about them
@@ -82,12 +86,20 @@ impl Tally {
         self.anti_affinity_nodes > 0
     }
 
-    pub fn pending(&self) -> impl Iterator<Item = JobId> + '_ {
-        self.pending.iter()
+    pub fn pending(&self) -> &JobSet {
+        &self.pending
     }
 
-    pub fn holding(&self) -> impl Iterator<Item = JobId> + '_ {
-        self.holding.iter()
+    pub fn held_back(&self) -> &JobSet {
+        &self.held_back
+    }
+
+    pub fn unadmitted(&self) -> &JobSet {
+        &self.unadmitted
+    }
+
+    pub fn holding(&self) -> &JobSet {
+        &self.holding
     }
 
     pub fn unsettled(&self) -> &JobSet {
@@ -97,6 +109,8 @@ impl Tally {
     pub(super) fn add_job(&mut self, id: JobId, job: &JobInfo) {
         self.account_job(job, true);
         self.pending.set(id, job.pending_count() > 0);
+        self.held_back.set(id, !job.held_back.is_empty());
+        self.unadmitted.set(id, job.phase == PodGroupPhase::Pending);
         self.holding.set(id, job.holds_placements());
         self.unsettled.set(id, job.unsettled());
     }
@@ -104,6 +118,8 @@ impl Tally {
     pub(super) fn remove_job(&mut self, id: JobId, job: &JobInfo) {
         self.account_job(job, false);
         self.pending.set(id, false);
+        self.held_back.set(id, false);
+        self.unadmitted.set(id, false);
         self.holding.set(id, false);
         self.unsettled.set(id, false);
     }
@@ -198,6 +214,13 @@ impl JobSet {
                 })
             })
         })
+    }
+
+    /// Every member of either.
+    pub fn union(&self, other: &JobSet) -> JobSet {
+        let mut both = self.clone();
+        both.union_with(other);
+        both
     }
 
     /// Adds every member of `other`.
