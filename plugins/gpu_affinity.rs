@@ -1137,6 +1137,33 @@ tiers:
     }
 
     #[test]
+    fn gpu_models_kept_between_sessions_follow_relabelled_nodes() {
+        // One scheduler across cycles, as a live driver runs it: the models it keeps are
+        // found again once a node's labels change.
+        let scheduler = crate::testkit::scheduler(Some(CONF));
+        let mut cache = cache_with_default_queue();
+        gpu_pools(&mut cache);
+        let job = Gang::new("four", 4)
+            .tasks("worker", 4, &[("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        let waits = scheduler.run_cycle(cache.snapshot(), 0);
+        assert!(
+            waits.binds.is_empty(),
+            "3 GPUs free per model: {:?}",
+            waits.binds
+        );
+        for i in 0..2 {
+            cache.apply_node(labelled(
+                &format!("h{i}"),
+                &[("cpu", "16"), ("memory", "64Gi"), ("nvidia.com/gpu", "2")],
+                &[("nvidia.com/gpu.product", "A100")],
+            ));
+        }
+        let fits = scheduler.run_cycle(cache.snapshot(), 1);
+        assert_eq!(nodes_of(&fits, &job).len(), 4, "one model with 6 GPUs free");
+    }
+
+    #[test]
     fn gpu_nodes_without_a_model_label_are_a_group_of_their_own() {
         // Labelled pools elsewhere, and an unlabelled pool the gang is pinned to by its
         // nodeSelector: the gang is placed there when it fits, and told what it lacks when
