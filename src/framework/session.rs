@@ -180,10 +180,6 @@ impl Session {
         self.state.task(r)
     }
 
-    pub fn job_ids(&self) -> Vec<JobId> {
-        self.state.jobs().map(|(id, _)| id).collect()
-    }
-
     pub fn node_ids(&self) -> Vec<NodeId> {
         self.state.nodes().map(|(id, _)| id).collect()
     }
@@ -218,6 +214,13 @@ impl Session {
         among: &JobSet,
         mut include: impl FnMut(&Session, JobId) -> bool,
     ) -> BTreeMap<Arc<str>, Vec<JobId>> {
+        #[cfg(debug_assertions)]
+        for (id, _) in self.state.jobs() {
+            assert!(
+                among.contains(id) || !include(self, id),
+                "a gang outside the candidates given was wanted"
+            );
+        }
         let mut groups: BTreeMap<Arc<str>, Vec<JobId>> = BTreeMap::new();
         for id in among.iter() {
             if !include(self, id) {
