@@ -50,9 +50,7 @@ impl GangVerdicts {
             ..Default::default()
         }
     }
-}
 
-impl GangVerdicts {
     /// The gangs this session decided or found something about.
     pub(super) fn decided(&self) -> JobSet {
         let mut ids = JobSet::default();
