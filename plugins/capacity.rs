@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
-use crate::model::{PodGroupPhase, QueueInfo, QueueTree, Resource, TaskStatus};
+use crate::model::{QueueInfo, QueueTree, Resource};
 
 pub struct Capacity;
 
@@ -121,16 +121,14 @@ pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str
     let infos: BTreeMap<Arc<str>, &QueueInfo> =
         state.queues().map(|q| (q.name.clone(), q)).collect();
     let mut attrs = queue_attrs(&total, &infos, tree);
-    for (_, job) in state.jobs() {
-        let allocated = job.allocated.without_pods();
-        let waiting = (job.phase == PodGroupPhase::Inqueue && job.count(TaskStatus::Running) == 0)
-            .then(|| job.min_request().without_pods());
-        for q in tree.path(&job.queue) {
+    // The per-queue sums the state keeps (`Tally`), not a pass over every gang.
+    for (name, sums) in state.tally().queues() {
+        let allocated = sums.allocated.without_pods();
+        let waiting = sums.inqueue.without_pods();
+        for q in tree.path(name) {
             if let Some(a) = attrs.get_mut(q) {
                 a.allocated.add(&allocated);
-                if let Some(w) = &waiting {
-                    a.inqueue.add(w);
-                }
+                a.inqueue.add(&waiting);
             }
         }
     }
@@ -288,7 +286,7 @@ impl Plugin for Capacity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::TaskStatus;
+    use crate::model::{PodGroupPhase, TaskStatus};
     use crate::testkit::*;
 
     const CONF: &str = "actions: \"enqueue, allocate, reclaim\"
