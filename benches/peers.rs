@@ -25,7 +25,9 @@
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
 //! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter),
 //! RB_BENCH_IDLE_TRACE (print each idle gang's last pod created and last bind seen, wall
-//! clock, to line up with a scheduler's trace log).
+//! clock, to line up with a scheduler's trace log), RB_BENCH_ROUNDS (default 1: run the
+//! contenders this many times, alternating, each round's table then the medians: one round
+//! is one draw of the API server's own cost, which moves between runs).
 //!
 //! Under `cargo test` (no `--bench` argument) it runs the null binder and rust-batch on 20
 //! nodes and 100 pods on the ambient cluster (KUBECONFIG) as a smoke test: no peer is built.
@@ -475,6 +477,11 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
     };
     let best_null = rate_of(|c| matches!(c, Contender::Null(_)));
+    let null_idle = results
+        .iter()
+        .filter(|(c, _)| matches!(c, Contender::Null(_)))
+        .filter_map(|(_, o)| percentile(&o.idle, 0.5))
+        .reduce(f64::min);
     let kube = rate_of(|c| *c == Contender::KubeScheduler);
     let volcano = rate_of(|c| *c == Contender::Volcano);
     println!();
@@ -497,11 +504,15 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             fmt_s(percentile(&o.latencies, 0.5)),
             fmt_s(percentile(&o.latencies, 0.99))
         );
-        let idle = format!(
+        let mut idle = format!(
             "{} / {}",
             fmt_s(percentile(&o.idle, 0.5)),
             fmt_s(percentile(&o.idle, 0.99))
         );
+        if !matches!(c, Contender::Null(_)) && null_idle.is_some() {
+            // The p50 against the best null binder's.
+            idle += &format!(" ({})", ratio(percentile(&o.idle, 0.5), null_idle));
+        }
         let (rss, cpu) = match o.usage {
             Some(u) => (format!("{} MiB", u.peak_rss_mib), format!("{:.1}", u.cpu_s)),
             None => ("–".into(), "–".into()),
@@ -573,43 +584,115 @@ async fn bench() {
         .iter()
         .any(|c| matches!(c, Contender::KubeScheduler | Contender::Volcano))
         .then(build_peers);
+    let rounds: usize = env_or("RB_BENCH_ROUNDS", 1).max(1);
     for nodes in sizes {
-        let mut results = vec![];
-        for &contender in &runs {
-            let cluster = Cluster::fresh(&format!("peers-{nodes}")).await;
-            if contender == Contender::Volcano {
-                volcano_setup(&cluster.client, &peers.as_ref().unwrap().volcano_src).await;
-            } else {
-                common::install_crds(&cluster.client).await;
+        let mut by_round = vec![];
+        for round in 1..=rounds {
+            let mut results = vec![];
+            for &contender in &runs {
+                let cluster = Cluster::fresh(&format!("peers-{nodes}")).await;
+                if contender == Contender::Volcano {
+                    volcano_setup(&cluster.client, &peers.as_ref().unwrap().volcano_src).await;
+                } else {
+                    common::install_crds(&cluster.client).await;
+                }
+                let t = Instant::now();
+                let names = create_nodes(&cluster.client, "peers", "peers", nodes).await;
+                eprintln!(
+                    "[peers] {nodes} nodes ready in {:.1}s; running {}",
+                    t.elapsed().as_secs_f64(),
+                    contender.label()
+                );
+                let tag = format!("{nodes}");
+                let out = run(
+                    contender,
+                    &cluster,
+                    &names,
+                    "peers",
+                    peers.as_ref(),
+                    &tag,
+                    false,
+                )
+                .await;
+                eprintln!(
+                    "[peers] {}: {} pods/s, first bind {}",
+                    contender.label(),
+                    out.rate().map_or("–".into(), |r| format!("{r:.0}")),
+                    fmt_s(out.first_bind)
+                );
+                results.push((contender, out));
+                drop(cluster);
             }
-            let t = Instant::now();
-            let names = create_nodes(&cluster.client, "peers", "peers", nodes).await;
-            eprintln!(
-                "[peers] {nodes} nodes ready in {:.1}s; running {}",
-                t.elapsed().as_secs_f64(),
-                contender.label()
-            );
-            let tag = format!("{nodes}");
-            let out = run(
-                contender,
-                &cluster,
-                &names,
-                "peers",
-                peers.as_ref(),
-                &tag,
-                false,
-            )
-            .await;
-            eprintln!(
-                "[peers] {}: {} pods/s, first bind {}",
-                contender.label(),
-                out.rate().map_or("–".into(), |r| format!("{r:.0}")),
-                fmt_s(out.first_bind)
-            );
-            results.push((contender, out));
-            drop(cluster);
+            if rounds > 1 {
+                println!();
+                println!("round {round} of {rounds}:");
+            }
+            report(nodes, &results);
+            by_round.push(results);
         }
-        report(nodes, &results);
+        if rounds > 1 {
+            summary(nodes, &by_round);
+        }
+    }
+}
+
+/// With RB_BENCH_ROUNDS > 1: per contender, the median over the rounds of its pods/s and
+/// idle gang p50, each round's value, and the medians' ratios to the best null binder's —
+/// the API server's own cost per pod moves between runs on a small machine, so one round
+/// is one draw.
+fn summary(nodes: usize, by_round: &[Vec<(Contender, Outcome)>]) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (n > 0).then(|| (v[(n - 1) / 2] + v[n / 2]) / 2.0)
+    };
+    let contenders: Vec<Contender> = by_round[0].iter().map(|(c, _)| *c).collect();
+    let of = |c: Contender, f: &dyn Fn(&Outcome) -> Option<f64>| -> Vec<f64> {
+        by_round
+            .iter()
+            .flat_map(|r| {
+                r.iter()
+                    .filter(|(rc, _)| *rc == c)
+                    .filter_map(|(_, o)| f(o))
+            })
+            .collect()
+    };
+    let rate = |o: &Outcome| o.rate();
+    let idle = |o: &Outcome| percentile(&o.idle, 0.5);
+    let best_null = |f: &dyn Fn(&Outcome) -> Option<f64>, best: fn(f64, f64) -> f64| {
+        contenders
+            .iter()
+            .filter(|c| matches!(c, Contender::Null(_)))
+            .filter_map(|c| median(of(*c, f)))
+            .reduce(best)
+    };
+    let null_rate = best_null(&rate, f64::max);
+    let null_idle = best_null(&idle, f64::min);
+    println!();
+    println!(
+        "peers benchmark, {nodes} nodes: medians over {} rounds (contenders alternating)",
+        by_round.len()
+    );
+    println!();
+    println!("| | pods/s median (each round) | of the best null binder | idle gang p50 median (each round) | of the best null binder's |");
+    println!("|---|---|---|---|---|");
+    for c in contenders {
+        let rates = of(c, &rate);
+        let idles = of(c, &idle);
+        let each = |v: &[f64], f: fn(f64) -> String| {
+            v.iter().map(|x| f(*x)).collect::<Vec<_>>().join(", ")
+        };
+        let (r, i) = (median(rates.clone()), median(idles.clone()));
+        println!(
+            "| {} | {} ({}) | {} | {} ({}) | {} |",
+            c.label(),
+            r.map_or("–".into(), |r| format!("{r:.0}")),
+            each(&rates, |r| format!("{r:.0}")),
+            ratio(r, null_rate),
+            fmt_s(i),
+            each(&idles, |i| fmt_s(Some(i))),
+            ratio(i, null_idle),
+        );
     }
 }
 

@@ -723,8 +723,8 @@ mod tests {
         c.apply_node(node("n2", "8"));
         let later = c.snapshot();
         assert!(Arc::ptr_eq(
-            after.nodes[id.0 as usize].as_ref().unwrap(),
-            later.nodes[id.0 as usize].as_ref().unwrap()
+            after.nodes.get(id.0 as usize).unwrap(),
+            later.nodes.get(id.0 as usize).unwrap()
         ));
     }
 

@@ -6,17 +6,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
+mod slots;
 mod tally;
+pub use slots::Slots;
 pub use tally::{JobSet, QueueSums, Tally};
 
 use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, QueueInfo, Resource, TaskInfo, TaskRef, Topology,
     TopologyLevel,
 };
-
-/// Slots of shared objects: cloning the vector is a pointer copy per slot; changing one
-/// object clones only that object (`Arc::make_mut`).
-pub type Slots<T> = Arc<Vec<Option<Arc<T>>>>;
 
 /// The cluster as a session sees it. A snapshot from the cache is one of these; cloning it
 /// is O(1) (an `Arc` clone per field).
@@ -54,8 +52,8 @@ pub struct LabelLevels(Mutex<HashMap<String, Arc<TopologyLevel>>>);
 
 impl ClusterState {
     pub fn node(&self, id: NodeId) -> &NodeInfo {
-        self.nodes[id.0 as usize]
-            .as_deref()
+        self.nodes
+            .get(id.0 as usize)
             .expect("NodeId of a live slot")
     }
 
@@ -64,10 +62,7 @@ impl ClusterState {
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeInfo)> + Clone {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| n.as_deref().map(|n| (NodeId(i as u32), n)))
+        self.nodes.iter().map(|(i, n)| (NodeId(i as u32), &**n))
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
@@ -110,16 +105,11 @@ impl ClusterState {
     }
 
     pub fn job(&self, id: JobId) -> &JobInfo {
-        self.jobs[id.0 as usize]
-            .as_deref()
-            .expect("JobId of a live slot")
+        self.jobs.get(id.0 as usize).expect("JobId of a live slot")
     }
 
     pub fn jobs(&self) -> impl Iterator<Item = (JobId, &JobInfo)> {
-        self.jobs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, j)| j.as_deref().map(|j| (JobId(i as u32), j)))
+        self.jobs.iter().map(|(i, j)| (JobId(i as u32), &**j))
     }
 
     pub fn job_by_uid(&self, uid: &str) -> Option<JobId> {
@@ -174,7 +164,7 @@ impl ClusterState {
 
     /// A node to change; the tally follows when the change is done.
     pub(crate) fn node_mut(&mut self, id: NodeId) -> Changing<'_, NodeInfo> {
-        let slot = &mut Arc::make_mut(&mut self.nodes)[id.0 as usize];
+        let slot = self.nodes.slot_mut(id.0 as usize);
         let node = Arc::make_mut(slot.as_mut().expect("NodeId of a live slot"));
         let tally = Arc::make_mut(&mut self.tally);
         tally.remove_node(node);
@@ -187,7 +177,7 @@ impl ClusterState {
 
     /// A gang to change; the tally follows when the change is done.
     pub(crate) fn job_mut(&mut self, id: JobId) -> Changing<'_, JobInfo> {
-        let slot = &mut Arc::make_mut(&mut self.jobs)[id.0 as usize];
+        let slot = self.jobs.slot_mut(id.0 as usize);
         let job = Arc::make_mut(slot.as_mut().expect("JobId of a live slot"));
         let tally = Arc::make_mut(&mut self.tally);
         tally.remove_job(id, job);
@@ -206,7 +196,7 @@ impl ClusterState {
 
     /// Empties a node's slot (the caller keeps it for reuse).
     pub(crate) fn remove_node(&mut self, id: NodeId) {
-        let slot = &mut Arc::make_mut(&mut self.nodes)[id.0 as usize];
+        let slot = self.nodes.slot_mut(id.0 as usize);
         if let Some(node) = slot.take() {
             Arc::make_mut(&mut self.tally).remove_node(&node);
         }
@@ -220,7 +210,7 @@ impl ClusterState {
 
     /// Empties a gang's slot (the caller keeps it for reuse).
     pub(crate) fn remove_job(&mut self, id: JobId) {
-        let slot = &mut Arc::make_mut(&mut self.jobs)[id.0 as usize];
+        let slot = self.jobs.slot_mut(id.0 as usize);
         if let Some(job) = slot.take() {
             Arc::make_mut(&mut self.tally).remove_job(id, &job);
         }
@@ -294,17 +284,13 @@ fn insert_slot_index<T>(slots: &Slots<T>, free: &[u32]) -> u32 {
     free.last().copied().unwrap_or(slots.len() as u32)
 }
 
-fn insert_slot<T: Clone>(slots: &mut Slots<T>, free: &mut Vec<u32>, value: T) -> u32 {
-    let v = Arc::make_mut(slots);
+fn insert_slot<T>(slots: &mut Slots<T>, free: &mut Vec<u32>, value: T) -> u32 {
     match free.pop() {
         Some(i) => {
-            v[i as usize] = Some(Arc::new(value));
+            *slots.slot_mut(i as usize) = Some(Arc::new(value));
             i
         }
-        None => {
-            v.push(Some(Arc::new(value)));
-            (v.len() - 1) as u32
-        }
+        None => slots.push(Some(Arc::new(value))) as u32,
     }
 }
 
@@ -413,6 +399,7 @@ mod tests {
             (q.gangs, q.request.milli_cpu, q.inqueue.milli_cpu),
             (1, 2000, 2000)
         );
+        assert_eq!(q.phases[PodGroupPhase::Inqueue.index()], 1);
         assert_eq!(
             (q.waiting.milli_cpu, q.allocated.milli_cpu, used),
             (2000, 0, 0)
@@ -445,6 +432,7 @@ mod tests {
         cache.set_job_phase(&a, PodGroupPhase::Running);
         let (q, _) = sums(&cache);
         assert_eq!(q.inqueue.milli_cpu, 0);
+        assert_eq!(q.phases, [0, 0, 1, 0, 0], "counted in its new phase only");
         // A node cordoned leaves the schedulable sums; deleting the gang empties the queue.
         cache.apply_node(crate::model::NodeSpec {
             unschedulable: true,

@@ -421,12 +421,13 @@ impl Cycles<'_> {
             // The binds are on their way (other tasks send them) before what only reports
             // on this cycle: status patches (written after the binds anyway) and the queue
             // gauges (a pass over every gang).
-            let seen = {
+            let (seen, previous_look) = {
                 let mut ix = lock(index);
-                writer.mark_touched(&mut ix, now_ms());
+                let previous_look = writer.mark_touched(&mut ix, now_ms());
                 metrics.status_backlog.set(writer.backlog() as i64);
-                ix.cache.snapshot()
+                (ix.cache.snapshot(), previous_look)
             };
+            drop(previous_look);
             // At most once per QUEUE_GAUGES_EVERY (a pass over every gang; a burst at 5,000
             // nodes spent a tenth of the scheduler's CPU here): the periodic cycle brings
             // them up to date once changes stop.

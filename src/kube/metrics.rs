@@ -20,7 +20,7 @@ use prometheus::{
 
 use crate::conf::SchedulerConf;
 use crate::model::resource::{CPU, MEMORY, PODS};
-use crate::model::{PodGroupPhase, Resource};
+use crate::model::Resource;
 use crate::snapshot::ClusterState;
 
 /// Every metric rust-batch exports.
@@ -496,17 +496,6 @@ impl VolcanoMetrics {
             .filter(|n| ![CPU, MEMORY, PODS].contains(n))
             .map(String::from)
             .collect();
-        let mut phases: BTreeMap<&str, [i64; 5]> = BTreeMap::new();
-        for (_, job) in state.jobs() {
-            let slot = match job.phase {
-                PodGroupPhase::Pending => 0,
-                PodGroupPhase::Inqueue => 1,
-                PodGroupPhase::Running => 2,
-                PodGroupPhase::Unknown => 3,
-                PodGroupPhase::Completed => 4,
-            };
-            phases.entry(&job.queue).or_default()[slot] += 1;
-        }
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         for (queue, a) in &accounts {
             let q: &str = queue;
@@ -527,12 +516,16 @@ impl VolcanoMetrics {
             self.set("queue_weight", q, i64::from(a.weight));
             self.set("queue_overused", q, i64::from(a.overused));
             self.queue_share.with_label_values(&[q]).set(a.share);
-            let counts = phases.get(q).copied().unwrap_or_default();
+            let counts = state.tally().queue(q).map(|s| s.phases).unwrap_or_default();
             for (i, phase) in ["pending", "inqueue", "running", "unknown", "completed"]
                 .iter()
                 .enumerate()
             {
-                self.set(&format!("queue_pod_group_{phase}_count"), q, counts[i]);
+                self.set(
+                    &format!("queue_pod_group_{phase}_count"),
+                    q,
+                    i64::from(counts[i]),
+                );
             }
         }
         for (queue, before) in reported.iter() {

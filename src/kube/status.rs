@@ -221,17 +221,23 @@ impl StatusWriter {
     /// while this keeps the last snapshot), and the objects a verdict or a watch event
     /// touched (`Index::status_touched`). A cycle costs patches for what it touched, not
     /// for every PodGroup and Queue.
-    pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) {
-        self.mark_touched_at(ix, now_ms, Instant::now());
+    ///
+    /// Returns the previous look, for the caller to drop once the index is unlocked: it may
+    /// be the last holder of every object changed since, and freeing those under the lock
+    /// held the binds just sent and the watches back.
+    #[must_use = "drop the previous look after unlocking the index"]
+    pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) -> Option<ClusterState> {
+        let previous = self.mark_touched_at(ix, now_ms, Instant::now());
         self.wake.notify_one();
+        previous
     }
 
-    fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) {
+    fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) -> Option<ClusterState> {
         let current = ix.cache.snapshot();
         let previous = ix.status_seen.replace(current.clone());
         let mut touched = std::mem::take(&mut ix.status_touched);
         let mut losing = HashSet::new();
-        match previous {
+        match &previous {
             // The first look: everything.
             None => {
                 touched.groups.extend(ix.pod_groups.keys().cloned());
@@ -240,7 +246,7 @@ impl StatusWriter {
                 touched.queues.extend(ix.queues.keys().cloned());
                 touched.pods.extend(ix.pod_conditions.keys().cloned());
             }
-            Some(previous) => changed_gangs(&previous, &current, &mut touched, &mut losing),
+            Some(previous) => changed_gangs(previous, &current, &mut touched, &mut losing),
         }
         let mut q = self.queue();
         for key in &touched.groups {
@@ -274,6 +280,7 @@ impl StatusWriter {
                 q.mark_at(t, now + POD_CONDITION_GRACE);
             }
         }
+        previous
     }
 
     /// Writes marked targets until the process ends.
@@ -300,6 +307,12 @@ impl StatusWriter {
             };
             // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
             in_flight.answered(BINDS_FIRST_LIMIT).await;
+            if let Target::Group(_, key) = &target {
+                let until = Instant::now() + BINDS_SEEN_LIMIT;
+                while !binds_seen(&lock(&index), key) && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
             let mut conflicts = 0;
             loop {
                 gate.pass().await;
@@ -324,6 +337,24 @@ impl StatusWriter {
             metrics.status_backlog.set(self.backlog() as i64);
         }
     }
+}
+
+/// How long a gang's status waits for the watch to show its binds.
+const BINDS_SEEN_LIMIT: Duration = Duration::from_millis(30);
+
+/// Whether no member of gang `key` is still only assumed bound (its bind answered, the
+/// watch not yet showing it).
+fn binds_seen(ix: &Index, key: &str) -> bool {
+    let state = ix.cache.state();
+    let Some(id) = state.job_by_uid(key) else {
+        return true;
+    };
+    !state.job(id).tasks().iter().any(|t| {
+        matches!(
+            ix.cache.assumption(&t.uid),
+            Some(crate::cache::Assumption::Bind(_))
+        )
+    })
 }
 
 /// What the stored object of `t` says its phase is.
@@ -357,12 +388,9 @@ fn changed_gangs(
     touched: &mut Touched,
     losing: &mut HashSet<String>,
 ) {
-    if Arc::ptr_eq(&previous.jobs, &current.jobs) {
-        return;
-    }
-    for i in 0..previous.jobs.len().max(current.jobs.len()) {
-        let old = previous.jobs.get(i).and_then(Option::as_ref);
-        let new = current.jobs.get(i).and_then(Option::as_ref);
+    for i in current.jobs.maybe_changed(&previous.jobs) {
+        let old = previous.jobs.get(i);
+        let new = current.jobs.get(i);
         match (old, new) {
             (Some(a), Some(b)) if Arc::ptr_eq(a, b) => {}
             // A slot reused: one gang went, another came.
@@ -463,11 +491,9 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
         Target::Pod(uid) => pod_condition_patch(ix, uid),
         Target::Queue(name) => {
             let q = ix.queues.get(name)?;
-            let jobs = snapshot
-                .jobs()
-                .map(|(_, j)| j)
-                .filter(|j| &*j.queue == name);
-            Some((queue_status_patch(q, jobs)?, q.resource_version()))
+            let none = crate::snapshot::QueueSums::default();
+            let gangs = snapshot.tally().queue(name).unwrap_or(&none);
+            Some((queue_status_patch(q, gangs)?, q.resource_version()))
         }
     }
 }

@@ -20,6 +20,22 @@ pub enum PodGroupPhase {
     Completed,
 }
 
+impl PodGroupPhase {
+    /// Every phase, in the order Volcano's Queue status counts them (`index` follows it).
+    pub const ALL: [PodGroupPhase; 5] = [
+        PodGroupPhase::Pending,
+        PodGroupPhase::Inqueue,
+        PodGroupPhase::Running,
+        PodGroupPhase::Unknown,
+        PodGroupPhase::Completed,
+    ];
+
+    /// Its position in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// What happens to a gang's tentative placements when not every member fits
 /// (Koordinator's `gang.scheduling.koordinator.sh/mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -34,6 +34,8 @@ pub struct Tally {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueueSums {
     pub gangs: u32,
+    /// How many of them are in each phase (by `PodGroupPhase::index`).
+    pub phases: [u32; 5],
     /// What their members hold on nodes.
     pub allocated: Resource,
     /// What all their members ask for.
@@ -69,6 +71,11 @@ impl Tally {
 
     pub fn queues(&self) -> impl Iterator<Item = (&Arc<str>, &QueueSums)> {
         self.queues.iter()
+    }
+
+    /// The sums of the gangs naming queue `name` (None: no gang does).
+    pub fn queue(&self, name: &str) -> Option<&QueueSums> {
+        self.queues.get(name)
     }
 
     /// Allocatable of schedulable nodes.
@@ -139,8 +146,10 @@ impl Tally {
         }
         if adding {
             sums.gangs += 1;
+            sums.phases[job.phase.index()] += 1;
         } else {
             sums.gangs -= 1;
+            sums.phases[job.phase.index()] -= 1;
             if sums.gangs == 0 {
                 self.queues.remove(&job.queue);
             }

@@ -300,21 +300,10 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
 
 /// A merge patch for a Queue's status (counts of its PodGroups per phase, the resources its
 /// running pods hold, state Open), or None when it already says so.
-pub fn queue_status_patch<'a>(q: &Queue, jobs: impl Iterator<Item = &'a JobInfo>) -> Option<Value> {
-    let mut counts = [0i32; 5];
-    let mut allocated = crate::model::Resource::new();
-    for j in jobs {
-        let i = match j.phase {
-            PodGroupPhase::Pending => 0,
-            PodGroupPhase::Inqueue => 1,
-            PodGroupPhase::Running => 2,
-            PodGroupPhase::Unknown => 3,
-            PodGroupPhase::Completed => 4,
-        };
-        counts[i] += 1;
-        allocated.add(&j.allocated);
-    }
-    let allocated: std::collections::BTreeMap<String, String> = allocated
+pub fn queue_status_patch(q: &Queue, gangs: &crate::snapshot::QueueSums) -> Option<Value> {
+    let counts = gangs.phases.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let allocated: std::collections::BTreeMap<String, String> = gangs
+        .allocated
         .dimensions()
         .map(|(n, v)| (n.to_string(), crate::model::resource::format_amount(n, v)))
         .collect();
@@ -415,6 +404,29 @@ mod tests {
             !p.contains_key("fine") && !p.contains_key("root-child"),
             "{p:?}"
         );
+    }
+
+    #[test]
+    fn queue_status_counts_gangs_per_phase_and_is_not_written_again_once_stored() {
+        let mut gangs = crate::snapshot::QueueSums {
+            gangs: 3,
+            phases: [1, 0, 2, 0, 0],
+            ..Default::default()
+        };
+        gangs.allocated.milli_cpu = 1500;
+        let mut q = queue("q", json!({}));
+        q.status = Some(serde_json::from_value(json!({"allocated": {"memory": "1Gi"}})).unwrap());
+        let patch = queue_status_patch(&q, &gangs).expect("the counts are news");
+        assert_eq!(
+            patch["status"],
+            json!({"state": "Open", "pending": 1, "inqueue": 0, "running": 2, "unknown": 0,
+                   "completed": 0, "allocated": {"cpu": "1500m", "memory": null}})
+        );
+        // Stored as patched: nothing more to write.
+        let mut stored = patch["status"].clone();
+        stored["allocated"] = json!({"cpu": "1500m"});
+        q.status = Some(serde_json::from_value(stored).unwrap());
+        assert_eq!(queue_status_patch(&q, &gangs), None);
     }
 }
 
