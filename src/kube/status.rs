@@ -306,8 +306,12 @@ impl StatusWriter {
                 }
             };
             // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
-            in_flight.answered(BINDS_FIRST_LIMIT).await;
-            if let Target::Group(_, key) = &target {
+            let quiet = in_flight.answered(BINDS_FIRST_LIMIT).await;
+            // On a quiet API server a gang's status also waits for the watch to show its
+            // binds: the pods' bind events reach everyone watching them (kubelets,
+            // operators) before this write competes with them. In a burst binds are always
+            // in flight and the status writes already wait; they wait no more.
+            if let (true, Target::Group(_, key)) = (quiet, &target) {
                 let until = Instant::now() + BINDS_SEEN_LIMIT;
                 while !binds_seen(&lock(&index), key) && Instant::now() < until {
                     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -875,6 +879,31 @@ mod tests {
         ix.apply_group_answer(&group("pg1", "6", patch["status"].clone()));
         assert!(patch_for(&ix, &t, 0).is_none(), "now it says it all");
         ix
+    }
+
+    #[test]
+    fn a_gangs_binds_count_as_seen_once_the_watch_shows_every_member_bound() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, None));
+        ix.apply_pod(&member(1, None));
+        assert!(
+            binds_seen(&ix, "ns/g"),
+            "nothing bound, nothing to wait for"
+        );
+        assert!(
+            binds_seen(&ix, "ns/gone"),
+            "a gang not known waits for nothing"
+        );
+        for uid in ["u0", "u1"] {
+            ix.cache
+                .assume(uid, crate::cache::Assumption::Bind("n1".into()));
+        }
+        assert!(!binds_seen(&ix, "ns/g"), "both binds only assumed");
+        ix.apply_pod(&member(0, Some("n1")));
+        assert!(!binds_seen(&ix, "ns/g"), "one member still only assumed");
+        ix.apply_pod(&member(1, Some("n1")));
+        assert!(binds_seen(&ix, "ns/g"), "the watch showed both");
     }
 
     fn marked(w: &StatusWriter) -> Vec<(Target, Instant)> {
