@@ -420,7 +420,7 @@ impl Cycles<'_> {
             binder.send(binds, evictions).await;
             // The binds are on their way (other tasks send them) before what only reports
             // on this cycle: status patches (written after the binds anyway) and the queue
-            // gauges (a pass over every gang).
+            // gauges.
             let (seen, previous_look) = {
                 let mut ix = lock(index);
                 let previous_look = writer.mark_touched(&mut ix, now_ms());
@@ -428,9 +428,9 @@ impl Cycles<'_> {
                 (ix.cache.snapshot(), previous_look)
             };
             drop(previous_look);
-            // At most once per QUEUE_GAUGES_EVERY (a pass over every gang; a burst at 5,000
-            // nodes spent a tenth of the scheduler's CPU here): the periodic cycle brings
-            // them up to date once changes stop.
+            // At most once per QUEUE_GAUGES_EVERY (they read the kept per-queue sums now, but
+            // a gauge per queue and resource is still a few hundred label lookups): the
+            // periodic cycle brings them up to date once changes stop.
             if gauges_at.is_none_or(|at| at.elapsed() >= QUEUE_GAUGES_EVERY) {
                 gauges_at = Some(Instant::now());
                 metrics.volcano.observe_queues(&seen, self.scheduler.conf());
