@@ -396,7 +396,7 @@ mod tests {
             .apply(&mut cache);
         let (q, used) = sums(&cache);
         assert_eq!(
-            (q.gangs, q.request.milli_cpu, q.inqueue.milli_cpu),
+            (q.gangs(), q.request.milli_cpu, q.inqueue.milli_cpu),
             (1, 2000, 2000)
         );
         assert_eq!(q.phases[PodGroupPhase::Inqueue.index()], 1);

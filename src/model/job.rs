@@ -21,16 +21,8 @@ pub enum PodGroupPhase {
 }
 
 impl PodGroupPhase {
-    /// Every phase, in the order Volcano's Queue status counts them (`index` follows it).
-    pub const ALL: [PodGroupPhase; 5] = [
-        PodGroupPhase::Pending,
-        PodGroupPhase::Inqueue,
-        PodGroupPhase::Running,
-        PodGroupPhase::Unknown,
-        PodGroupPhase::Completed,
-    ];
-
-    /// Its position in `ALL`.
+    /// Its position in the order Volcano's Queue status counts phases (pending, inqueue,
+    /// running, unknown, completed).
     pub fn index(self) -> usize {
         self as usize
     }

@@ -33,8 +33,7 @@ pub struct Tally {
 /// Sums over the gangs that name one queue (whether or not the queue exists).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QueueSums {
-    pub gangs: u32,
-    /// How many of them are in each phase (by `PodGroupPhase::index`).
+    /// How many gangs are in each phase (by `PodGroupPhase::index`).
     pub phases: [u32; 5],
     /// What their members hold on nodes.
     pub allocated: Resource,
@@ -45,6 +44,13 @@ pub struct QueueSums {
     /// What those gangs still wait for: their minimum request less what they hold, never
     /// below zero in any dimension, pods not counted.
     pub waiting: Resource,
+}
+
+impl QueueSums {
+    /// How many gangs name the queue.
+    pub fn gangs(&self) -> u32 {
+        self.phases.iter().sum()
+    }
 }
 
 /// Whether a gang is admitted and none of its members runs yet (it counts against the
@@ -145,12 +151,10 @@ impl Tally {
             op(&mut sums.waiting, &waiting);
         }
         if adding {
-            sums.gangs += 1;
             sums.phases[job.phase.index()] += 1;
         } else {
-            sums.gangs -= 1;
             sums.phases[job.phase.index()] -= 1;
-            if sums.gangs == 0 {
+            if sums.gangs() == 0 {
                 self.queues.remove(&job.queue);
             }
         }

@@ -409,7 +409,6 @@ mod tests {
     #[test]
     fn queue_status_counts_gangs_per_phase_and_is_not_written_again_once_stored() {
         let mut gangs = crate::snapshot::QueueSums {
-            gangs: 3,
             phases: [1, 0, 2, 0, 0],
             ..Default::default()
         };
