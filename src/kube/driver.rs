@@ -34,7 +34,7 @@ use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{backoff, warn_limited, Failure, Gate};
 use super::status::StatusWriter;
-use super::watch::{watch, Feed, Sink};
+use super::watch::{watch, watch_listing_protobuf, Feed, Sink};
 use crate::conf::SchedulerConf;
 use crate::framework::{
     Blocker, ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
@@ -671,8 +671,9 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
 const DIALECT: &str = "this gang dialect";
 
 fn spawn_watches(client: &Client, sink: &Sink) {
-    // Pods and nodes are read without their managedFields (see `lean`).
-    tokio::spawn(watch(
+    // Pods and nodes are read without their managedFields (see `lean`); pods, the long
+    // list a restart waits for, are listed in protobuf (see `proto`).
+    tokio::spawn(watch_listing_protobuf(
         Api::<Lean<Pod>>::all(client.clone()),
         sink.clone(),
         Feed {

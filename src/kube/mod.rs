@@ -27,6 +27,7 @@ pub mod index;
 pub mod leader;
 pub mod lean;
 pub mod pacing;
+pub mod proto;
 pub mod provision;
 pub mod readiness;
 pub mod recovery;

@@ -10,15 +10,17 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::Api;
+use ::kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::Resource;
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::{info, trace};
 
 use super::index::{lock, Index, Wake};
+use super::proto::{self, ProtoListed};
 use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
 
 /// How a watch feeds the index.
@@ -70,10 +72,168 @@ fn busy_delays() -> impl Iterator<Item = Duration> {
 }
 const BUSY_QUIET_RETRIES: u32 = 20;
 
-/// Runs one watch until the process ends.
+/// Runs one watch until the process ends (kube's watcher: lists and watches in JSON).
 pub async fn watch<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let config = watcher::Config {
+        page_size: sink.list_page_size,
+        ..watcher::Config::default()
+    };
+    follow(watcher::watcher(api, config).boxed(), sink, feed).await
+}
+
+/// Runs one watch until the process ends, its lists read in protobuf (see `proto`): what
+/// a restart on many pods waits for. Its watches are JSON, as `watch`'s.
+pub async fn watch_listing_protobuf<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
+where
+    K: Resource + ProtoListed + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let page_size = sink.list_page_size;
+    let events = futures::stream::unfold(Listing::Empty, move |state| {
+        let api = api.clone();
+        async move { Some(state.step(&api, page_size).await) }
+    });
+    follow(events.boxed(), sink, feed).await
+}
+
+/// Where a protobuf-listing watch is: kube's watcher's states, with our list.
+enum Listing<K> {
+    /// Nothing listed: the next step says a list starts.
+    Empty,
+    /// Reading the list (page after page when paged).
+    Page {
+        continue_token: Option<String>,
+        objects: std::vec::IntoIter<K>,
+        resource_version: Option<String>,
+    },
+    /// Listed; the next step starts a watch from its version.
+    Listed(String),
+    Watching(String, BoxStream<'static, ::kube::Result<WatchEvent<K>>>),
+}
+
+/// The server ends a watch after this long, and a watch silent (no bookmark either) for a
+/// little longer is taken for dead.
+const WATCH_TIMEOUT_SECS: u32 = 290;
+const WATCH_IDLE_LIMIT: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 30);
+
+impl<K> Listing<K>
+where
+    K: Resource + ProtoListed + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    async fn step(self, api: &Api<K>, page_size: Option<u32>) -> (watcher::Result<Event<K>>, Self) {
+        let mut state = self;
+        loop {
+            state = match state {
+                Listing::Empty => {
+                    let page = Listing::Page {
+                        continue_token: None,
+                        objects: Vec::new().into_iter(),
+                        resource_version: None,
+                    };
+                    return (Ok(Event::Init), page);
+                }
+                Listing::Page {
+                    continue_token,
+                    mut objects,
+                    resource_version,
+                } => {
+                    if let Some(next) = objects.next() {
+                        let page = Listing::Page {
+                            continue_token,
+                            objects,
+                            resource_version,
+                        };
+                        return (Ok(Event::InitApply(next)), page);
+                    }
+                    if let (None, Some(rv)) = (&continue_token, &resource_version) {
+                        return (Ok(Event::InitDone), Listing::Listed(rv.clone()));
+                    }
+                    let lp = ListParams {
+                        limit: page_size,
+                        continue_token,
+                        ..ListParams::default()
+                    };
+                    let client = api.clone().into_client();
+                    match proto::list::<K>(&client, api.resource_url(), &lp).await {
+                        Ok(list) => {
+                            let rv = list.metadata.resource_version;
+                            let token = list.metadata.continue_;
+                            if rv.is_none() && token.is_none() {
+                                return (Err(watcher::Error::NoResourceVersion), Listing::Empty);
+                            }
+                            Listing::Page {
+                                continue_token: token,
+                                objects: list.items.into_iter(),
+                                resource_version: rv,
+                            }
+                        }
+                        Err(e) => {
+                            return (Err(watcher::Error::InitialListFailed(e)), Listing::Empty)
+                        }
+                    }
+                }
+                Listing::Listed(rv) => {
+                    let mut wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
+                    wp.bookmarks = true;
+                    match api.watch(&wp, &rv).await {
+                        Ok(stream) => Listing::Watching(rv, stream.boxed()),
+                        Err(e) => {
+                            return (
+                                Err(watcher::Error::WatchStartFailed(e)),
+                                Listing::Listed(rv),
+                            )
+                        }
+                    }
+                }
+                Listing::Watching(rv, mut stream) => {
+                    let next = tokio::time::timeout(WATCH_IDLE_LIMIT, stream.next()).await;
+                    match next {
+                        Ok(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
+                            let rv = obj.meta().resource_version.clone().unwrap_or(rv);
+                            return (Ok(Event::Apply(obj)), Listing::Watching(rv, stream));
+                        }
+                        Ok(Some(Ok(WatchEvent::Deleted(obj)))) => {
+                            let rv = obj.meta().resource_version.clone().unwrap_or(rv);
+                            return (Ok(Event::Delete(obj)), Listing::Watching(rv, stream));
+                        }
+                        Ok(Some(Ok(WatchEvent::Bookmark(bm)))) => {
+                            Listing::Watching(bm.metadata.resource_version, stream)
+                        }
+                        Ok(Some(Ok(WatchEvent::Error(status)))) => {
+                            // 410 Gone: the version expired, list again.
+                            let next = if status.code == 410 {
+                                Listing::Empty
+                            } else {
+                                Listing::Watching(rv, stream)
+                            };
+                            return (Err(watcher::Error::WatchError(status)), next);
+                        }
+                        Ok(Some(Err(e))) => {
+                            return (
+                                Err(watcher::Error::WatchFailed(e)),
+                                Listing::Watching(rv, stream),
+                            );
+                        }
+                        // Ended by the server, or silent too long: watch again from here.
+                        Ok(None) | Err(_) => Listing::Listed(rv),
+                    }
+                }
+            };
+        }
+    }
+}
+
+/// Feeds the index from a watch's events until the process ends.
+async fn follow<K>(
+    mut stream: BoxStream<'static, watcher::Result<Event<K>>>,
+    sink: Sink,
+    feed: Feed<K>,
+) where
+    K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
     lock(&sink.index).readiness.expect(feed.kind);
@@ -81,10 +241,6 @@ where
     // (410) must list again at once — the API server answers, the list is what is missing —
     // while failures to reach it wait, growing to WATCH_MAX_DELAY.
     let mut delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
-    let config = watcher::Config {
-        page_size: sink.list_page_size,
-        ..watcher::Config::default()
-    };
     let Sink {
         index,
         wake,
@@ -92,7 +248,6 @@ where
         gate,
         ..
     } = sink;
-    let mut stream = watcher::watcher(api, config).boxed();
     let mut listed: HashSet<String> = HashSet::new();
     let mut listing_since = std::time::Instant::now();
     let mut failing = false;
