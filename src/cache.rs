@@ -427,6 +427,14 @@ impl Cache {
         }
     }
 
+    /// How many pods are assumed bound (a bind sent or about to be) and not yet reported so.
+    pub fn binds_assumed(&self) -> usize {
+        self.assumed
+            .values()
+            .filter(|a| matches!(a, Assumption::Bind(_)))
+            .count()
+    }
+
     /// The assumption laid over a pod, if any.
     pub fn assumption(&self, uid: &str) -> Option<&Assumption> {
         self.assumed.get(uid)

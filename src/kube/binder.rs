@@ -82,10 +82,19 @@ pub fn fence_annotations(
 pub struct InFlight {
     count: AtomicUsize,
     answered: Notify,
+    /// Binds assumed in the cache that the watch does not show yet (sent, answered or
+    /// about to be), as last counted; woken when it falls.
+    unseen: AtomicUsize,
+    seen: Notify,
 }
 
 /// How long another write waits for the binds in flight (in a burst they never all end).
 pub const BINDS_FIRST_LIMIT: Duration = Duration::from_millis(50);
+/// How long a write that is news once binds are done (a gang's status, its Scheduled
+/// event) then waits for the watch to show them, on a quiet API server: the pods' bind
+/// events reach everyone watching them (kubelets, operators) before the write competes
+/// with them.
+pub const BINDS_SEEN_LIMIT: Duration = Duration::from_millis(30);
 
 impl InFlight {
     pub fn count(&self) -> usize {
@@ -102,6 +111,35 @@ impl InFlight {
             }
             if tokio::time::timeout_at(until, answered).await.is_err() {
                 return self.count() == 0;
+            }
+        }
+    }
+
+    /// Counts the binds the cache assumes and the watch does not show yet (called after
+    /// anything that may change them: binds assumed or refused, a watch event applied).
+    pub fn count_unseen(&self, cache: &crate::cache::Cache) {
+        let now = cache.binds_assumed();
+        if self.unseen.swap(now, Ordering::SeqCst) > now {
+            self.seen.notify_waiters();
+        }
+    }
+
+    /// Whether the watch shows every bind the cache assumed.
+    pub fn all_seen(&self) -> bool {
+        self.unseen.load(Ordering::SeqCst) == 0
+    }
+
+    /// Waits until `done` holds, asking again each time the watch shows binds, at most
+    /// `limit`; whether it holds.
+    pub async fn seen(&self, limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let seen = self.seen.notified();
+            if done() {
+                return true;
+            }
+            if tokio::time::timeout_at(until, seen).await.is_err() {
+                return done();
             }
         }
     }
@@ -164,6 +202,7 @@ impl Binder {
         for e in evictions {
             ix.cache.assume(&e.task, Assumption::Evict);
         }
+        self.in_flight.count_unseen(&ix.cache);
     }
 
     /// Waits for a permit to send a call, counting the wait.
@@ -325,7 +364,10 @@ impl Binder {
                 }
             }
             BindOutcome::AlreadyBound => {}
-            BindOutcome::Gone => ix.cache.drop_assumption(&b.task),
+            BindOutcome::Gone => {
+                ix.cache.drop_assumption(&b.task);
+                self.in_flight.count_unseen(&ix.cache);
+            }
             BindOutcome::Refused(why) => {
                 warn_limited(
                     "bind refused",
@@ -338,6 +380,7 @@ impl Binder {
                     .with_label_values(&["error"])
                     .inc();
                 ix.cache.drop_assumption(&b.task);
+                self.in_flight.count_unseen(&ix.cache);
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery
                     .bind_refused(&b.job, &member, &why, super::driver::now_ms());

@@ -150,6 +150,7 @@ pub async fn run(
             wake_soon: wake_soon.clone(),
             gate: gate.clone(),
             list_page_size: opts.list_page_size,
+            in_flight: in_flight.clone(),
         },
     );
     let election = opts

@@ -16,7 +16,7 @@ use k8s_openapi::api::events::v1::Event as ApiEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use tokio::sync::mpsc;
 
-use super::binder::{InFlight, BINDS_FIRST_LIMIT};
+use super::binder::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
 use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::retry::{cause_of, warn_limited, Failure, Gate};
@@ -171,8 +171,13 @@ async fn publish_all(
             // The first of a burst (a cycle's verdicts): the cycle's binds are sent first...
             tokio::time::sleep(super::status::BINDS_FIRST).await;
         }
-        // ...and answered first, within reason.
-        in_flight.answered(BINDS_FIRST_LIMIT).await;
+        // ...and answered first, within reason; on a quiet API server, seen too (a gang's
+        // Scheduled event is news once its pods show bound, see `BINDS_SEEN_LIMIT`).
+        if in_flight.answered(BINDS_FIRST_LIMIT).await {
+            in_flight
+                .seen(BINDS_SEEN_LIMIT, || in_flight.all_seen())
+                .await;
+        }
         let body = api_event(&event, &instance);
         let ns = body.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<ApiEvent>::namespaced(client.clone(), &ns);

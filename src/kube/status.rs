@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::binder::{InFlight, BINDS_FIRST_LIMIT};
+use super::binder::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
 use super::dialects::coscheduling::GroupObject;
 use super::dialects::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::{queue_status_patch, status_patch, GroupStatus, PodGroup, Queue};
@@ -308,14 +308,12 @@ impl StatusWriter {
             // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
             let quiet = in_flight.answered(BINDS_FIRST_LIMIT).await;
             // On a quiet API server a gang's status also waits for the watch to show its
-            // binds: the pods' bind events reach everyone watching them (kubelets,
-            // operators) before this write competes with them. In a burst binds are always
-            // in flight and the status writes already wait; they wait no more.
+            // binds (see `BINDS_SEEN_LIMIT`). In a burst binds are always in flight and the
+            // status writes already wait; they wait no more.
             if let (true, Target::Group(_, key)) = (quiet, &target) {
-                let until = Instant::now() + BINDS_SEEN_LIMIT;
-                while !binds_seen(&lock(&index), key) && Instant::now() < until {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
+                in_flight
+                    .seen(BINDS_SEEN_LIMIT, || binds_seen(&lock(&index), key))
+                    .await;
             }
             let mut conflicts = 0;
             loop {
@@ -342,9 +340,6 @@ impl StatusWriter {
         }
     }
 }
-
-/// How long a gang's status waits for the watch to show its binds.
-const BINDS_SEEN_LIMIT: Duration = Duration::from_millis(30);
 
 /// Whether no member of gang `key` is still only assumed bound (its bind answered, the
 /// watch not yet showing it).
@@ -904,6 +899,45 @@ mod tests {
         assert!(!binds_seen(&ix, "ns/g"), "one member still only assumed");
         ix.apply_pod(&member(1, Some("n1")));
         assert!(binds_seen(&ix, "ns/g"), "the watch showed both");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_waiting_for_binds_to_be_seen_wakes_when_the_watch_shows_them() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, None));
+        let in_flight = std::sync::Arc::new(InFlight::default());
+        ix.cache
+            .assume("u0", crate::cache::Assumption::Bind("n1".into()));
+        in_flight.count_unseen(&ix.cache);
+        assert!(!in_flight.all_seen(), "one bind assumed, not seen");
+        let index = std::sync::Arc::new(std::sync::Mutex::new(ix));
+        let started = tokio::time::Instant::now();
+        let waiting = tokio::spawn({
+            let (in_flight, index) = (in_flight.clone(), index.clone());
+            async move {
+                in_flight
+                    .seen(BINDS_SEEN_LIMIT, || binds_seen(&lock(&index), "ns/g"))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(!waiting.is_finished(), "the bind is not seen yet");
+        {
+            // The watch shows the pod bound (what `watch` does with a pod event).
+            let mut ix = lock(&index);
+            ix.apply_pod(&member(0, Some("n1")));
+            in_flight.count_unseen(&ix.cache);
+        }
+        assert!(waiting.await.unwrap(), "seen");
+        assert!(in_flight.all_seen());
+        assert!(
+            started.elapsed() < BINDS_SEEN_LIMIT,
+            "woken by the watch, not by the limit ({:?})",
+            started.elapsed()
+        );
+        // Nothing seen within the limit: the wait ends there, saying so.
+        assert!(!in_flight.seen(BINDS_SEEN_LIMIT, || false).await);
     }
 
     fn marked(w: &StatusWriter) -> Vec<(Target, Instant)> {

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::{info, trace};
 
+use super::binder::InFlight;
 use super::index::{lock, Index, Wake};
 use super::proto::{self, ProtoListed};
 use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
@@ -57,6 +58,8 @@ pub struct Sink {
     /// pages of 500 (the JSON, ~3 KB a pod, and the decoded page). A streaming list
     /// (WatchList, off by default in 1.33) held 215 MiB but took 6.2 s.
     pub list_page_size: Option<u32>,
+    /// Told when the watch shows binds (see `InFlight::count_unseen`).
+    pub in_flight: Arc<InFlight>,
 }
 
 /// Delays between watch retries: short, so a returning API server costs seconds.
@@ -246,6 +249,7 @@ async fn follow<K>(
         wake,
         wake_soon,
         gate,
+        in_flight,
         ..
     } = sink;
     let mut listed: HashSet<String> = HashSet::new();
@@ -293,6 +297,7 @@ async fn follow<K>(
                     }
                 }
                 ix.readiness.listed(feed.kind);
+                in_flight.count_unseen(&ix.cache);
                 drop(ix);
                 // How long a (re)list takes is what a restart costs before the first cycle.
                 info!(
@@ -307,16 +312,26 @@ async fn follow<K>(
                 listed = HashSet::new();
                 wake.notify_one();
             }
-            Ok(Event::Apply(obj)) => match (feed.apply)(&mut lock(&index), &obj) {
-                Wake::Now => {
-                    trace!(kind = feed.kind, object = %key_of(&obj), "a change wakes a cycle now");
-                    wake.notify_one()
+            Ok(Event::Apply(obj)) => {
+                let mut ix = lock(&index);
+                let soon = (feed.apply)(&mut ix, &obj);
+                // A pod seen bound ends its assumption: writes waiting for that may go.
+                in_flight.count_unseen(&ix.cache);
+                drop(ix);
+                match soon {
+                    Wake::Now => {
+                        trace!(kind = feed.kind, object = %key_of(&obj), "a change wakes a cycle now");
+                        wake.notify_one()
+                    }
+                    Wake::Soon => wake_soon.notify_one(),
+                    Wake::No => {}
                 }
-                Wake::Soon => wake_soon.notify_one(),
-                Wake::No => {}
-            },
+            }
             Ok(Event::Delete(obj)) => {
-                (feed.delete)(&mut lock(&index), &key_of(&obj));
+                let mut ix = lock(&index);
+                (feed.delete)(&mut ix, &key_of(&obj));
+                in_flight.count_unseen(&ix.cache);
+                drop(ix);
                 wake.notify_one();
             }
             Err(watcher::Error::InitialListFailed(::kube::Error::Api(e)))
