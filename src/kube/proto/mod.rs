@@ -4,9 +4,10 @@
 //! the API server spends most of it encoding: measured on one kwok cluster (5,000 nodes,
 //! 55,000 pods, Kubernetes 1.33), `GET /api/v1/pods` took 3.0–5.1 s in JSON (327 MB, the
 //! first byte after 2.5–4.5 s) and 1.4–1.5 s in protobuf (101 MB, the first byte after
-//! 0.36 s). The objects are decoded with k8s-pb's types one at a time as the list is
-//! walked (the whole list is never decoded at once) and converted (`convert`, generated)
-//! to the k8s-openapi types everything else reads, giving what decoding their JSON gives.
+//! 0.36 s). The list is cut into its items as its bytes arrive (`ListSplitter`), and
+//! batches of items are decoded with k8s-pb's types on every core while the rest is on its
+//! way, each converted (`convert`, generated) to the k8s-openapi types everything else
+//! reads, giving what decoding their JSON gives.
 //! Watches stay JSON: their events are small, and the API server encodes each event once
 //! per format for every watcher.
 
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use ::kube::client::Body;
 use ::kube::core::{ListMeta, ObjectList, Request, Status, TypeMeta};
 use ::kube::Client;
+use bytes::{Bytes, BytesMut};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -200,7 +202,6 @@ where
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with(PROTOBUF));
-    let body = res.into_body().collect_bytes().await?;
     let invalid = |e: ProtoError| {
         ::kube::Error::Api(
             Status::failure(&format!("{url_path}: {e}"), "InvalidProtobuf")
@@ -208,7 +209,12 @@ where
                 .boxed(),
         )
     };
-    if !code.is_success() {
+    let mut body = res.into_body();
+    if !code.is_success() || !protobuf {
+        let body = body.collect_bytes().await?;
+        if code.is_success() {
+            return serde_json::from_slice(&body).map_err(::kube::Error::SerdeError);
+        }
         let status = if protobuf {
             error_status(&body).map_err(invalid)?
         } else {
@@ -218,18 +224,67 @@ where
         };
         return Err(::kube::Error::Api(status.with_code(code.as_u16()).boxed()));
     }
-    if !protobuf {
-        return serde_json::from_slice(&body).map_err(::kube::Error::SerdeError);
+    // Items are decoded in batches while the rest arrives, at most one batch per core at
+    // a time (55,000 pods take a second of CPU to decode: off the runtime's threads).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut splitter = ListSplitter::default();
+    let mut batch = Vec::new();
+    let mut decoding = std::collections::VecDeque::new();
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    let mut received = true;
+    loop {
+        let frame = http_body_util::BodyExt::frame(&mut body)
+            .await
+            .transpose()?;
+        if let Some(data) = frame.as_ref().and_then(|f| f.data_ref()) {
+            bytes += data.len();
+            splitter
+                .feed(data, |item| batch.push(item))
+                .map_err(invalid)?;
+        } else if frame.is_none() {
+            received = false;
+        }
+        if batch.len() >= DECODE_BATCH || (!received && !batch.is_empty()) {
+            let raw = std::mem::take(&mut batch);
+            decoding.push_back(tokio::task::spawn_blocking(move || decode_items::<K>(raw)));
+        }
+        while decoding.len() > cores || (!received && !decoding.is_empty()) {
+            let Some(next) = decoding.pop_front() else {
+                break;
+            };
+            let decoded = next
+                .await
+                .map_err(|e| invalid(ProtoError::Panicked(e.to_string())))?;
+            items.extend(decoded.map_err(invalid)?);
+        }
+        if !received {
+            break;
+        }
     }
-    let received = started.elapsed();
-    // Decoding 55,000 pods takes a second of CPU: off the runtime's threads.
-    let bytes = body.len();
-    let list = tokio::task::spawn_blocking(move || decode_list(&body))
-        .await
-        .map_err(|e| invalid(ProtoError::Panicked(e.to_string())))?
-        .map_err(invalid)?;
-    tracing::debug!(url_path, bytes, objects = list.items.len(), ?received, decoded = ?(started.elapsed() - received), "listed in protobuf");
-    Ok(list)
+    let metadata = splitter.finish().map_err(invalid)?;
+    tracing::debug!(
+        url_path,
+        bytes,
+        objects = items.len(),
+        took = ?started.elapsed(),
+        "listed in protobuf"
+    );
+    Ok(ObjectList {
+        types: TypeMeta::default(),
+        metadata,
+        items,
+    })
+}
+
+/// Items per decoding task: large enough to be worth a task, small enough that the last
+/// one, decoded after the list is in, is quick (2,000 pods: ~4 MB, 30–60 ms of one core).
+const DECODE_BATCH: usize = 2000;
+
+fn decode_items<K: ProtoListed>(raw: Vec<Bytes>) -> Result<Vec<K>, ProtoError> {
+    raw.into_iter()
+        .map(|bytes| Ok(K::from_message(K::Message::decode(bytes)?)))
+        .collect()
 }
 
 /// A `k8s\0`-prefixed runtime.Unknown's `raw` bytes: the message itself.
@@ -252,55 +307,137 @@ fn error_status(body: &[u8]) -> Result<Status, ProtoError> {
     ))
 }
 
-/// A list's items decoded and converted one at a time (the whole list is never decoded at
-/// once), on every core: the API server has sent it, nothing else waits for the CPU.
-fn decode_list<K: ProtoListed + Send>(body: &[u8]) -> Result<ObjectList<K>, ProtoError> {
-    let mut metadata = ListMeta::default();
-    let mut raw_items = Vec::new();
-    for field in Fields(unwrap_envelope(body)?) {
-        match field? {
-            (1, bytes) => {
-                let m = pb_meta::ListMeta::decode(bytes)?;
-                metadata = ListMeta {
-                    continue_: m.r#continue.filter(|s| !s.is_empty()),
-                    remaining_item_count: m.remaining_item_count,
-                    resource_version: m.resource_version.filter(|s| !s.is_empty()),
-                    self_link: m.self_link.filter(|s| !s.is_empty()),
-                };
-            }
-            (2, bytes) => raw_items.push(bytes),
-            _ => {}
+/// A protobuf list cut into its items as its bytes arrive: `k8s\0`, a runtime.Unknown
+/// whose `raw` (field 2) is the list, whose field 1 is its ListMeta and each field 2 an
+/// item. Items are handed out whole, as soon as their last byte is in, so they can be
+/// decoded while the rest of the list is still on its way.
+#[derive(Default)]
+struct ListSplitter {
+    buf: BytesMut,
+    /// Where the bytes are: the prefix, the envelope's fields, or inside the list with this
+    /// many of its bytes still to read.
+    at: Place,
+    metadata: Option<pb_meta::ListMeta>,
+    saw_list: bool,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Debug)]
+enum Place {
+    #[default]
+    Prefix,
+    Envelope,
+    List(usize),
+}
+
+/// A varint at the start of `b`: its value and length, or None if `b` ends inside it.
+fn peek_varint(b: &[u8]) -> Result<Option<(u64, usize)>, ProtoError> {
+    let mut value = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(Some((value, i + 1)));
         }
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per_thread = raw_items.len().div_ceil(threads).max(1);
-    let decode = |raw: &[&[u8]]| -> Result<Vec<K>, ProtoError> {
-        raw.iter()
-            .map(|bytes| Ok(K::from_message(K::Message::decode(*bytes)?)))
-            .collect()
-    };
-    let parts: Vec<Result<Vec<K>, ProtoError>> = std::thread::scope(|s| {
-        let running: Vec<_> = raw_items
-            .chunks(per_thread)
-            .map(|chunk| s.spawn(move || decode(chunk)))
-            .collect();
-        running
-            .into_iter()
-            .map(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err(ProtoError::Panicked("a decoding thread".into())))
-            })
-            .collect()
-    });
-    let mut items = Vec::with_capacity(raw_items.len());
-    for part in parts {
-        items.extend(part?);
+    if b.len() >= 10 {
+        return Err(ProtoError::Truncated);
     }
-    Ok(ObjectList {
-        types: TypeMeta::default(),
-        metadata,
-        items,
-    })
+    Ok(None)
+}
+
+/// A field's header at the start of `b`: (tag, wire type, header length, body length for
+/// length-delimited fields / fixed width), or None if `b` ends inside it.
+fn peek_field(b: &[u8]) -> Result<Option<(u32, usize, usize)>, ProtoError> {
+    let Some((key, key_len)) = peek_varint(b)? else {
+        return Ok(None);
+    };
+    let tag = (key >> 3) as u32;
+    match key & 7 {
+        0 => Ok(peek_varint(&b[key_len..])?.map(|(_, n)| (tag, key_len, n))),
+        1 => Ok(Some((tag, key_len, 8))),
+        5 => Ok(Some((tag, key_len, 4))),
+        2 => Ok(peek_varint(&b[key_len..])?.map(|(len, n)| (tag, key_len + n, len as usize))),
+        // Groups are not used by Kubernetes' messages.
+        _ => Err(ProtoError::Truncated),
+    }
+}
+
+impl ListSplitter {
+    /// Takes the next bytes; hands every item completed by them to `item`.
+    fn feed(&mut self, bytes: &[u8], mut item: impl FnMut(Bytes)) -> Result<(), ProtoError> {
+        self.buf.extend_from_slice(bytes);
+        loop {
+            match self.at {
+                Place::Prefix => {
+                    if self.buf.len() < 4 {
+                        return Ok(());
+                    }
+                    if &self.buf[..4] != b"k8s\0" {
+                        return Err(ProtoError::NoPrefix);
+                    }
+                    let _ = self.buf.split_to(4);
+                    self.at = Place::Envelope;
+                }
+                Place::Envelope => {
+                    let Some((tag, header, len)) = peek_field(&self.buf)? else {
+                        return Ok(());
+                    };
+                    let wire = self.buf[0] & 7;
+                    if tag == 2 && wire == 2 {
+                        let _ = self.buf.split_to(header);
+                        self.saw_list = true;
+                        self.at = Place::List(len);
+                        continue;
+                    }
+                    // Another field of the envelope (type, content type): skipped whole.
+                    let whole = header + len;
+                    if self.buf.len() < whole {
+                        return Ok(());
+                    }
+                    let _ = self.buf.split_to(whole);
+                }
+                Place::List(0) => self.at = Place::Envelope,
+                Place::List(left) => {
+                    let Some((tag, header, len)) = peek_field(&self.buf)? else {
+                        return Ok(());
+                    };
+                    let wire = self.buf[0] & 7;
+                    let whole = header + len;
+                    if whole > left {
+                        return Err(ProtoError::Truncated);
+                    }
+                    if self.buf.len() < whole {
+                        return Ok(());
+                    }
+                    let mut field = self.buf.split_to(whole);
+                    let body = field.split_off(header).freeze();
+                    match (tag, wire) {
+                        (1, 2) => self.metadata = Some(pb_meta::ListMeta::decode(body)?),
+                        (2, 2) => item(body),
+                        _ => {}
+                    }
+                    self.at = Place::List(left - whole);
+                }
+            }
+        }
+    }
+
+    /// The list's metadata, once every byte is in; an error if the list ended early.
+    fn finish(self) -> Result<ListMeta, ProtoError> {
+        // Ended inside a field, or before the list.
+        let whole = self.saw_list
+            && self.buf.is_empty()
+            && matches!(self.at, Place::Envelope | Place::List(0));
+        if !whole {
+            return Err(ProtoError::Truncated);
+        }
+        let m = self.metadata.unwrap_or_default();
+        Ok(ListMeta {
+            continue_: m.r#continue.filter(|s| !s.is_empty()),
+            remaining_item_count: m.remaining_item_count,
+            resource_version: m.resource_version.filter(|s| !s.is_empty()),
+            self_link: m.self_link.filter(|s| !s.is_empty()),
+        })
+    }
 }
 
 /// The length-delimited fields of a message, as (tag, bytes); other wire types skipped.
@@ -359,9 +496,35 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_pb::api::core::v1 as pb;
 
+    /// A whole list, its bytes fed `chunk` at a time (as the network hands them over).
+    fn decode_chunked<K: ProtoListed>(
+        body: &[u8],
+        chunk: usize,
+    ) -> Result<ObjectList<K>, ProtoError> {
+        let mut splitter = ListSplitter::default();
+        let mut raw = Vec::new();
+        for part in body.chunks(chunk) {
+            splitter.feed(part, |item| raw.push(item))?;
+        }
+        let metadata = splitter.finish()?;
+        Ok(ObjectList {
+            types: TypeMeta::default(),
+            metadata,
+            items: decode_items(raw)?,
+        })
+    }
+
+    fn decode_list<K: ProtoListed>(body: &[u8]) -> Result<ObjectList<K>, ProtoError> {
+        decode_chunked(body, body.len().max(1))
+    }
+
     /// `msg` as the API server sends it: `k8s\0`, then a runtime.Unknown holding it.
     fn envelope(msg: &impl Message) -> Vec<u8> {
         let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+                api_version: Some("v1".into()),
+                kind: Some("PodList".into()),
+            }),
             raw: Some(msg.encode_to_vec()),
             content_type: Some(PROTOBUF.into()),
             ..Default::default()
@@ -458,7 +621,16 @@ mod tests {
             }),
             items: vec![pb_pod("a"), pb_pod("b")],
         };
-        let decoded = decode_list::<Lean<Pod>>(&envelope(&list)).expect("decodes");
+        let body = envelope(&list);
+        let decoded = decode_list::<Lean<Pod>>(&body).expect("decodes");
+        for chunk in 1..body.len() {
+            let streamed = decode_chunked::<Lean<Pod>>(&body, chunk).expect("decodes");
+            assert_eq!(
+                (&streamed.metadata, &streamed.items),
+                (&decoded.metadata, &decoded.items),
+                "read {chunk} bytes at a time"
+            );
+        }
         assert_eq!(decoded.metadata.resource_version.as_deref(), Some("42"));
         assert_eq!(
             decoded.metadata.continue_, None,
@@ -504,13 +676,19 @@ mod tests {
         // Cut anywhere it is refused, never a panic — but for a cut exactly where the
         // envelope's content type (after the list's bytes) starts: the list is whole.
         let list_end = good.len() - (2 + PROTOBUF.len());
-        for cut in 4..good.len() {
+        for cut in 0..good.len() {
             let decoded = decode_list::<Lean<Pod>>(&good[..cut]);
             assert_eq!(
                 decoded.is_ok(),
                 cut == list_end,
                 "cut at {cut} of {}",
                 good.len()
+            );
+            let streamed = decode_chunked::<Lean<Pod>>(&good[..cut], 3);
+            assert_eq!(
+                streamed.is_ok(),
+                cut == list_end,
+                "cut at {cut}, 3 bytes at a time"
             );
         }
         let mut wrong_wire = good.clone();
