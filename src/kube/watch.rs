@@ -185,10 +185,15 @@ where
                     match api.watch(&wp, &rv).await {
                         Ok(stream) => Listing::Watching(rv, stream.boxed()),
                         Err(e) => {
-                            return (
-                                Err(watcher::Error::WatchStartFailed(e)),
-                                Listing::Listed(rv),
-                            )
+                            // Refused as too old (410): list again, or it would be asked
+                            // for the same version forever.
+                            let gone = matches!(&e, ::kube::Error::Api(s) if s.code == 410);
+                            let next = if gone {
+                                Listing::Empty
+                            } else {
+                                Listing::Listed(rv)
+                            };
+                            return (Err(watcher::Error::WatchStartFailed(e)), next);
                         }
                     }
                 }
