@@ -223,6 +223,10 @@ impl Binder {
     fn answered(&self, latency: Duration, sent: &Result<serde_json::Value, ::kube::Error>) {
         let overloaded = matches!(sent, Err(e) if Failure::of(e) == Failure::Transient);
         let limit = self.limit.answered(latency, overloaded);
+        let was = self.metrics.bind_limit.get();
+        if was != limit as i64 {
+            debug!(was, limit, ?latency, overloaded, "binds in flight limit moved");
+        }
         self.metrics.bind_limit.set(limit as i64);
     }
 
