@@ -65,7 +65,7 @@ enum Command {
         /// Binds and evictions in flight at first; the limit then adapts to the API
         /// server (grows while more in flight get more binds answered per second, shrinks on
         /// 429s, 5xx or latency past a second).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 64)]
         bind_concurrency: usize,
         /// The most binds and evictions in flight the adaptive limit may reach (equal to
         /// --bind-concurrency: a fixed limit).

@@ -225,7 +225,13 @@ impl Binder {
         let limit = self.limit.answered(latency, overloaded);
         let was = self.metrics.bind_limit.get();
         if was != limit as i64 {
-            debug!(was, limit, ?latency, overloaded, "binds in flight limit moved");
+            debug!(
+                was,
+                limit,
+                ?latency,
+                overloaded,
+                "binds in flight limit moved"
+            );
         }
         self.metrics.bind_limit.set(limit as i64);
     }
