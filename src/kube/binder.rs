@@ -205,6 +205,12 @@ impl Binder {
         self.in_flight.count_unseen(&ix.cache);
     }
 
+    /// Counts again the binds the watch has yet to show, after assumptions were dropped
+    /// outside the binder (binds called off in a cycle).
+    pub fn recount_unseen(&self, ix: &Index) {
+        self.in_flight.count_unseen(&ix.cache);
+    }
+
     /// Waits for a permit to send a call, counting the wait.
     async fn permit(&self) -> tokio::sync::OwnedSemaphorePermit {
         let asked = Instant::now();

@@ -321,6 +321,7 @@ impl Cycles<'_> {
                     .provisioning
                     .review(&ixr.volume_objects, &ixr.cache, now_ms());
                 let clear = call_off(&mut ix, review.called_off);
+                binder.recount_unseen(&ix);
                 (ix.cache.snapshot(), evictions, review.ready, clear)
             };
             send_claim_patches(binder, clear);
@@ -413,6 +414,7 @@ impl Cycles<'_> {
                 let (binds, patches, conflicts) =
                     ixr.provisioning.hold(&ixr.cache, binds, now_ms());
                 call_off(&mut ix, conflicts);
+                binder.recount_unseen(&ix);
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 (binds, patches)

@@ -92,41 +92,16 @@ pub(crate) trait Zero {
     fn is_zero(&self) -> bool;
 }
 
-impl Zero for String {
-    fn is_zero(&self) -> bool {
-        self.is_empty()
-    }
+macro_rules! zero {
+    // Scalars: their default ("", 0, false).
+    ($($t:ty),*) => { $(impl Zero for $t { fn is_zero(&self) -> bool { *self == <$t>::default() } })* };
+    // Times: 0 s (Go writes its zero time so; an unset message is no time either).
+    (times: $($t:ty),*) => { $(impl Zero for $t {
+        fn is_zero(&self) -> bool { self.seconds.unwrap_or(0) == 0 && self.nanos.unwrap_or(0) == 0 }
+    })* };
 }
-impl Zero for i32 {
-    fn is_zero(&self) -> bool {
-        *self == 0
-    }
-}
-impl Zero for i64 {
-    fn is_zero(&self) -> bool {
-        *self == 0
-    }
-}
-impl Zero for bool {
-    fn is_zero(&self) -> bool {
-        !*self
-    }
-}
-impl Zero for f64 {
-    fn is_zero(&self) -> bool {
-        *self == 0.0
-    }
-}
-impl Zero for pb_meta::Time {
-    fn is_zero(&self) -> bool {
-        self.seconds.unwrap_or(0) == 0 && self.nanos.unwrap_or(0) == 0
-    }
-}
-impl Zero for pb_meta::MicroTime {
-    fn is_zero(&self) -> bool {
-        self.seconds.unwrap_or(0) == 0 && self.nanos.unwrap_or(0) == 0
-    }
-}
+zero!(String, i32, i64, bool, f64);
+zero!(times: pb_meta::Time, pb_meta::MicroTime);
 
 /// A list or map JSON leaves out when empty (`omitempty`); protobuf has no "absent" for
 /// them, so empty converts to absent.
@@ -287,20 +262,14 @@ fn decode_items<K: ProtoListed>(raw: Vec<Bytes>) -> Result<Vec<K>, ProtoError> {
         .collect()
 }
 
-/// A `k8s\0`-prefixed runtime.Unknown's `raw` bytes: the message itself.
-fn unwrap_envelope(body: &[u8]) -> Result<&[u8], ProtoError> {
-    let unknown = body.strip_prefix(b"k8s\0").ok_or(ProtoError::NoPrefix)?;
-    let mut raw = None;
-    for field in Fields(unknown) {
-        if let (2, bytes) = field? {
-            raw = Some(bytes);
-        }
-    }
-    raw.ok_or(ProtoError::Truncated)
-}
-
+/// A refusal's Status. Its body is small: prost decodes the envelope (runtime.Unknown)
+/// and the Status in it whole.
 fn error_status(body: &[u8]) -> Result<Status, ProtoError> {
-    let s = pb_meta::Status::decode(unwrap_envelope(body)?)?;
+    let unknown = body.strip_prefix(b"k8s\0").ok_or(ProtoError::NoPrefix)?;
+    let raw = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(unknown)?
+        .raw
+        .ok_or(ProtoError::Truncated)?;
+    let s = pb_meta::Status::decode(raw.as_slice())?;
     Ok(Status::failure(
         s.message.as_deref().unwrap_or_default(),
         s.reason.as_deref().unwrap_or_default(),
@@ -437,56 +406,6 @@ impl ListSplitter {
             resource_version: m.resource_version.filter(|s| !s.is_empty()),
             self_link: m.self_link.filter(|s| !s.is_empty()),
         })
-    }
-}
-
-/// The length-delimited fields of a message, as (tag, bytes); other wire types skipped.
-struct Fields<'a>(&'a [u8]);
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u32, &'a [u8]), ProtoError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        use prost::encoding::{decode_varint, WireType};
-        while !self.0.is_empty() {
-            let field = (|| {
-                let key = decode_varint(&mut self.0)?;
-                let tag = (key >> 3) as u32;
-                let skip = match WireType::try_from(key & 7)? {
-                    WireType::LengthDelimited => {
-                        let len = decode_varint(&mut self.0)? as usize;
-                        if len > self.0.len() {
-                            return Err(ProtoError::Truncated);
-                        }
-                        let (bytes, rest) = self.0.split_at(len);
-                        self.0 = rest;
-                        return Ok(Some((tag, bytes)));
-                    }
-                    WireType::Varint => {
-                        decode_varint(&mut self.0)?;
-                        0
-                    }
-                    WireType::SixtyFourBit => 8,
-                    WireType::ThirtyTwoBit => 4,
-                    // Groups are not used by Kubernetes' messages.
-                    _ => return Err(ProtoError::Truncated),
-                };
-                if skip > self.0.len() {
-                    return Err(ProtoError::Truncated);
-                }
-                self.0 = &self.0[skip..];
-                Ok(None)
-            })();
-            match field {
-                Ok(Some(f)) => return Some(Ok(f)),
-                Ok(None) => {}
-                Err(e) => {
-                    self.0 = &[];
-                    return Some(Err(e));
-                }
-            }
-        }
-        None
     }
 }
 
