@@ -48,6 +48,38 @@ pub enum Assumption {
     Evict,
 }
 
+/// The assumptions laid over pods, by pod uid, with how many are binds kept as they come and
+/// go (the live driver asks after every watch event whether its binds are seen yet).
+#[derive(Default)]
+struct Assumptions {
+    by_pod: HashMap<Arc<str>, Assumption>,
+    binds: usize,
+}
+
+impl Assumptions {
+    fn get(&self, uid: &str) -> Option<&Assumption> {
+        self.by_pod.get(uid)
+    }
+
+    fn insert(&mut self, uid: Arc<str>, assumption: Assumption) {
+        self.binds += usize::from(matches!(assumption, Assumption::Bind(_)));
+        let replaced = self.by_pod.insert(uid, assumption);
+        self.count_out(replaced.as_ref());
+    }
+
+    fn remove(&mut self, uid: &str) -> Option<Assumption> {
+        let removed = self.by_pod.remove(uid);
+        self.count_out(removed.as_ref());
+        removed
+    }
+
+    fn count_out(&mut self, gone: Option<&Assumption>) {
+        if let Some(Assumption::Bind(_)) = gone {
+            self.binds -= 1;
+        }
+    }
+}
+
 /// Node spec versions are drawn from one counter for every cache, so that an answer kept
 /// for one cache's nodes is never taken for another's (see `node_specs_version`).
 fn next_node_specs_version() -> u64 {
@@ -70,7 +102,7 @@ pub struct Cache {
     holds: HashMap<Arc<str>, (Arc<str>, TaskStatus)>,
     holds_by_job: HashMap<Arc<str>, Vec<Arc<str>>>,
     /// Binds and evictions in flight, laid over the pods as drivers report them.
-    assumed: HashMap<Arc<str>, Assumption>,
+    assumed: Assumptions,
     /// Volcano HyperNodes by name, and the topology they describe, resolved against the
     /// nodes when a snapshot first needs it after either changed (matching regexes against
     /// every node name on each node event would be quadratic while a cluster comes up).
@@ -429,10 +461,7 @@ impl Cache {
 
     /// How many pods are assumed bound (a bind sent or about to be) and not yet reported so.
     pub fn binds_assumed(&self) -> usize {
-        self.assumed
-            .values()
-            .filter(|a| matches!(a, Assumption::Bind(_)))
-            .count()
+        self.assumed.binds
     }
 
     /// The assumption laid over a pod, if any.
@@ -672,6 +701,33 @@ mod tests {
         assert_eq!(c.assumption("p"), None);
         assert_eq!(c.pod("p").unwrap().task.status, TaskStatus::Running);
         assert_eq!(idle(&c), 1000);
+    }
+
+    #[test]
+    fn the_count_of_binds_assumed_follows_every_way_an_assumption_ends() {
+        let mut c = Cache::new();
+        c.apply_node(node("n1", "4"));
+        c.apply_job(job("ns/j"));
+        for uid in ["a", "b", "c", "d"] {
+            c.apply_pod(pod(uid, Some("ns/j"), "1", None, TaskStatus::Pending));
+        }
+        c.apply_pod(pod("v", Some("ns/j"), "1", Some("n1"), TaskStatus::Running));
+        for uid in ["a", "b", "c", "d"] {
+            c.assume(uid, Assumption::Bind(Arc::from("n1")));
+        }
+        c.assume("v", Assumption::Evict);
+        assert_eq!(c.binds_assumed(), 4, "evictions are not binds");
+        c.assume("a", Assumption::Bind(Arc::from("n1")));
+        assert_eq!(c.binds_assumed(), 4, "assumed again, counted once");
+        c.drop_assumption("a");
+        assert_eq!(c.binds_assumed(), 3, "refused");
+        c.apply_pod(pod("b", Some("ns/j"), "1", Some("n1"), TaskStatus::Running));
+        assert_eq!(c.binds_assumed(), 2, "seen bound");
+        c.delete_pod("c");
+        assert_eq!(c.binds_assumed(), 1, "deleted");
+        c.drop_assumption("v");
+        c.drop_assumption("zz");
+        assert_eq!(c.binds_assumed(), 1, "an eviction or nothing dropped");
     }
 
     #[test]

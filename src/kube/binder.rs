@@ -115,8 +115,9 @@ impl InFlight {
         }
     }
 
-    /// Counts the binds the cache assumes and the watch does not show yet (called after
-    /// anything that may change them: binds assumed or refused, a watch event applied).
+    /// Takes the cache's count of the binds it assumes and the watch does not show yet
+    /// (kept by the cache; called after anything that may change it: binds assumed or
+    /// refused, a watch event applied), waking writes waiting for it to fall.
     pub fn count_unseen(&self, cache: &crate::cache::Cache) {
         let now = cache.binds_assumed();
         if self.unseen.swap(now, Ordering::SeqCst) > now {

@@ -16,9 +16,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::dialects::volcano::phase_str;
+use super::dialects::volcano::api::{PodGroupConditionType, PodGroupPhase};
 use super::index::{lock, GangView, Index};
-use crate::framework::ConditionKind;
 use crate::model::{GangMode, GangOrigin, TaskStatus};
 
 pub(super) fn routes(state: Arc<Mutex<Index>>) -> Router {
@@ -104,9 +103,9 @@ fn gang(view: GangView) -> Value {
         "backoffUntil": (job.runtime.expiries > 0).then(|| rfc3339(job.runtime.backoff_until)),
         "createTime": rfc3339(job.created),
         "queue": &*job.queue,
-        "phase": phase_str(job.phase),
+        "phase": PodGroupPhase::from(job.phase),
         "condition": condition.map(|c| json!({
-            "type": match c.kind { ConditionKind::Scheduled => "Scheduled", ConditionKind::Unschedulable => "Unschedulable" },
+            "type": PodGroupConditionType::from(c.kind),
             "reason": c.reason,
             "message": c.message,
         })),

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use ::kube::core::{ListMeta, Status};
 use ::kube::runtime::watcher::{self, Event};
 use ::kube::Resource;
 use futures::stream::BoxStream;
@@ -107,15 +108,58 @@ where
 enum Listing<K> {
     /// Nothing listed: the next step says a list starts.
     Empty,
-    /// Reading the list (page after page when paged).
+    /// Reading the list (page after page when paged): the objects of the page being read
+    /// are handed out batch by batch as they are decoded, while the rest arrives.
     Page {
         continue_token: Option<String>,
         objects: std::vec::IntoIter<K>,
         resource_version: Option<String>,
+        reading: Option<PageRead<K>>,
     },
     /// Listed; the next step starts a watch from its version.
     Listed(String),
     Watching(String, BoxStream<'static, ::kube::Result<WatchEvent<K>>>),
+}
+
+/// A page being listed by its own task (dropped with the watch, which ends the task): its
+/// decoded batches, then the page's metadata.
+struct PageRead<K> {
+    batches: tokio::sync::mpsc::UnboundedReceiver<Vec<K>>,
+    task: tokio::task::JoinSet<::kube::Result<ListMeta>>,
+}
+
+impl<K: Resource + ProtoListed + Clone + DeserializeOwned + Send + 'static> PageRead<K> {
+    fn start(api: &Api<K>, lp: ListParams) -> Self {
+        let (sender, batches) = tokio::sync::mpsc::unbounded_channel();
+        let client = api.clone().into_client();
+        let url = api.resource_url().to_string();
+        let mut task = tokio::task::JoinSet::new();
+        task.spawn(async move {
+            proto::list_in_batches::<K>(&client, &url, &lp, |batch| {
+                // The receiver is gone only with the watch, which no longer wants them.
+                let _ = sender.send(batch);
+            })
+            .await
+        });
+        PageRead { batches, task }
+    }
+
+    /// The next batch of objects, or the page's metadata once every batch was taken.
+    async fn next(&mut self) -> Result<Vec<K>, ::kube::Result<ListMeta>> {
+        if let Some(batch) = self.batches.recv().await {
+            return Ok(batch);
+        }
+        // The sender went with the task: it has ended.
+        Err(match self.task.join_next().await {
+            Some(Ok(listed)) => listed,
+            Some(Err(e)) => Err(::kube::Error::Api(
+                Status::failure(&format!("listing failed: {e}"), "InternalError").boxed(),
+            )),
+            None => Err(::kube::Error::Api(
+                Status::failure("listing ended twice", "InternalError").boxed(),
+            )),
+        })
+    }
 }
 
 /// The server ends a watch after this long, and a watch silent (no bookmark either) for a
@@ -136,47 +180,63 @@ where
                         continue_token: None,
                         objects: Vec::new().into_iter(),
                         resource_version: None,
+                        reading: None,
                     };
                     return (Ok(Event::Init), page);
                 }
                 Listing::Page {
-                    continue_token,
+                    mut continue_token,
                     mut objects,
-                    resource_version,
+                    mut resource_version,
+                    reading,
                 } => {
                     if let Some(next) = objects.next() {
                         let page = Listing::Page {
                             continue_token,
                             objects,
                             resource_version,
+                            reading,
                         };
                         return (Ok(Event::InitApply(next)), page);
                     }
-                    if let (None, Some(rv)) = (&continue_token, &resource_version) {
-                        return (Ok(Event::InitDone), Listing::Listed(rv.clone()));
-                    }
-                    let lp = ListParams {
-                        limit: page_size,
-                        continue_token,
-                        ..ListParams::default()
+                    let reading = match reading {
+                        Some(mut read) => match read.next().await {
+                            Ok(batch) => {
+                                objects = batch.into_iter();
+                                Some(read)
+                            }
+                            Err(Ok(meta)) => {
+                                if meta.resource_version.is_none() && meta.continue_.is_none() {
+                                    return (
+                                        Err(watcher::Error::NoResourceVersion),
+                                        Listing::Empty,
+                                    );
+                                }
+                                continue_token = meta.continue_;
+                                resource_version = meta.resource_version;
+                                None
+                            }
+                            Err(Err(e)) => {
+                                return (Err(watcher::Error::InitialListFailed(e)), Listing::Empty)
+                            }
+                        },
+                        None => {
+                            if let (None, Some(rv)) = (&continue_token, &resource_version) {
+                                return (Ok(Event::InitDone), Listing::Listed(rv.clone()));
+                            }
+                            let lp = ListParams {
+                                limit: page_size,
+                                continue_token: continue_token.take(),
+                                ..ListParams::default()
+                            };
+                            Some(PageRead::start(api, lp))
+                        }
                     };
-                    let client = api.clone().into_client();
-                    match proto::list::<K>(&client, api.resource_url(), &lp).await {
-                        Ok(list) => {
-                            let rv = list.metadata.resource_version;
-                            let token = list.metadata.continue_;
-                            if rv.is_none() && token.is_none() {
-                                return (Err(watcher::Error::NoResourceVersion), Listing::Empty);
-                            }
-                            Listing::Page {
-                                continue_token: token,
-                                objects: list.items.into_iter(),
-                                resource_version: rv,
-                            }
-                        }
-                        Err(e) => {
-                            return (Err(watcher::Error::InitialListFailed(e)), Listing::Empty)
-                        }
+                    Listing::Page {
+                        continue_token,
+                        objects,
+                        resource_version,
+                        reading,
                     }
                 }
                 Listing::Listed(rv) => {
@@ -509,6 +569,129 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::kube::client::Body;
+    use ::kube::{Client, ResourceExt};
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_pb::api::core::v1 as pb;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
+
+    use crate::kube::lean::Lean;
+
+    /// A client whose API server is `answer`: (status code, content type, body) for a
+    /// request's query string.
+    fn answering(
+        answer: impl Fn(&str) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
+    ) -> Client {
+        let answer = Arc::new(answer);
+        let service = tower::service_fn(move |req: http::Request<Body>| {
+            let (code, content_type, body) = answer(req.uri().query().unwrap_or(""));
+            async move {
+                http::Response::builder()
+                    .status(code)
+                    .header(http::header::CONTENT_TYPE, content_type)
+                    .body(Body::from(body))
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    /// A page of bare pods as the API server sends it in protobuf.
+    fn page(names: &[String], continue_token: &str, version: &str) -> (u16, &'static str, Vec<u8>) {
+        let list = pb::PodList {
+            metadata: Some(pb_meta::ListMeta {
+                resource_version: Some(version.into()),
+                r#continue: Some(continue_token.into()),
+                ..Default::default()
+            }),
+            items: names
+                .iter()
+                .map(|name| pb::Pod {
+                    metadata: Some(pb_meta::ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some("ns".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        (
+            200,
+            "application/vnd.kubernetes.protobuf",
+            proto::tests::envelope(&list),
+        )
+    }
+
+    /// Steps a protobuf listing from scratch until its list is in or fails: the names
+    /// handed out, the error if any, and where it stopped.
+    async fn list_through(
+        api: &Api<Lean<Pod>>,
+    ) -> (Vec<String>, Option<watcher::Error>, Listing<Lean<Pod>>) {
+        let mut state = Listing::Empty;
+        let mut names = Vec::new();
+        loop {
+            let (event, next) = state.step(api, Some(5000)).await;
+            state = next;
+            match event {
+                Ok(Event::Init) => assert!(names.is_empty(), "a list starts once"),
+                Ok(Event::InitApply(pod)) => names.push(pod.name_any()),
+                Ok(Event::InitDone) => return (names, None, state),
+                Ok(_) => panic!("a watch event before the list was in"),
+                Err(e) => return (names, Some(e), state),
+            }
+        }
+    }
+
+    fn names(prefix: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}{i}")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_listing_hands_out_every_page_in_order_then_watches_from_its_version() {
+        // The first page is more than one decoding batch, handed out as each is decoded.
+        let first = names("a", proto::DECODE_BATCH * 2 + 7);
+        let second = names("b", 3);
+        let (p1, p2) = (first.clone(), second.clone());
+        let api = Api::all(answering(move |query| {
+            assert!(query.contains("limit=5000"), "{query}");
+            if query.contains("continue=next") {
+                page(&p2, "", "9")
+            } else {
+                page(&p1, "next", "8")
+            }
+        }));
+        let (listed, error, state) = list_through(&api).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(listed, [first, second].concat());
+        assert!(
+            matches!(&state, Listing::Listed(version) if version == "9"),
+            "watches from the last page's version"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_page_refused_mid_list_fails_the_list_and_the_next_step_lists_again() {
+        let first = names("a", 10);
+        let p1 = first.clone();
+        let api = Api::all(answering(move |query| {
+            if query.contains("continue=next") {
+                let expired = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old","reason":"Expired","code":410}"#;
+                (410, "application/json", expired.to_vec())
+            } else {
+                page(&p1, "next", "8")
+            }
+        }));
+        let (listed, error, state) = list_through(&api).await;
+        assert_eq!(listed, first, "the first page was handed out");
+        assert!(
+            matches!(&error, Some(watcher::Error::InitialListFailed(::kube::Error::Api(s))) if s.code == 410),
+            "{error:?}"
+        );
+        assert!(
+            matches!(state, Listing::Empty),
+            "lists again from the start"
+        );
+    }
 
     fn feed(optional: Option<&'static str>) -> Feed<k8s_openapi::api::core::v1::Pod> {
         Feed {

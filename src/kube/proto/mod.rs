@@ -164,6 +164,27 @@ pub async fn list<K>(
 where
     K: ProtoListed + DeserializeOwned + Clone + Send + 'static,
 {
+    let mut items = Vec::new();
+    let metadata = list_in_batches(client, url_path, lp, |batch| items.extend(batch)).await?;
+    Ok(ObjectList {
+        types: TypeMeta::default(),
+        metadata,
+        items,
+    })
+}
+
+/// `list`, handing the objects to `batch` as they are decoded, in the list's order, while
+/// the rest arrives (a JSON answer: all at once); the list's metadata once it is all in.
+/// On an error some objects may have been handed out already.
+pub async fn list_in_batches<K>(
+    client: &Client,
+    url_path: &str,
+    lp: &::kube::api::ListParams,
+    mut batch_out: impl FnMut(Vec<K>),
+) -> Result<ListMeta, ::kube::Error>
+where
+    K: ProtoListed + DeserializeOwned + Clone + Send + 'static,
+{
     let mut req = Request::new(url_path)
         .list(lp)
         .map_err(::kube::Error::BuildRequest)?;
@@ -188,7 +209,10 @@ where
     if !code.is_success() || !protobuf {
         let body = body.collect_bytes().await?;
         if code.is_success() {
-            return serde_json::from_slice(&body).map_err(::kube::Error::SerdeError);
+            let list: ObjectList<K> =
+                serde_json::from_slice(&body).map_err(::kube::Error::SerdeError)?;
+            batch_out(list.items);
+            return Ok(list.metadata);
         }
         let status = if protobuf {
             error_status(&body).map_err(invalid)?
@@ -205,7 +229,7 @@ where
     let mut splitter = ListSplitter::default();
     let mut batch = Vec::new();
     let mut decoding = std::collections::VecDeque::new();
-    let mut items = Vec::new();
+    let mut objects = 0;
     let mut bytes = 0;
     let mut received = true;
     loop {
@@ -231,7 +255,9 @@ where
             let decoded = next
                 .await
                 .map_err(|e| invalid(ProtoError::Panicked(e.to_string())))?;
-            items.extend(decoded.map_err(invalid)?);
+            let decoded = decoded.map_err(invalid)?;
+            objects += decoded.len();
+            batch_out(decoded);
         }
         if !received {
             break;
@@ -241,20 +267,16 @@ where
     tracing::debug!(
         url_path,
         bytes,
-        objects = items.len(),
+        objects,
         took = ?started.elapsed(),
         "listed in protobuf"
     );
-    Ok(ObjectList {
-        types: TypeMeta::default(),
-        metadata,
-        items,
-    })
+    Ok(metadata)
 }
 
 /// Items per decoding task: large enough to be worth a task, small enough that the last
 /// one, decoded after the list is in, is quick (2,000 pods: ~4 MB, 30–60 ms of one core).
-const DECODE_BATCH: usize = 2000;
+pub(crate) const DECODE_BATCH: usize = 2000;
 
 fn decode_items<K: ProtoListed>(raw: Vec<Bytes>) -> Result<Vec<K>, ProtoError> {
     raw.into_iter()
@@ -410,7 +432,7 @@ impl ListSplitter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
     use k8s_pb::api::core::v1 as pb;
@@ -438,7 +460,7 @@ mod tests {
     }
 
     /// `msg` as the API server sends it: `k8s\0`, then a runtime.Unknown holding it.
-    fn envelope(msg: &impl Message) -> Vec<u8> {
+    pub(crate) fn envelope(msg: &impl Message) -> Vec<u8> {
         let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
             type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
                 api_version: Some("v1".into()),

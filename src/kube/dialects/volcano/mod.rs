@@ -30,23 +30,39 @@ pub const VOLCANO_GROUP_NAME: &str = "scheduling.volcano.sh/group-name";
 pub const TASK_SPEC_ANNOTATION: &str = "volcano.sh/task-spec";
 /// Queue of a pod that has no PodGroup.
 pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
-pub fn phase_from_str(s: &str) -> PodGroupPhase {
-    match s {
-        "Inqueue" => PodGroupPhase::Inqueue,
-        "Running" => PodGroupPhase::Running,
-        "Unknown" => PodGroupPhase::Unknown,
-        "Completed" => PodGroupPhase::Completed,
-        _ => PodGroupPhase::Pending,
+// The model's phases and condition kinds are Volcano's; their spellings live once, in the
+// CRD's enums (api.rs), and these convert variant to variant.
+impl From<PodGroupPhase> for api::PodGroupPhase {
+    fn from(phase: PodGroupPhase) -> Self {
+        match phase {
+            PodGroupPhase::Pending => Self::Pending,
+            PodGroupPhase::Inqueue => Self::Inqueue,
+            PodGroupPhase::Running => Self::Running,
+            PodGroupPhase::Unknown => Self::Unknown,
+            PodGroupPhase::Completed => Self::Completed,
+        }
     }
 }
 
-pub fn phase_str(p: PodGroupPhase) -> &'static str {
-    match p {
-        PodGroupPhase::Pending => "Pending",
-        PodGroupPhase::Inqueue => "Inqueue",
-        PodGroupPhase::Running => "Running",
-        PodGroupPhase::Unknown => "Unknown",
-        PodGroupPhase::Completed => "Completed",
+/// A phase this version does not know reads as Pending (not yet admitted).
+impl From<&api::PodGroupPhase> for PodGroupPhase {
+    fn from(phase: &api::PodGroupPhase) -> Self {
+        match phase {
+            api::PodGroupPhase::Inqueue => Self::Inqueue,
+            api::PodGroupPhase::Running => Self::Running,
+            api::PodGroupPhase::Unknown => Self::Unknown,
+            api::PodGroupPhase::Completed => Self::Completed,
+            api::PodGroupPhase::Pending | api::PodGroupPhase::Other(_) => Self::Pending,
+        }
+    }
+}
+
+impl From<ConditionKind> for api::PodGroupConditionType {
+    fn from(kind: ConditionKind) -> Self {
+        match kind {
+            ConditionKind::Scheduled => Self::Scheduled,
+            ConditionKind::Unschedulable => Self::Unschedulable,
+        }
     }
 }
 
@@ -121,7 +137,7 @@ pub fn pod_group_to_job(
             .status
             .as_ref()
             .and_then(|s| s.phase.as_ref())
-            .map(|p| phase_from_str(p.as_str()))
+            .map(PodGroupPhase::from)
             .unwrap_or_default(),
         policy: Default::default(),
         origin: GangOrigin::Declared,
@@ -228,19 +244,12 @@ impl GroupStatus {
     }
 }
 
-fn condition_type(kind: ConditionKind) -> &'static str {
-    match kind {
-        ConditionKind::Scheduled => "Scheduled",
-        ConditionKind::Unschedulable => "Unschedulable",
-    }
-}
-
 /// A merge patch for the PodGroup's status, or None when it already says all this. The
 /// PodGroup has no status subresource, so the patch goes to the object itself.
 pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option<Value> {
     let current = pg.status.clone().unwrap_or_default();
-    let phase = phase_str(desired.phase);
-    let mut changed = current.phase.as_ref().map(|p| p.as_str()) != Some(phase)
+    let phase = api::PodGroupPhase::from(desired.phase);
+    let mut changed = current.phase.as_ref() != Some(&phase)
         || current.running.unwrap_or(0) != desired.running
         || current.succeeded.unwrap_or(0) != desired.succeeded
         || current.failed.unwrap_or(0) != desired.failed;
@@ -251,7 +260,8 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
         .filter_map(|c| serde_json::to_value(c).ok())
         .collect();
     if let Some(c) = &desired.condition {
-        let kind = condition_type(c.kind);
+        let kind = api::PodGroupConditionType::from(c.kind);
+        let kind = kind.as_str();
         let existing = conditions.iter().position(|v| v["type"] == kind);
         let same = existing.is_some_and(|i| {
             conditions[i]["message"] == c.message.as_str()
@@ -276,10 +286,11 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
                 None => conditions.push(value),
             }
             // Scheduled and Unschedulable exclude each other.
-            let other = match c.kind {
-                ConditionKind::Scheduled => "Unschedulable",
-                ConditionKind::Unschedulable => "Scheduled",
-            };
+            let other = api::PodGroupConditionType::from(match c.kind {
+                ConditionKind::Scheduled => ConditionKind::Unschedulable,
+                ConditionKind::Unschedulable => ConditionKind::Scheduled,
+            });
+            let other = other.as_str();
             for v in conditions.iter_mut() {
                 if v["type"] == other && v["status"] == "True" {
                     v["status"] = "False".into();
