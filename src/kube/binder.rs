@@ -203,11 +203,11 @@ impl Binder {
         for e in evictions {
             ix.cache.assume(&e.task, Assumption::Evict);
         }
-        self.in_flight.count_unseen(&ix.cache);
+        self.recount_unseen(ix);
     }
 
-    /// Counts again the binds the watch has yet to show, after assumptions were dropped
-    /// outside the binder (binds called off in a cycle).
+    /// Counts again the binds the watch has yet to show, after assumptions were laid or
+    /// dropped (here, and for binds a cycle calls off).
     pub fn recount_unseen(&self, ix: &Index) {
         self.in_flight.count_unseen(&ix.cache);
     }
@@ -383,7 +383,7 @@ impl Binder {
             BindOutcome::AlreadyBound => {}
             BindOutcome::Gone => {
                 ix.cache.drop_assumption(&b.task);
-                self.in_flight.count_unseen(&ix.cache);
+                self.recount_unseen(&ix);
             }
             BindOutcome::Refused(why) => {
                 warn_limited(
@@ -397,7 +397,7 @@ impl Binder {
                     .with_label_values(&["error"])
                     .inc();
                 ix.cache.drop_assumption(&b.task);
-                self.in_flight.count_unseen(&ix.cache);
+                self.recount_unseen(&ix);
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery
                     .bind_refused(&b.job, &member, &why, super::driver::now_ms());

@@ -320,8 +320,7 @@ impl Cycles<'_> {
                 let review = ixr
                     .provisioning
                     .review(&ixr.volume_objects, &ixr.cache, now_ms());
-                let clear = call_off(&mut ix, review.called_off);
-                binder.recount_unseen(&ix);
+                let clear = call_off(binder, &mut ix, review.called_off);
                 (ix.cache.snapshot(), evictions, review.ready, clear)
             };
             send_claim_patches(binder, clear);
@@ -413,8 +412,7 @@ impl Cycles<'_> {
                 let ixr = &mut *ix;
                 let (binds, patches, conflicts) =
                     ixr.provisioning.hold(&ixr.cache, binds, now_ms());
-                call_off(&mut ix, conflicts);
-                binder.recount_unseen(&ix);
+                call_off(binder, &mut ix, conflicts);
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 (binds, patches)
@@ -511,7 +509,10 @@ fn release_evictions(ix: &mut Index, releases: &[Release]) -> Vec<Eviction> {
 /// their held binds are dropped, their pods back off, and an event on the gang and each
 /// pod (and the gang's condition, while it backs off) say why. Returns the annotations to
 /// clear.
-fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
+fn call_off(binder: &Binder, ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
+    if called_off.is_empty() {
+        return Vec::new();
+    }
     let mut clear = Vec::new();
     for c in called_off {
         warn!(gang = %c.gang, "{}", c.message);
@@ -531,6 +532,8 @@ fn call_off(ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<ClaimPatch> {
         }
         clear.extend(c.clear);
     }
+    // Their binds' assumptions are gone: writes waiting for the binds to be seen may go.
+    binder.recount_unseen(ix);
     clear
 }
 
