@@ -138,6 +138,7 @@ struct Outcome {
     usage: Option<Usage>,
     control_plane_cpu: f64,
     cores_busy: f64,
+    cores_stolen: f64,
     load1: f64,
     /// rust-batch only: its API writes by kind, when everything is bound...
     writes: Vec<(String, f64)>,
@@ -332,6 +333,11 @@ async fn run(
     let all = wait_bound(&log, work.pods(), timeout.saturating_sub(t0.elapsed())).await;
     let (first, last) = first_last(&log, t0);
     let bound = log.lock().unwrap().first.len();
+    eprintln!(
+        "[peers] {}: {}",
+        contender.label(),
+        backlog_timeline(&log, &created, GANG_SIZE, t0)
+    );
     let mut out = Outcome {
         pods: work.pods(),
         bound,
@@ -342,6 +348,7 @@ async fn run(
         usage: proc.as_ref().map(|p| p.usage()),
         control_plane_cpu: cluster.control_plane_cpu() - cp0,
         cores_busy: cores_busy(cpu0, machine_cpu()),
+        cores_stolen: cores_stolen(cpu0, machine_cpu()),
         load1: load1(),
         writes: vec![],
         writes_settled: vec![],
@@ -490,7 +497,7 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
     );
     println!();
     println!(
-        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | idle gang of {IDLE_GANG_SIZE} p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / load1 |",
+        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | idle gang of {IDLE_GANG_SIZE} p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / stolen / load1 |",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -518,7 +525,7 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             None => ("–".into(), "–".into()),
         };
         println!(
-            "| {} | {rate} | {} | {} | {} | {gang} | {idle} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.1} |",
+            "| {} | {rate} | {} | {} | {} | {gang} | {idle} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.2} / {:.1} |",
             c.label(),
             ratio(o.rate(), best_null),
             ratio(o.rate(), kube),
@@ -526,6 +533,7 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             fmt_s(o.first_bind),
             o.control_plane_cpu,
             o.cores_busy,
+            o.cores_stolen,
             o.load1
         );
     }

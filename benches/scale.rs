@@ -34,6 +34,7 @@ struct Phase {
     all_bound: Option<f64>,
     usage: Usage,
     cores_busy: f64,
+    cores_stolen: f64,
     load1: f64,
 }
 
@@ -86,6 +87,7 @@ async fn phase(
         all_bound: if all { last } else { None },
         usage,
         cores_busy: cores_busy(cpu0, machine_cpu()),
+        cores_stolen: cores_stolen(cpu0, machine_cpu()),
         load1: load1(),
     };
     eprintln!(
@@ -160,7 +162,7 @@ async fn scale(cluster: Cluster, nodes: usize, pods: usize, more: usize, smoke: 
     );
     println!();
     println!(
-        "| phase | pending pods | → first bind | → all bound | pods/s | peak RSS | CPU s | cores busy (of {}) / load1 |",
+        "| phase | pending pods | → first bind | → all bound | pods/s | peak RSS | CPU s | cores busy (of {}) / stolen / load1 |",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("|---|---|---|---|---|---|---|---|");
@@ -170,7 +172,7 @@ async fn scale(cluster: Cluster, nodes: usize, pods: usize, more: usize, smoke: 
             None => "timed out".into(),
         };
         println!(
-            "| {} | {} | {} | {} | {rate} | {} MiB | {:.1} | {:.2} / {:.1} |",
+            "| {} | {} | {} | {} | {rate} | {} MiB | {:.1} | {:.2} / {:.2} / {:.1} |",
             p.name,
             p.pods,
             p.first_bind.map_or("–".into(), |s| format!("{s:.2} s")),
@@ -178,6 +180,7 @@ async fn scale(cluster: Cluster, nodes: usize, pods: usize, more: usize, smoke: 
             p.usage.peak_rss_mib,
             p.usage.cpu_s,
             p.cores_busy,
+            p.cores_stolen,
             p.load1
         );
     }

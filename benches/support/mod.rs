@@ -239,6 +239,9 @@ pub fn usage(pid: u32) -> Usage {
 #[derive(Clone, Copy, Debug)]
 pub struct MachineCpu {
     busy: u64,
+    /// Time the hypervisor gave this machine's cores to someone else: a run with much of it
+    /// ran on a slower machine than its neighbours (rounds disagree by a third on a VM).
+    stolen: u64,
     total: u64,
 }
 
@@ -257,6 +260,7 @@ pub fn machine_cpu() -> MachineCpu {
     let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
     MachineCpu {
         busy: total - idle,
+        stolen: fields.get(7).copied().unwrap_or(0),
         total,
     }
 }
@@ -266,6 +270,13 @@ pub fn cores_busy(from: MachineCpu, to: MachineCpu) -> f64 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let total = to.total.saturating_sub(from.total).max(1) as f64;
     cores * to.busy.saturating_sub(from.busy) as f64 / total
+}
+
+/// Cores' time stolen by the hypervisor on average between `from` and `to` (e.g. 0.1 of 2).
+pub fn cores_stolen(from: MachineCpu, to: MachineCpu) -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let total = to.total.saturating_sub(from.total).max(1) as f64;
+    cores * to.stolen.saturating_sub(from.stolen) as f64 / total
 }
 
 pub fn load1() -> f64 {
@@ -643,6 +654,8 @@ pub fn null_binder(
 ) -> tokio::task::JoinHandle<()> {
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     let limit = Arc::new(Semaphore::new(concurrency));
+    // Each bind's answer time, to set beside a scheduler's trace (idle gang latency).
+    let trace_binds = std::env::var_os("RB_BENCH_BIND_TRACE").is_some();
     tokio::spawn(async move {
         let mut next = 0usize;
         let mut seen = std::collections::HashSet::new();
@@ -667,6 +680,7 @@ pub fn null_binder(
                 let _permit = permit;
                 let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                let sent = Instant::now();
                 let _ = api
                     .create_subresource::<_, serde_json::Value>(
                         "binding",
@@ -675,6 +689,13 @@ pub fn null_binder(
                         &body,
                     )
                     .await;
+                if trace_binds {
+                    eprintln!(
+                        "[null binder] {} bind {name} answered in {:.1} ms",
+                        humantime::format_rfc3339_micros(std::time::SystemTime::now()),
+                        sent.elapsed().as_secs_f64() * 1000.0
+                    );
+                }
             });
         }
     })
@@ -737,6 +758,38 @@ pub fn gang_latencies(
         .collect();
     latencies.sort_by(f64::total_cmp);
     latencies
+}
+
+/// Where a bulk run's time went: when the last pod was created, and at each tenth of the
+/// run how many pods were created but not yet bound (the scheduler's backlog: a null binder
+/// keeps it near its limit; a gang scheduler holds an incomplete gang's pods back). Gangs'
+/// pods are counted created at their gang's last create.
+pub fn backlog_timeline(
+    log: &BindLog,
+    created: &HashMap<String, Instant>,
+    gang_size: usize,
+    since: Instant,
+) -> String {
+    let b = log.lock().unwrap();
+    let secs = |i: Instant| i.saturating_duration_since(since).as_secs_f64();
+    let mut created_at: Vec<f64> = created.values().map(|i| secs(*i)).collect();
+    created_at.sort_by(f64::total_cmp);
+    let mut bound_at: Vec<f64> = b.first.values().map(|(i, _)| secs(*i)).collect();
+    bound_at.sort_by(f64::total_cmp);
+    let end = bound_at.last().copied().unwrap_or(0.0);
+    let count = |v: &[f64], t: f64| v.partition_point(|x| *x <= t);
+    let steps: Vec<String> = (1..=10)
+        .map(|k| {
+            let t = end * k as f64 / 10.0;
+            let waiting = (count(&created_at, t) * gang_size).saturating_sub(count(&bound_at, t));
+            format!("{t:.1}s:{waiting}")
+        })
+        .collect();
+    format!(
+        "last gang created at {:.1} s, last bind at {end:.1} s; created but unbound (pods) at each tenth: {}",
+        created_at.last().copied().unwrap_or(0.0),
+        steps.join(" ")
+    )
 }
 
 pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
