@@ -9,7 +9,11 @@
 //! the bulk run, once nothing in the namespace changed for a second, gangs of 8 created one
 //! at a time), process start → first bind, peak
 //! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
-//! machine was. Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
+//! machine was (cores busy, cores stolen by the hypervisor: a round with much stolen ran on
+//! a slower machine than its neighbours). Each run also prints where its time went: when the
+//! last pod was created, and at each tenth of the run how many pods were created but not yet
+//! bound (a scheduler that keeps up holds a few dozen; the run then lasts as long as the
+//! creates do). Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
 //! two nodes.
 //!
 //!   cargo bench --bench peers                                  # 500, 1,000 and 5,000 nodes
@@ -25,7 +29,8 @@
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
 //! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter),
 //! RB_BENCH_IDLE_TRACE (print each idle gang's last pod created and last bind seen, wall
-//! clock, to line up with a scheduler's trace log), RB_BENCH_ROUNDS (default 1: run the
+//! clock, to line up with a scheduler's trace log), RB_BENCH_BIND_TRACE (print each of the
+//! null binder's binds with its answer time, for the same), RB_BENCH_ROUNDS (default 1: run the
 //! contenders this many times, alternating, each round's table then the medians: one round
 //! is one draw of the API server's own cost, which moves between runs).
 //!

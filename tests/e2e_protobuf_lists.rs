@@ -3,7 +3,8 @@
 //! their JSON gives: a pod using most of a pod spec (what the scheduler reads and much it
 //! does not: empty strings, zeros and falses JSON leaves out and pointer fields that keep
 //! them), a bare one, and one bound to a kwok node whose status kwok fills in; listed
-//! whole and in pages.
+//! whole and in pages. Nodes likewise (listed in protobuf too): a node using most of a node
+//! spec and a plain one, their status filled in by kwok.
 
 #![recursion_limit = "256"]
 
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use rust_batch::kube::lean::Lean;
 use rust_batch::kube::proto;
@@ -162,16 +163,46 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn by_name(pods: Vec<Lean<Pod>>) -> BTreeMap<String, Pod> {
-    pods.into_iter()
-        .map(|p| (p.0.metadata.name.clone().unwrap_or_default(), p.0))
+fn by_name<K: kube::Resource>(objects: Vec<Lean<K>>) -> BTreeMap<String, K> {
+    objects
+        .into_iter()
+        .map(|o| (o.0.meta().name.clone().unwrap_or_default(), o.0))
         .collect()
 }
 
-fn versions(pods: &BTreeMap<String, Pod>) -> Vec<Option<String>> {
-    pods.values()
-        .map(|p| p.metadata.resource_version.clone())
+fn versions<K: kube::Resource>(objects: &BTreeMap<String, K>) -> Vec<Option<String>> {
+    objects
+        .values()
+        .map(|o| o.meta().resource_version.clone())
         .collect()
+}
+
+/// `json` and `protobuf` hold the same objects, field for field.
+fn assert_alike<K: serde::Serialize + PartialEq + std::fmt::Debug>(
+    what: &str,
+    json: &BTreeMap<String, K>,
+    protobuf: &BTreeMap<String, K>,
+) {
+    assert_eq!(
+        json.keys().collect::<Vec<_>>(),
+        protobuf.keys().collect::<Vec<_>>(),
+        "{what}: the same objects"
+    );
+    for (name, object) in json {
+        let mut diff = Vec::new();
+        differences(
+            name,
+            &serde_json::to_value(object).unwrap(),
+            &serde_json::to_value(&protobuf[name]).unwrap(),
+            &mut diff,
+        );
+        assert!(
+            diff.is_empty(),
+            "{what}: {name} listed in protobuf differs from its JSON:\n{}",
+            diff.join("\n")
+        );
+        assert_eq!(object, &protobuf[name], "{what}: {name}");
+    }
 }
 
 /// The namespace's pods in protobuf, a page of `limit` at a time (None: one list).
@@ -241,20 +272,113 @@ async fn pods_listed_in_protobuf_are_the_pods_their_json_gives() {
                 .is_some(),
             "the bound pod has container statuses to compare"
         );
-        for (name, pod) in &json {
-            let mut diff = Vec::new();
-            differences(
-                name,
-                &serde_json::to_value(pod).unwrap(),
-                &serde_json::to_value(&protobuf[name]).unwrap(),
-                &mut diff,
-            );
-            assert!(
-                diff.is_empty(),
-                "pod {name} listed in protobuf (page size {limit:?}) differs from its JSON:\n{}",
-                diff.join("\n")
-            );
-            assert_eq!(pod, &protobuf[name], "pod {name} (page size {limit:?})");
+        assert_alike(&format!("pods (page size {limit:?})"), &json, &protobuf);
+    }
+}
+
+const NODE_POOL: &str = "e2e-protobuf-nodes";
+
+/// A kwok node using most of a node spec: taints (one with its time added), unschedulable,
+/// pod CIDRs, a provider ID, labels and annotations.
+fn rich_node() -> Value {
+    json!({
+        "metadata": {
+            "name": "e2e-protobuf-rich-node",
+            "labels": {"pool": NODE_POOL, "type": "kwok", "empty": ""},
+            "annotations": {"kwok.x-k8s.io/node": "fake", "note": ""}
+        },
+        "spec": {
+            "unschedulable": true,
+            "podCIDR": "10.244.7.0/24",
+            "podCIDRs": ["10.244.7.0/24"],
+            "providerID": "kwok://e2e-protobuf-rich-node",
+            "taints": [
+                {"key": "gpu", "value": "", "effect": "NoSchedule"},
+                {"key": "drain", "value": "yes", "effect": "NoExecute", "timeAdded": "2026-01-02T03:04:05Z"},
+                {"key": "spot", "effect": "PreferNoSchedule"}
+            ]
+        },
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}
         }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_listed_in_protobuf_are_the_nodes_their_json_gives() {
+    let client = client().await;
+    fake_node(
+        &client,
+        "e2e-protobuf-plain-node",
+        NODE_POOL,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let api = Api::<Node>::all(client.clone());
+    let rich: Node = serde_json::from_value(rich_node()).expect("a node");
+    api.create(&PostParams::default(), &rich)
+        .await
+        .expect("rich node created");
+    // kwok fills in the node's status: conditions, addresses, system info, endpoints.
+    wait_for(Duration::from_secs(60), "the rich node Ready", || async {
+        let n = api.get("e2e-protobuf-rich-node").await.ok()?;
+        n.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+
+    let json_api = Api::<Lean<Node>>::all(client.clone());
+    let selector = format!("pool={NODE_POOL}");
+    for limit in [None, Some(1)] {
+        let lp = ListParams::default().labels(&selector);
+        // kwok may still be writing a node's status: compare two lists that saw the same
+        // version of every node.
+        let (json, protobuf) = wait_for(Duration::from_secs(30), "two lists alike", || async {
+            let json = by_name(json_api.list(&lp).await.ok()?.items);
+            let mut protobuf = Vec::new();
+            let mut page = ListParams {
+                limit,
+                ..lp.clone()
+            };
+            loop {
+                let listed = proto::list::<Lean<Node>>(&client, "/api/v1/nodes", &page)
+                    .await
+                    .expect("protobuf list");
+                protobuf.extend(listed.items);
+                match listed.metadata.continue_ {
+                    Some(token) => page.continue_token = Some(token),
+                    None => break,
+                }
+            }
+            let protobuf = by_name(protobuf);
+            (versions(&json) == versions(&protobuf)).then_some((json, protobuf))
+        })
+        .await;
+        assert_eq!(
+            json.keys().collect::<Vec<_>>(),
+            ["e2e-protobuf-plain-node", "e2e-protobuf-rich-node"],
+        );
+        let rich = &json["e2e-protobuf-rich-node"];
+        assert!(
+            rich.status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .is_some(),
+            "kwok filled in the node's status"
+        );
+        let taints: Vec<_> = rich
+            .spec
+            .iter()
+            .flat_map(|s| s.taints.iter().flatten())
+            .map(|t| t.key.as_str())
+            .collect();
+        for key in ["gpu", "drain", "spot"] {
+            assert!(taints.contains(&key), "taint {key} kept: {taints:?}");
+        }
+        assert_alike(&format!("nodes (page size {limit:?})"), &json, &protobuf);
     }
 }

@@ -16,6 +16,17 @@ impl Conv<oa::api::core::v1::Pod> for pb::api::core::v1::Pod {
     }
 }
 
+impl Conv<oa::api::core::v1::Node> for pb::api::core::v1::Node {
+    fn conv(self) -> oa::api::core::v1::Node {
+        let p = self;
+        oa::api::core::v1::Node {
+            metadata: p.metadata.map(Conv::conv).unwrap_or_default(),
+            spec: p.spec.map(Conv::conv),
+            status: p.status.map(Conv::conv),
+        }
+    }
+}
+
 impl Conv<oa::apimachinery::pkg::apis::meta::v1::ObjectMeta>
     for pb::apimachinery::pkg::apis::meta::v1::ObjectMeta
 {
@@ -116,6 +127,42 @@ impl Conv<oa::api::core::v1::PodStatus> for pb::api::core::v1::PodStatus {
             resize: p.resize.filter(|v| !v.is_zero()),
             resource_claim_statuses: non_empty(p.resource_claim_statuses),
             start_time: p.start_time.filter(|v| !v.is_zero()).map(Conv::conv),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeSpec> for pb::api::core::v1::NodeSpec {
+    fn conv(self) -> oa::api::core::v1::NodeSpec {
+        let p = self;
+        oa::api::core::v1::NodeSpec {
+            config_source: p.config_source.map(Conv::conv),
+            external_id: p.external_id.filter(|v| !v.is_zero()),
+            pod_cidr: p.pod_cidr.filter(|v| !v.is_zero()),
+            pod_cidrs: non_empty(p.pod_cid_rs),
+            provider_id: p.provider_id.filter(|v| !v.is_zero()),
+            taints: non_empty(p.taints),
+            unschedulable: p.unschedulable.filter(|v| !v.is_zero()),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeStatus> for pb::api::core::v1::NodeStatus {
+    fn conv(self) -> oa::api::core::v1::NodeStatus {
+        let p = self;
+        oa::api::core::v1::NodeStatus {
+            addresses: non_empty(p.addresses),
+            allocatable: non_empty(p.allocatable),
+            capacity: non_empty(p.capacity),
+            conditions: non_empty(p.conditions),
+            config: p.config.map(Conv::conv),
+            daemon_endpoints: p.daemon_endpoints.map(Conv::conv),
+            features: p.features.map(Conv::conv),
+            images: non_empty(p.images),
+            node_info: p.node_info.map(Conv::conv),
+            phase: p.phase.filter(|v| !v.is_zero()),
+            runtime_handlers: non_empty(p.runtime_handlers),
+            volumes_attached: non_empty(p.volumes_attached),
+            volumes_in_use: non_empty(p.volumes_in_use),
         }
     }
 }
@@ -459,6 +506,136 @@ impl Conv<oa::api::core::v1::PodResourceClaimStatus> for pb::api::core::v1::PodR
         oa::api::core::v1::PodResourceClaimStatus {
             name: p.name.unwrap_or_default(),
             resource_claim_name: p.resource_claim_name,
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeConfigSource> for pb::api::core::v1::NodeConfigSource {
+    fn conv(self) -> oa::api::core::v1::NodeConfigSource {
+        let p = self;
+        oa::api::core::v1::NodeConfigSource {
+            config_map: p.config_map.map(Conv::conv),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::Taint> for pb::api::core::v1::Taint {
+    fn conv(self) -> oa::api::core::v1::Taint {
+        let p = self;
+        oa::api::core::v1::Taint {
+            effect: p.effect.unwrap_or_default(),
+            key: p.key.unwrap_or_default(),
+            time_added: p.time_added.filter(|v| !v.is_zero()).map(Conv::conv),
+            value: p.value.filter(|v| !v.is_zero()),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeAddress> for pb::api::core::v1::NodeAddress {
+    fn conv(self) -> oa::api::core::v1::NodeAddress {
+        let p = self;
+        oa::api::core::v1::NodeAddress {
+            address: p.address.unwrap_or_default(),
+            type_: p.r#type.unwrap_or_default(),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeCondition> for pb::api::core::v1::NodeCondition {
+    fn conv(self) -> oa::api::core::v1::NodeCondition {
+        let p = self;
+        oa::api::core::v1::NodeCondition {
+            last_heartbeat_time: p
+                .last_heartbeat_time
+                .filter(|v| !v.is_zero())
+                .map(Conv::conv),
+            last_transition_time: p
+                .last_transition_time
+                .filter(|v| !v.is_zero())
+                .map(Conv::conv),
+            message: p.message.filter(|v| !v.is_zero()),
+            reason: p.reason.filter(|v| !v.is_zero()),
+            status: p.status.unwrap_or_default(),
+            type_: p.r#type.unwrap_or_default(),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeConfigStatus> for pb::api::core::v1::NodeConfigStatus {
+    fn conv(self) -> oa::api::core::v1::NodeConfigStatus {
+        let p = self;
+        oa::api::core::v1::NodeConfigStatus {
+            active: p.active.map(Conv::conv),
+            assigned: p.assigned.map(Conv::conv),
+            error: p.error.filter(|v| !v.is_zero()),
+            last_known_good: p.last_known_good.map(Conv::conv),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeDaemonEndpoints> for pb::api::core::v1::NodeDaemonEndpoints {
+    fn conv(self) -> oa::api::core::v1::NodeDaemonEndpoints {
+        let p = self;
+        oa::api::core::v1::NodeDaemonEndpoints {
+            kubelet_endpoint: p.kubelet_endpoint.map(Conv::conv),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeFeatures> for pb::api::core::v1::NodeFeatures {
+    fn conv(self) -> oa::api::core::v1::NodeFeatures {
+        let p = self;
+        oa::api::core::v1::NodeFeatures {
+            supplemental_groups_policy: p.supplemental_groups_policy,
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::ContainerImage> for pb::api::core::v1::ContainerImage {
+    fn conv(self) -> oa::api::core::v1::ContainerImage {
+        let p = self;
+        oa::api::core::v1::ContainerImage {
+            names: non_empty(p.names),
+            size_bytes: p.size_bytes.filter(|v| !v.is_zero()),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeSystemInfo> for pb::api::core::v1::NodeSystemInfo {
+    fn conv(self) -> oa::api::core::v1::NodeSystemInfo {
+        let p = self;
+        oa::api::core::v1::NodeSystemInfo {
+            architecture: p.architecture.unwrap_or_default(),
+            boot_id: p.boot_id.unwrap_or_default(),
+            container_runtime_version: p.container_runtime_version.unwrap_or_default(),
+            kernel_version: p.kernel_version.unwrap_or_default(),
+            kube_proxy_version: p.kube_proxy_version.unwrap_or_default(),
+            kubelet_version: p.kubelet_version.unwrap_or_default(),
+            machine_id: p.machine_id.unwrap_or_default(),
+            operating_system: p.operating_system.unwrap_or_default(),
+            os_image: p.os_image.unwrap_or_default(),
+            swap: p.swap.map(Conv::conv),
+            system_uuid: p.system_uuid.unwrap_or_default(),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeRuntimeHandler> for pb::api::core::v1::NodeRuntimeHandler {
+    fn conv(self) -> oa::api::core::v1::NodeRuntimeHandler {
+        let p = self;
+        oa::api::core::v1::NodeRuntimeHandler {
+            features: p.features.map(Conv::conv),
+            name: p.name,
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::AttachedVolume> for pb::api::core::v1::AttachedVolume {
+    fn conv(self) -> oa::api::core::v1::AttachedVolume {
+        let p = self;
+        oa::api::core::v1::AttachedVolume {
+            device_path: p.device_path.unwrap_or_default(),
+            name: p.name.unwrap_or_default(),
         }
     }
 }
@@ -1127,6 +1304,51 @@ impl Conv<oa::api::core::v1::VolumeMountStatus> for pb::api::core::v1::VolumeMou
             name: p.name.unwrap_or_default(),
             read_only: p.read_only.filter(|v| !v.is_zero()),
             recursive_read_only: p.recursive_read_only,
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::ConfigMapNodeConfigSource>
+    for pb::api::core::v1::ConfigMapNodeConfigSource
+{
+    fn conv(self) -> oa::api::core::v1::ConfigMapNodeConfigSource {
+        let p = self;
+        oa::api::core::v1::ConfigMapNodeConfigSource {
+            kubelet_config_key: p.kubelet_config_key.unwrap_or_default(),
+            name: p.name.unwrap_or_default(),
+            namespace: p.namespace.unwrap_or_default(),
+            resource_version: p.resource_version.filter(|v| !v.is_zero()),
+            uid: p.uid.filter(|v| !v.is_zero()),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::DaemonEndpoint> for pb::api::core::v1::DaemonEndpoint {
+    fn conv(self) -> oa::api::core::v1::DaemonEndpoint {
+        let p = self;
+        oa::api::core::v1::DaemonEndpoint {
+            port: p.port.unwrap_or_default(),
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeSwapStatus> for pb::api::core::v1::NodeSwapStatus {
+    fn conv(self) -> oa::api::core::v1::NodeSwapStatus {
+        let p = self;
+        oa::api::core::v1::NodeSwapStatus {
+            capacity: p.capacity,
+        }
+    }
+}
+
+impl Conv<oa::api::core::v1::NodeRuntimeHandlerFeatures>
+    for pb::api::core::v1::NodeRuntimeHandlerFeatures
+{
+    fn conv(self) -> oa::api::core::v1::NodeRuntimeHandlerFeatures {
+        let p = self;
+        oa::api::core::v1::NodeRuntimeHandlerFeatures {
+            recursive_read_only_mounts: p.recursive_read_only_mounts,
+            user_namespaces: p.user_namespaces,
         }
     }
 }

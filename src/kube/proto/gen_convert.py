@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes convert.rs: k8s-pb (protobuf) Pod -> k8s-openapi Pod, field by field.
+"""Writes convert.rs: k8s-pb (protobuf) Pod and Node -> their k8s-openapi types, field by field.
 
 Run from the repository root after changing the k8s-openapi, k8s-pb or Kubernetes version:
 
@@ -32,7 +32,7 @@ GO_FILES = [
     f"{GOMOD}/k8s.io/apimachinery@{K8S_GO}/pkg/apis/meta/v1/types.go",
 ]
 
-ROOTS = ["api::core::v1::Pod"]
+ROOTS = ["api::core::v1::Pod", "api::core::v1::Node"]
 
 # Types converted by hand in mod.rs (their shapes differ between the encodings).
 LEAVES = {
