@@ -321,15 +321,7 @@ async fn nodes_listed_in_protobuf_are_the_nodes_their_json_gives() {
         .await
         .expect("rich node created");
     // kwok fills in the node's status: conditions, addresses, system info, endpoints.
-    wait_for(Duration::from_secs(60), "the rich node Ready", || async {
-        let n = api.get("e2e-protobuf-rich-node").await.ok()?;
-        n.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    wait_node_ready(&client, "e2e-protobuf-rich-node", Duration::from_secs(60)).await;
 
     let json_api = Api::<Lean<Node>>::all(client.clone());
     let selector = format!("pool={NODE_POOL}");

@@ -261,6 +261,20 @@ pub async fn fake_node(client: &Client, name: &str, pool: &str, alloc: serde_jso
     fake_node_labelled(client, name, pool, alloc, json!({})).await
 }
 
+/// Waits until kwok reports node `name` Ready (its status filled in).
+pub async fn wait_node_ready(client: &Client, name: &str, timeout: Duration) {
+    let api = Api::<Node>::all(client.clone());
+    wait_for(timeout, "node Ready", || async {
+        let n = api.get(name).await.ok()?;
+        n.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
 /// A kwok node of `pool` labelled as a kubelet labels its node (`kubernetes.io/hostname`),
 /// plus `labels` (zones, racks).
 pub async fn fake_node_labelled(
@@ -287,15 +301,7 @@ pub async fn fake_node_labelled(
         .expect("node created");
     // No node-lifecycle controller runs here: once kwok reports the node Ready, lift the
     // not-ready taint the API server put on it at creation, as that controller would.
-    wait_for(Duration::from_secs(30), "node Ready", || async {
-        let n = api.get(name).await.ok()?;
-        n.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    wait_node_ready(client, name, Duration::from_secs(30)).await;
     api.patch(
         name,
         &PatchParams::default(),
