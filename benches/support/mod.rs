@@ -267,16 +267,19 @@ pub fn machine_cpu() -> MachineCpu {
 
 /// Cores busy on average between `from` and `to` (e.g. 1.8 of 2).
 pub fn cores_busy(from: MachineCpu, to: MachineCpu) -> f64 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let total = to.total.saturating_sub(from.total).max(1) as f64;
-    cores * to.busy.saturating_sub(from.busy) as f64 / total
+    cores_of(from, to, to.busy.saturating_sub(from.busy))
 }
 
 /// Cores' time stolen by the hypervisor on average between `from` and `to` (e.g. 0.1 of 2).
 pub fn cores_stolen(from: MachineCpu, to: MachineCpu) -> f64 {
+    cores_of(from, to, to.stolen.saturating_sub(from.stolen))
+}
+
+/// `ticks` of CPU time between `from` and `to`, as cores on average.
+fn cores_of(from: MachineCpu, to: MachineCpu, ticks: u64) -> f64 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let total = to.total.saturating_sub(from.total).max(1) as f64;
-    cores * to.stolen.saturating_sub(from.stolen) as f64 / total
+    cores * ticks as f64 / total
 }
 
 pub fn load1() -> f64 {
