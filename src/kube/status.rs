@@ -37,7 +37,7 @@ use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
 use crate::framework::JobCondition;
 use crate::model::{JobInfo, PodGroupPhase, TaskStatus};
-use crate::snapshot::ClusterState;
+use crate::snapshot::Slots;
 
 /// An object whose status the scheduler writes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -226,14 +226,14 @@ impl StatusWriter {
     /// be the last holder of every object changed since, and freeing those under the lock
     /// held the binds just sent and the watches back.
     #[must_use = "drop the previous look after unlocking the index"]
-    pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) -> Option<ClusterState> {
+    pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) -> Option<Slots<JobInfo>> {
         let previous = self.mark_touched_at(ix, now_ms, Instant::now());
         self.wake.notify_one();
         previous
     }
 
-    fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) -> Option<ClusterState> {
-        let current = ix.cache.snapshot();
+    fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) -> Option<Slots<JobInfo>> {
+        let current = ix.cache.state().jobs.clone();
         let previous = ix.status_seen.replace(current.clone());
         let mut touched = std::mem::take(&mut ix.status_touched);
         let mut losing = HashSet::new();
@@ -382,14 +382,14 @@ fn stored_phase<'a>(ix: &'a Index, t: &Target) -> Option<&'a str> {
 /// its queue when its phase or what it holds changed or it came or went; `losing` gets the
 /// gangs that only lost members.
 fn changed_gangs(
-    previous: &ClusterState,
-    current: &ClusterState,
+    previous: &Slots<JobInfo>,
+    current: &Slots<JobInfo>,
     touched: &mut Touched,
     losing: &mut HashSet<String>,
 ) {
-    for i in current.jobs.maybe_changed(&previous.jobs) {
-        let old = previous.jobs.get(i);
-        let new = current.jobs.get(i);
+    for i in current.maybe_changed(previous) {
+        let old = previous.get(i);
+        let new = current.get(i);
         match (old, new) {
             (Some(a), Some(b)) if Arc::ptr_eq(a, b) => {}
             // A slot reused: one gang went, another came.
