@@ -618,7 +618,7 @@ mod tests {
         (
             200,
             "application/vnd.kubernetes.protobuf",
-            proto::tests::envelope(&list),
+            proto::tests::envelope("PodList", &list),
         )
     }
 

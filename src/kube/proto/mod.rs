@@ -471,11 +471,11 @@ pub(crate) mod tests {
     }
 
     /// `msg` as the API server sends it: `k8s\0`, then a runtime.Unknown holding it.
-    pub(crate) fn envelope(msg: &impl Message) -> Vec<u8> {
+    pub(crate) fn envelope(kind: &str, msg: &impl Message) -> Vec<u8> {
         let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
             type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
                 api_version: Some("v1".into()),
-                kind: Some("PodList".into()),
+                kind: Some(kind.into()),
             }),
             raw: Some(msg.encode_to_vec()),
             content_type: Some(PROTOBUF.into()),
@@ -573,7 +573,7 @@ pub(crate) mod tests {
             }),
             items: vec![pb_pod("a"), pb_pod("b")],
         };
-        let body = envelope(&list);
+        let body = envelope("PodList", &list);
         let decoded = decode_list::<Lean<Pod>>(&body).expect("decodes");
         for chunk in 1..body.len() {
             let streamed = decode_chunked::<Lean<Pod>>(&body, chunk).expect("decodes");
@@ -662,13 +662,16 @@ pub(crate) mod tests {
                 ..Default::default()
             }),
         };
-        let body = envelope(&pb::NodeList {
-            metadata: Some(pb_meta::ListMeta {
-                resource_version: Some("10".into()),
-                ..Default::default()
-            }),
-            items: vec![node],
-        });
+        let body = envelope(
+            "NodeList",
+            &pb::NodeList {
+                metadata: Some(pb_meta::ListMeta {
+                    resource_version: Some("10".into()),
+                    ..Default::default()
+                }),
+                items: vec![node],
+            },
+        );
         let decoded = decode_list::<Lean<Node>>(&body).expect("decodes");
         assert_eq!(decoded.metadata.resource_version.as_deref(), Some("10"));
         // The JSON Go writes for it: zero non-pointer fields left out (`omitempty`), a zero
@@ -691,10 +694,13 @@ pub(crate) mod tests {
 
     #[test]
     fn malformed_protobuf_is_an_error_not_a_panic() {
-        let good = envelope(&pb::PodList {
-            metadata: None,
-            items: vec![pb_pod("a")],
-        });
+        let good = envelope(
+            "PodList",
+            &pb::PodList {
+                metadata: None,
+                items: vec![pb_pod("a")],
+            },
+        );
         assert!(matches!(
             decode_list::<Lean<Pod>>(b"{\"kind\":\"PodList\"}"),
             Err(ProtoError::NoPrefix)
@@ -730,7 +736,7 @@ pub(crate) mod tests {
             code: Some(403),
             ..Default::default()
         };
-        let s = error_status(&envelope(&status)).expect("decodes");
+        let s = error_status(&envelope("Status", &status)).expect("decodes");
         assert_eq!(s.message, "pods is forbidden");
         assert_eq!(s.reason, "Forbidden");
     }
