@@ -218,7 +218,7 @@ impl StatusWriter {
     /// Marks what changed since the last call and needs writing: the PodGroups and queues
     /// of gangs the engine changed (a cycle's decisions, pods and gangs from the watches,
     /// binds assumed or dropped — found by pointer, as the cache copies a gang it changes
-    /// while this keeps the last snapshot), and the objects a verdict or a watch event
+    /// while this keeps the last look's gangs), and the objects a verdict or a watch event
     /// touched (`Index::status_touched`). A cycle costs patches for what it touched, not
     /// for every PodGroup and Queue.
     ///
