@@ -187,15 +187,7 @@ async fn volcano_setup(client: &Client, src: &Path) {
         }
     }
     for name in names {
-        common::wait_for(Duration::from_secs(60), "CRD established", || async {
-            let c = crds.get(&name).await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        common::wait_crd_established(client, &name, Duration::from_secs(60)).await;
     }
     let queues = Api::<DynamicObject>::all_with(
         client.clone(),
@@ -720,8 +712,9 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
         .collect();
     // The best null binder's value in each round.
     let null_each = |f: &dyn Fn(&Outcome) -> Option<f64>, best: fn(f64, f64) -> f64| {
+        let each: Vec<Vec<Option<f64>>> = nulls.iter().map(|c| of(*c, f)).collect();
         (0..by_round.len())
-            .map(|i| nulls.iter().filter_map(|c| of(*c, f)[i]).reduce(best))
+            .map(|i| each.iter().filter_map(|v| v[i]).reduce(best))
             .collect::<Vec<_>>()
     };
     let best_null = |f: &dyn Fn(&Outcome) -> Option<f64>, best: fn(f64, f64) -> f64| {

@@ -72,9 +72,7 @@ fn yaml_documents(path: &Path) -> Vec<Value> {
 /// Applies an operator's CRDs (a directory of its source) and waits until the API server
 /// serves them (an operator started before that exits: its kinds are unknown).
 async fn install_operator_crds(client: &Client, dir: &Path) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     operators::apply_paths(&[dir]);
-    let api = Api::<CustomResourceDefinition>::all(client.clone());
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
@@ -85,19 +83,7 @@ async fn install_operator_crds(client: &Client, dir: &Path) {
                 continue;
             }
             let name = doc["metadata"]["name"].as_str().unwrap().to_string();
-            wait_for(
-                Duration::from_secs(60),
-                &format!("CRD {name} established"),
-                || async {
-                    let crd = api.get(&name).await.ok()?;
-                    crd.status?
-                        .conditions?
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                        .then_some(())
-                },
-            )
-            .await;
+            wait_crd_established(client, &name, Duration::from_secs(60)).await;
         }
     }
 }

@@ -205,22 +205,21 @@ fn assert_alike<K: serde::Serialize + PartialEq + std::fmt::Debug>(
     }
 }
 
-/// The namespace's pods in protobuf, a page of `limit` at a time (None: one list).
-async fn protobuf_pods(client: &kube::Client, limit: Option<u32>) -> Vec<Lean<Pod>> {
-    let url = format!("/api/v1/namespaces/{NS}/pods");
-    let mut lp = ListParams {
-        limit,
-        ..ListParams::default()
-    };
-    let mut pods = Vec::new();
+/// What `url` lists in protobuf, page after page as `lp` asks (no limit: one list).
+async fn protobuf_list<K>(client: &kube::Client, url: &str, lp: &ListParams) -> Vec<K>
+where
+    K: proto::ProtoListed + serde::de::DeserializeOwned + Clone + Send + 'static,
+{
+    let mut lp = lp.clone();
+    let mut objects = Vec::new();
     loop {
-        let page = proto::list::<Lean<Pod>>(client, &url, &lp)
+        let page = proto::list::<K>(client, url, &lp)
             .await
             .expect("protobuf list");
-        pods.extend(page.items);
+        objects.extend(page.items);
         match page.metadata.continue_ {
             Some(token) => lp.continue_token = Some(token),
-            None => return pods,
+            None => return objects,
         }
     }
 }
@@ -255,7 +254,12 @@ async fn pods_listed_in_protobuf_are_the_pods_their_json_gives() {
         // same version of every pod.
         let (json, protobuf) = wait_for(Duration::from_secs(30), "two lists alike", || async {
             let json = by_name(json_api.list(&ListParams::default()).await.ok()?.items);
-            let protobuf = by_name(protobuf_pods(&client, limit).await);
+            let lp = ListParams {
+                limit,
+                ..ListParams::default()
+            };
+            let url = format!("/api/v1/namespaces/{NS}/pods");
+            let protobuf = by_name(protobuf_list::<Lean<Pod>>(&client, &url, &lp).await);
             (versions(&json) == versions(&protobuf)).then_some((json, protobuf))
         })
         .await;
@@ -331,22 +335,12 @@ async fn nodes_listed_in_protobuf_are_the_nodes_their_json_gives() {
         // version of every node.
         let (json, protobuf) = wait_for(Duration::from_secs(30), "two lists alike", || async {
             let json = by_name(json_api.list(&lp).await.ok()?.items);
-            let mut protobuf = Vec::new();
-            let mut page = ListParams {
+            let paged = ListParams {
                 limit,
                 ..lp.clone()
             };
-            loop {
-                let listed = proto::list::<Lean<Node>>(&client, "/api/v1/nodes", &page)
-                    .await
-                    .expect("protobuf list");
-                protobuf.extend(listed.items);
-                match listed.metadata.continue_ {
-                    Some(token) => page.continue_token = Some(token),
-                    None => break,
-                }
-            }
-            let protobuf = by_name(protobuf);
+            let protobuf =
+                by_name(protobuf_list::<Lean<Node>>(&client, "/api/v1/nodes", &paged).await);
             (versions(&json) == versions(&protobuf)).then_some((json, protobuf))
         })
         .await;

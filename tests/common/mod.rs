@@ -54,16 +54,22 @@ pub async fn install_crds(client: &Client) {
         )
         .await
         .expect("CRD applies");
-        wait_for(Duration::from_secs(30), "CRD established", || async {
-            let c = api.get(&name).await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        wait_crd_established(client, &name, Duration::from_secs(30)).await;
     }
+}
+
+/// Waits until the API server serves CRD `name` (its Established condition True).
+pub async fn wait_crd_established(client: &Client, name: &str, timeout: Duration) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    wait_for(timeout, &format!("CRD {name} established"), || async {
+        let c = api.get(name).await.ok()?;
+        c.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
 }
 
 /// Starts `rust-batch run` answering to `name` (each test uses its own name, namespace and
