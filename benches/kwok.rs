@@ -115,6 +115,7 @@ async fn run_null(client: &Client, size: &Size, nodes: &[String], concurrency: u
         &ns,
         nodes.to_vec(),
         concurrency,
+        false,
     ));
     let start = Instant::now();
     create_pods(client, &ns, size, "null-binder").await;

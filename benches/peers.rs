@@ -25,7 +25,11 @@
 //! the bench needs no with-cluster.sh (under one it runs the same; the ambient cluster idles).
 //!
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
-//! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano),
+//! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano;
+//! also null-gang-N: the null binder holding each pod until its gang is whole, then binding
+//! the gang's pods together — the floor of any binder that never binds part of a gang, set
+//! beside rust-batch's idle gang latency), RB_BENCH_IDLE_GANGS (default 20: gangs of the
+//! idle phase),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
 //! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter),
 //! RB_BENCH_IDLE_TRACE (print each idle gang's last pod created and last bind seen, wall
@@ -58,6 +62,8 @@ const GANG_SIZE: usize = 10;
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Contender {
     Null(usize),
+    /// The null binder holding each pod until its gang is whole (`null-gang-N`).
+    NullGang(usize),
     RustBatch,
     KubeScheduler,
     Volcano,
@@ -69,6 +75,11 @@ impl Contender {
             "rust-batch" => Contender::RustBatch,
             "kube-scheduler" => Contender::KubeScheduler,
             "volcano" => Contender::Volcano,
+            other if other.starts_with("null-gang-") => Contender::NullGang(
+                other["null-gang-".len()..]
+                    .parse()
+                    .unwrap_or_else(|_| panic!("RB_BENCH_RUNS: unknown run {other:?}")),
+            ),
             other => Contender::Null(
                 other
                     .strip_prefix("null-")
@@ -81,6 +92,7 @@ impl Contender {
     fn label(self) -> String {
         match self {
             Contender::Null(n) => format!("null binder, {n} in flight"),
+            Contender::NullGang(n) => format!("null binder of whole gangs, {n} in flight"),
             Contender::RustBatch => "rust-batch".into(),
             Contender::KubeScheduler => "kube-scheduler".into(),
             Contender::Volcano => "Volcano".into(),
@@ -90,6 +102,7 @@ impl Contender {
     fn key(self) -> String {
         match self {
             Contender::Null(n) => format!("null-{n}"),
+            Contender::NullGang(n) => format!("null-gang-{n}"),
             Contender::RustBatch => "rust-batch".into(),
             Contender::KubeScheduler => "kube-scheduler".into(),
             Contender::Volcano => "volcano".into(),
@@ -99,7 +112,7 @@ impl Contender {
     /// The schedulerName its pods carry.
     fn scheduler_name(self) -> &'static str {
         match self {
-            Contender::Null(_) => "null-binder",
+            Contender::Null(_) | Contender::NullGang(_) => "null-binder",
             Contender::RustBatch => "rust-batch",
             Contender::KubeScheduler => "default-scheduler",
             Contender::Volcano => "volcano",
@@ -235,7 +248,7 @@ fn start(
 ) -> Option<Proc> {
     let log = log_dir().join(format!("peers-{tag}-{}.log", contender.key()));
     match contender {
-        Contender::Null(_) => None,
+        Contender::Null(_) | Contender::NullGang(_) => None,
         Contender::RustBatch => {
             // Under `cargo test` the scheduler runs as the ServiceAccount the chart ships, as
             // in every e2e test; in the benchmark every contender runs as the cluster admin.
@@ -324,7 +337,8 @@ async fn run(
     let port = common::free_port();
     let mut proc = start(contender, cluster, peers, port, tag, smoke);
     let binder = match contender {
-        Contender::Null(n) => Some(null_binder(client, &ns, nodes.to_vec(), n)),
+        Contender::Null(n) => Some(null_binder(client, &ns, nodes.to_vec(), n, false)),
+        Contender::NullGang(n) => Some(null_binder(client, &ns, nodes.to_vec(), n, true)),
         _ => None,
     };
     let t0 = Instant::now();
@@ -372,7 +386,11 @@ async fn run(
         if contender == Contender::RustBatch {
             out.writes_settled = rust_batch_writes(port).await;
         }
-        let gangs = if smoke { 2 } else { IDLE_GANGS };
+        let gangs = if smoke {
+            2
+        } else {
+            env_or("RB_BENCH_IDLE_GANGS", IDLE_GANGS)
+        };
         out.idle = idle_gangs(client, &work, &log, gangs, timeout).await;
     }
     if let Some(p) = proc.as_mut() {
@@ -399,7 +417,7 @@ async fn run(
 }
 
 /// Gangs created one at a time on the idle cluster after the bulk run (2 in the smoke
-/// test), and their size.
+/// test; RB_BENCH_IDLE_GANGS), and their size.
 const IDLE_GANGS: usize = 20;
 const IDLE_GANG_SIZE: usize = 8;
 /// How long nothing must change before the idle phase starts.
@@ -488,6 +506,11 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
         .filter(|(c, _)| matches!(c, Contender::Null(_)))
         .filter_map(|(_, o)| percentile(&o.idle, 0.5))
         .reduce(f64::min);
+    let gang_null_idle = results
+        .iter()
+        .filter(|(c, _)| matches!(c, Contender::NullGang(_)))
+        .filter_map(|(_, o)| percentile(&o.idle, 0.5))
+        .reduce(f64::min);
     let kube = rate_of(|c| *c == Contender::KubeScheduler);
     let volcano = rate_of(|c| *c == Contender::Volcano);
     println!();
@@ -518,6 +541,13 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
         if !matches!(c, Contender::Null(_)) && null_idle.is_some() {
             // The p50 against the best null binder's.
             idle += &format!(" ({})", ratio(percentile(&o.idle, 0.5), null_idle));
+        }
+        if !matches!(c, Contender::Null(_) | Contender::NullGang(_)) && gang_null_idle.is_some() {
+            // And against the whole-gang null binder's: a gang scheduler's floor.
+            idle += &format!(
+                " ({} of whole gangs')",
+                ratio(percentile(&o.idle, 0.5), gang_null_idle)
+            );
         }
         let (rss, cpu) = match o.usage {
             Some(u) => (format!("{} MiB", u.peak_rss_mib), format!("{:.1}", u.cpu_s)),

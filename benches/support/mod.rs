@@ -648,60 +648,139 @@ pub async fn wait_bound(log: &BindLog, total: usize, timeout: Duration) -> bool 
 }
 
 /// Binds every pending pod of `ns` round-robin over `nodes` with `concurrency` binds in
-/// flight, deciding nothing: the API server's ceiling. Abort the handle to stop it.
+/// flight, deciding nothing: the API server's ceiling. With `whole_gangs` it holds each
+/// pod until its gang (the Volcano PodGroup its `scheduling.k8s.io/group-name` names) has
+/// `minMember` pods pending, then binds them together — what any binder that keeps the gang
+/// invariant must wait for, and nothing more: a gang scheduler's floor. Abort the handle to
+/// stop it.
 pub fn null_binder(
     client: &Client,
     ns: &str,
     nodes: Vec<String>,
     concurrency: usize,
+    whole_gangs: bool,
 ) -> tokio::task::JoinHandle<()> {
+    use rust_batch::kube::dialects::volcano::PodGroup;
+    enum Seen {
+        Pod(Box<Pod>),
+        Group(String, usize),
+    }
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     let limit = Arc::new(Semaphore::new(concurrency));
     // Each bind's answer time, to set beside a scheduler's trace (idle gang latency).
     let trace_binds = std::env::var_os("RB_BENCH_BIND_TRACE").is_some();
+    let pods = watcher::watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .filter_map(|ev| async move {
+            match ev {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                    Some(Seen::Pod(Box::new(p)))
+                }
+                _ => None,
+            }
+        });
+    let groups = if whole_gangs {
+        let api = Api::<PodGroup>::namespaced(client.clone(), ns);
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .filter_map(|ev| async move {
+                match ev {
+                    Ok(watcher::Event::Apply(g) | watcher::Event::InitApply(g)) => {
+                        Some(Seen::Group(
+                            g.metadata.name.unwrap_or_default(),
+                            g.spec.min_member.unwrap_or(1).max(1) as usize,
+                        ))
+                    }
+                    _ => None,
+                }
+            })
+            .boxed()
+    } else {
+        stream::empty().boxed()
+    };
     tokio::spawn(async move {
         let mut next = 0usize;
         let mut seen = std::collections::HashSet::new();
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        // Whole gangs: pods held per gang, each gang's minMember, gangs already bound
+        // (a member beyond minMember binds at once).
+        let mut held: HashMap<String, Vec<String>> = HashMap::new();
+        let mut min_member: HashMap<String, usize> = HashMap::new();
+        let mut released = std::collections::HashSet::new();
+        let mut events = stream::select(pods.boxed(), groups);
         while let Some(ev) = events.next().await {
-            let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev else {
-                continue;
-            };
-            let name = p.metadata.name.clone().unwrap_or_default();
-            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
-                || !seen.insert(name.clone())
-            {
-                continue;
-            }
-            let node = nodes[next % nodes.len()].clone();
-            next += 1;
-            let permit = limit.clone().acquire_owned().await.unwrap();
-            let api = api.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
-                let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                                  "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
-                let sent = Instant::now();
-                let _ = api
-                    .create_subresource::<_, serde_json::Value>(
-                        "binding",
-                        &name,
-                        &PostParams::default(),
-                        &body,
-                    )
-                    .await;
-                if trace_binds {
-                    eprintln!(
-                        "[null binder] {} bind {name} answered in {:.1} ms",
-                        humantime::format_rfc3339_micros(std::time::SystemTime::now()),
-                        sent.elapsed().as_secs_f64() * 1000.0
-                    );
+            let ready: Vec<String> = match ev {
+                Seen::Pod(p) => {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                        || !seen.insert(name.clone())
+                    {
+                        continue;
+                    }
+                    let group = p
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("scheduling.k8s.io/group-name"));
+                    match group {
+                        Some(g) if whole_gangs && !released.contains(g) => {
+                            held.entry(g.clone()).or_default().push(name);
+                            take_whole(&mut held, &min_member, &mut released, g)
+                        }
+                        _ => vec![name],
+                    }
                 }
-            });
+                Seen::Group(g, min) => {
+                    min_member.insert(g.clone(), min);
+                    take_whole(&mut held, &min_member, &mut released, &g)
+                }
+            };
+            for name in ready {
+                let node = nodes[next % nodes.len()].clone();
+                next += 1;
+                let permit = limit.clone().acquire_owned().await.unwrap();
+                let api = api.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                      "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+                    let sent = Instant::now();
+                    let _ = api
+                        .create_subresource::<_, serde_json::Value>(
+                            "binding",
+                            &name,
+                            &PostParams::default(),
+                            &body,
+                        )
+                        .await;
+                    if trace_binds {
+                        eprintln!(
+                            "[null binder] {} bind {name} answered in {:.1} ms",
+                            humantime::format_rfc3339_micros(std::time::SystemTime::now()),
+                            sent.elapsed().as_secs_f64() * 1000.0
+                        );
+                    }
+                });
+            }
         }
     })
+}
+
+/// The pods held for gang `g` once it has its minMember pending (then `g` is released),
+/// else none.
+fn take_whole(
+    held: &mut HashMap<String, Vec<String>>,
+    min_member: &HashMap<String, usize>,
+    released: &mut std::collections::HashSet<String>,
+    g: &str,
+) -> Vec<String> {
+    let (Some(min), Some(pods)) = (min_member.get(g), held.get(g)) else {
+        return vec![];
+    };
+    if pods.len() < *min {
+        return vec![];
+    }
+    released.insert(g.to_string());
+    held.remove(g).unwrap_or_default()
 }
 
 /// The invariants every run checks, from what the API server holds: no gang bound partly,
