@@ -75,17 +75,19 @@ impl Contender {
             "rust-batch" => Contender::RustBatch,
             "kube-scheduler" => Contender::KubeScheduler,
             "volcano" => Contender::Volcano,
-            other if other.starts_with("null-gang-") => Contender::NullGang(
-                other["null-gang-".len()..]
-                    .parse()
-                    .unwrap_or_else(|_| panic!("RB_BENCH_RUNS: unknown run {other:?}")),
-            ),
-            other => Contender::Null(
-                other
-                    .strip_prefix("null-")
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or_else(|| panic!("RB_BENCH_RUNS: unknown run {other:?}")),
-            ),
+            other => {
+                let in_flight = |prefix: &str| {
+                    other
+                        .strip_prefix(prefix)
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("RB_BENCH_RUNS: unknown run {other:?}"))
+                };
+                if other.starts_with("null-gang-") {
+                    Contender::NullGang(in_flight("null-gang-"))
+                } else {
+                    Contender::Null(in_flight("null-"))
+                }
+            }
         }
     }
 
@@ -501,16 +503,16 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
     };
     let best_null = rate_of(|c| matches!(c, Contender::Null(_)));
-    let null_idle = results
-        .iter()
-        .filter(|(c, _)| matches!(c, Contender::Null(_)))
-        .filter_map(|(_, o)| percentile(&o.idle, 0.5))
-        .reduce(f64::min);
-    let gang_null_idle = results
-        .iter()
-        .filter(|(c, _)| matches!(c, Contender::NullGang(_)))
-        .filter_map(|(_, o)| percentile(&o.idle, 0.5))
-        .reduce(f64::min);
+    // The best (lowest) idle gang p50 of the contenders `want` picks.
+    let idle_of = |want: fn(&Contender) -> bool| {
+        results
+            .iter()
+            .filter(|(c, _)| want(c))
+            .filter_map(|(_, o)| percentile(&o.idle, 0.5))
+            .reduce(f64::min)
+    };
+    let null_idle = idle_of(|c| matches!(c, Contender::Null(_)));
+    let gang_null_idle = idle_of(|c| matches!(c, Contender::NullGang(_)));
     let kube = rate_of(|c| *c == Contender::KubeScheduler);
     let volcano = rate_of(|c| *c == Contender::Volcano);
     println!();

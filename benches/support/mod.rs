@@ -5,7 +5,7 @@
 //! peak RSS and CPU, the machine's load, and the invariants every run checks.
 #![allow(dead_code)] // each bench uses its own subset
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -700,12 +700,12 @@ pub fn null_binder(
     };
     tokio::spawn(async move {
         let mut next = 0usize;
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         // Whole gangs: pods held per gang, each gang's minMember, gangs already bound
         // (a member beyond minMember binds at once).
         let mut held: HashMap<String, Vec<String>> = HashMap::new();
         let mut min_member: HashMap<String, usize> = HashMap::new();
-        let mut released = std::collections::HashSet::new();
+        let mut released = HashSet::new();
         let mut events = stream::select(pods.boxed(), groups);
         while let Some(ev) = events.next().await {
             let ready: Vec<String> = match ev {
@@ -738,31 +738,35 @@ pub fn null_binder(
                 let node = nodes[next % nodes.len()].clone();
                 next += 1;
                 let permit = limit.clone().acquire_owned().await.unwrap();
-                let api = api.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                                      "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
-                    let sent = Instant::now();
-                    let _ = api
-                        .create_subresource::<_, serde_json::Value>(
-                            "binding",
-                            &name,
-                            &PostParams::default(),
-                            &body,
-                        )
-                        .await;
-                    if trace_binds {
-                        eprintln!(
-                            "[null binder] {} bind {name} answered in {:.1} ms",
-                            humantime::format_rfc3339_micros(std::time::SystemTime::now()),
-                            sent.elapsed().as_secs_f64() * 1000.0
-                        );
-                    }
-                });
+                tokio::spawn(null_bind(api.clone(), name, node, permit, trace_binds));
             }
         }
     })
+}
+
+/// One bind of the null binder, holding `permit` until answered (answers are not checked:
+/// the bench's invariants are).
+async fn null_bind(
+    api: Api<Pod>,
+    name: String,
+    node: String,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    trace: bool,
+) {
+    let _permit = permit;
+    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                      "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    let sent = Instant::now();
+    let _ = api
+        .create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &body)
+        .await;
+    if trace {
+        eprintln!(
+            "[null binder] {} bind {name} answered in {:.1} ms",
+            humantime::format_rfc3339_micros(std::time::SystemTime::now()),
+            sent.elapsed().as_secs_f64() * 1000.0
+        );
+    }
 }
 
 /// The pods held for gang `g` once it has its minMember pending (then `g` is released),
@@ -770,7 +774,7 @@ pub fn null_binder(
 fn take_whole(
     held: &mut HashMap<String, Vec<String>>,
     min_member: &HashMap<String, usize>,
-    released: &mut std::collections::HashSet<String>,
+    released: &mut HashSet<String>,
     g: &str,
 ) -> Vec<String> {
     let (Some(min), Some(pods)) = (min_member.get(g), held.get(g)) else {
