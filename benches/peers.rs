@@ -28,7 +28,9 @@
 //! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano;
 //! also null-gang-N: the null binder holding each pod until its gang is whole, then binding
 //! the gang's pods together — the floor of any binder that never binds part of a gang, set
-//! beside rust-batch's idle gang latency), RB_BENCH_IDLE_GANGS (default 20: gangs of the
+//! beside rust-batch's idle gang latency; and rust-batch-b: rust-batch from the binary
+//! RB_BENCH_BIN_B, another build, for an A/B of a change in the same run),
+//! RB_BENCH_IDLE_GANGS (default 20: gangs of the
 //! idle phase),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
 //! times out is reported with what it bound), RB_BENCH_RUST_LOG (rust-batch's log filter),
@@ -65,6 +67,9 @@ enum Contender {
     /// The null binder holding each pod until its gang is whole (`null-gang-N`).
     NullGang(usize),
     RustBatch,
+    /// rust-batch from the binary RB_BENCH_BIN_B (`rust-batch-b`): another build of it,
+    /// for an A/B of a change in the same run.
+    RustBatchB,
     KubeScheduler,
     Volcano,
 }
@@ -73,6 +78,7 @@ impl Contender {
     fn parse(s: &str) -> Contender {
         match s.trim() {
             "rust-batch" => Contender::RustBatch,
+            "rust-batch-b" => Contender::RustBatchB,
             "kube-scheduler" => Contender::KubeScheduler,
             "volcano" => Contender::Volcano,
             other => {
@@ -96,6 +102,7 @@ impl Contender {
             Contender::Null(n) => format!("null binder, {n} in flight"),
             Contender::NullGang(n) => format!("null binder of whole gangs, {n} in flight"),
             Contender::RustBatch => "rust-batch".into(),
+            Contender::RustBatchB => "rust-batch B (RB_BENCH_BIN_B)".into(),
             Contender::KubeScheduler => "kube-scheduler".into(),
             Contender::Volcano => "Volcano".into(),
         }
@@ -106,6 +113,7 @@ impl Contender {
             Contender::Null(n) => format!("null-{n}"),
             Contender::NullGang(n) => format!("null-gang-{n}"),
             Contender::RustBatch => "rust-batch".into(),
+            Contender::RustBatchB => "rust-batch-b".into(),
             Contender::KubeScheduler => "kube-scheduler".into(),
             Contender::Volcano => "volcano".into(),
         }
@@ -115,7 +123,7 @@ impl Contender {
     fn scheduler_name(self) -> &'static str {
         match self {
             Contender::Null(_) | Contender::NullGang(_) => "null-binder",
-            Contender::RustBatch => "rust-batch",
+            Contender::RustBatch | Contender::RustBatchB => "rust-batch",
             Contender::KubeScheduler => "default-scheduler",
             Contender::Volcano => "volcano",
         }
@@ -251,7 +259,7 @@ fn start(
     let log = log_dir().join(format!("peers-{tag}-{}.log", contender.key()));
     match contender {
         Contender::Null(_) | Contender::NullGang(_) => None,
-        Contender::RustBatch => {
+        Contender::RustBatch | Contender::RustBatchB => {
             // Under `cargo test` the scheduler runs as the ServiceAccount the chart ships, as
             // in every e2e test; in the benchmark every contender runs as the cluster admin.
             let kubeconfig = if smoke {
@@ -259,7 +267,13 @@ fn start(
             } else {
                 cluster.kubeconfig.clone()
             };
-            let mut cmd = rust_batch_command("rust-batch", &kubeconfig, metrics_port, &[]);
+            let bin = if contender == Contender::RustBatchB {
+                std::env::var("RB_BENCH_BIN_B")
+                    .expect("RB_BENCH_RUNS has rust-batch-b: set RB_BENCH_BIN_B to its binary")
+            } else {
+                rust_batch_bin()
+            };
+            let mut cmd = rust_batch_command_of(&bin, "rust-batch", &kubeconfig, metrics_port, &[]);
             Some(Proc::spawn("rust-batch", &mut cmd, log))
         }
         Contender::KubeScheduler => {
@@ -369,7 +383,8 @@ async fn run(
         writes_settled: vec![],
         api_requests: requests_between(&requests0, &cluster.api_requests().await),
     };
-    if contender == Contender::RustBatch {
+    let rust_batch = matches!(contender, Contender::RustBatch | Contender::RustBatchB);
+    if rust_batch {
         out.writes = rust_batch_writes(port).await;
     }
     // After the bulk's figures: the idle phase is not part of its CPU, load or writes.
@@ -385,7 +400,7 @@ async fn run(
             contender.label(),
             waited.as_secs_f64()
         );
-        if contender == Contender::RustBatch {
+        if rust_batch {
             out.writes_settled = rust_batch_writes(port).await;
         }
         let gangs = if smoke {
@@ -768,8 +783,8 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
         median(ratios).map_or("–".into(), |m| format!("{m:.2}× ({})", each.join(", ")))
     };
     println!();
-    println!("| | pods/s median (each round) | of the best null binder: medians / each round's | idle gang p50 median (each round) | of the best null binder's: medians / each round's |");
-    println!("|---|---|---|---|---|");
+    println!("| | pods/s median (each round) | of the best null binder: medians / each round's | idle gang p50 median (each round) | of the best null binder's: medians / each round's | CPU s median: scheduler / API server + etcd |");
+    println!("|---|---|---|---|---|---|");
     for c in contenders {
         let (rates, idles) = (of(c, &rate), of(c, &idle));
         let each = |v: &[Option<f64>], f: fn(f64) -> String| {
@@ -781,8 +796,12 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
         };
         let r = median(rates.iter().flatten().copied().collect());
         let i = median(idles.iter().flatten().copied().collect());
+        let cpu = |f: &dyn Fn(&Outcome) -> Option<f64>| {
+            median(of(c, f).into_iter().flatten().collect())
+                .map_or("–".into(), |s| format!("{s:.1}"))
+        };
         println!(
-            "| {} | {} ({}) | {} / {} | {} ({}) | {} / {} |",
+            "| {} | {} ({}) | {} / {} | {} ({}) | {} / {} | {} / {} |",
             c.label(),
             r.map_or("–".into(), |r| format!("{r:.0}")),
             each(&rates, |r| format!("{r:.0}")),
@@ -792,6 +811,8 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
             each(&idles, |i| fmt_s(Some(i))),
             ratio(i, null_idle),
             per_round(&idles, &null_idles),
+            cpu(&|o| o.usage.map(|u| u.cpu_s)),
+            cpu(&|o| Some(o.control_plane_cpu)),
         );
     }
 }

@@ -900,7 +900,18 @@ pub fn rust_batch_bin() -> String {
 /// filter from RB_BENCH_RUST_LOG if set (e.g. `info,rust_batch::kube=debug` logs every
 /// cycle and bind with its time).
 pub fn rust_batch_command(name: &str, kubeconfig: &Path, port: u16, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(rust_batch_bin());
+    rust_batch_command_of(&rust_batch_bin(), name, kubeconfig, port, extra)
+}
+
+/// `rust_batch_command` of the binary `bin` (another build, for an A/B in one run).
+pub fn rust_batch_command_of(
+    bin: &str,
+    name: &str,
+    kubeconfig: &Path,
+    port: u16,
+    extra: &[&str],
+) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(["run", "--scheduler-name", name, "--http-address"])
         .arg(format!("127.0.0.1:{port}"))
         .args(extra)

@@ -307,7 +307,15 @@ pub fn pod_to_update_with_warnings(
         field: field.to_string(),
         message,
     };
-    let spec = pod.spec.clone().unwrap_or_default();
+    // Borrowed, not cloned: this runs for every event of every pod.
+    let no_spec;
+    let spec = match &pod.spec {
+        Some(spec) => spec,
+        None => {
+            no_spec = PodSpec::default();
+            &no_spec
+        }
+    };
     let mut containers = Vec::new();
     for (i, c) in spec.containers.iter().enumerate() {
         containers.push(
@@ -378,14 +386,14 @@ pub fn pod_to_update_with_warnings(
         .collect();
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let (preferred_node_affinity, pod_rules) =
-        affinity_rules(&spec, &labels).map_err(|(field, m)| err(&field, m))?;
+        affinity_rules(spec, &labels).map_err(|(field, m)| err(&field, m))?;
     let placement = Placement {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         node_affinity: affinity,
         tolerations,
         preferred_node_affinity,
         pod_rules,
-        host_ports: host_ports(&spec),
+        host_ports: host_ports(spec),
         // Resolved by the index, which knows the claims, volumes and classes.
         volumes: None,
     };
