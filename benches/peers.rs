@@ -268,8 +268,7 @@ fn start(
                 cluster.kubeconfig.clone()
             };
             let bin = if contender == Contender::RustBatchB {
-                std::env::var("RB_BENCH_BIN_B")
-                    .expect("RB_BENCH_RUNS has rust-batch-b: set RB_BENCH_BIN_B to its binary")
+                std::env::var("RB_BENCH_BIN_B").expect("checked in bench()")
             } else {
                 rust_batch_bin()
             };
@@ -634,6 +633,12 @@ async fn bench() {
         .split(',')
         .map(Contender::parse)
         .collect();
+    // Before any cluster is made: a missing B binary would fail its first run, rounds in.
+    if runs.contains(&Contender::RustBatchB) {
+        let bin = std::env::var("RB_BENCH_BIN_B")
+            .expect("RB_BENCH_RUNS has rust-batch-b: set RB_BENCH_BIN_B to its binary");
+        assert!(Path::new(&bin).is_file(), "RB_BENCH_BIN_B: no file {bin}");
+    }
     let peers = runs
         .iter()
         .any(|c| matches!(c, Contender::KubeScheduler | Contender::Volcano))
