@@ -32,6 +32,7 @@ use super::recovery::Recovery;
 use super::volumes::{VolumeDep, VolumeObjects, VolumePods};
 use crate::cache::Cache;
 use crate::framework::JobCondition;
+use crate::model::pod_rules::Labels;
 use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
 use crate::snapshot::{Slots, Snapshot};
 
@@ -142,7 +143,8 @@ pub struct Index {
     /// PodDisruptionBudgets by `namespace/name`, as last seen.
     budgets: HashMap<String, PodDisruptionBudget>,
     /// uid -> (namespace, labels) of our pods: what budgets select them by.
-    labels: HashMap<String, (String, BTreeMap<String, String>)>,
+    /// The labels are the engine's task's own (one map per pod event, shared).
+    labels: HashMap<String, (String, Arc<Labels>)>,
     /// Pods of ours kept out of the engine (uid -> their gang and why): gated pods until
     /// their gates are lifted, pods asking for what the engine does not model.
     held: HashMap<String, HeldPod>,
@@ -391,7 +393,7 @@ impl Index {
                             w.message,
                         );
                     }
-                    let labels = pod.labels().clone();
+                    let labels = Arc::clone(&update.task.labels);
                     update.task.budgets = self.budgets_covering(&ns, &labels);
                     self.labels.insert(uid.clone(), (ns.clone(), labels));
                 }
