@@ -130,6 +130,14 @@ impl Contender {
     }
 }
 
+/// The binary `rust-batch-b` runs: RB_BENCH_BIN_B, which must name a file.
+fn rust_batch_b_bin() -> String {
+    let bin = std::env::var("RB_BENCH_BIN_B")
+        .expect("RB_BENCH_RUNS has rust-batch-b: set RB_BENCH_BIN_B to its binary");
+    assert!(Path::new(&bin).is_file(), "RB_BENCH_BIN_B: no file {bin}");
+    bin
+}
+
 /// The peers' binaries (tests/cluster/build-peers.sh).
 struct Peers {
     kube_scheduler: PathBuf,
@@ -268,7 +276,7 @@ fn start(
                 cluster.kubeconfig.clone()
             };
             let bin = if contender == Contender::RustBatchB {
-                std::env::var("RB_BENCH_BIN_B").expect("checked in bench()")
+                rust_batch_b_bin()
             } else {
                 rust_batch_bin()
             };
@@ -635,9 +643,7 @@ async fn bench() {
         .collect();
     // Before any cluster is made: a missing B binary would fail its first run, rounds in.
     if runs.contains(&Contender::RustBatchB) {
-        let bin = std::env::var("RB_BENCH_BIN_B")
-            .expect("RB_BENCH_RUNS has rust-batch-b: set RB_BENCH_BIN_B to its binary");
-        assert!(Path::new(&bin).is_file(), "RB_BENCH_BIN_B: no file {bin}");
+        rust_batch_b_bin();
     }
     let peers = runs
         .iter()
