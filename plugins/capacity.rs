@@ -240,10 +240,19 @@ impl Plugin for Capacity {
                     let left = a.held.minus(taken);
                     if a.reclaimable && !within(&left, &a.deserved) {
                         let victim = &st.task(c).resreq;
-                        // Taking it must leave the queue at or above what it deserves.
-                        if a.deserved
+                        // Taking it must free some of what the queue holds above its
+                        // share (a pod asking none of it frees nothing for the reclaimer:
+                        // a parent queue over its share through its children held pods
+                        // asking nothing, and lost them), and leave the queue at or above
+                        // what it deserves.
+                        let frees_surplus = a
+                            .deserved
                             .dimensions()
-                            .all(|(n, d)| left.get(n) - victim.get(n) >= d)
+                            .any(|(n, d)| left.get(n) > d && victim.get(n) > 0);
+                        if frees_surplus
+                            && a.deserved
+                                .dimensions()
+                                .all(|(n, d)| left.get(n) - victim.get(n) >= d)
                         {
                             taken.add(&victim.without_pods());
                             out.push(c);
