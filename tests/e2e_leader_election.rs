@@ -287,10 +287,15 @@ async fn scheduled_events(client: &kube::Client) -> Vec<(String, String, SystemT
         .collect()
 }
 
-/// Creates the round's gangs: their PodGroups and all members but the last (the gangs
-/// are incomplete: nothing binds), then, with `complete`, the last member of each, so the
-/// whole round becomes a backlog of bindable gangs at once.
-async fn create_round(client: kube::Client, round: usize, gangs: usize, complete: bool) {
+/// Creates the round's gangs `gangs`: their PodGroups and all members but the last (the
+/// gangs are incomplete: nothing binds), then, with `complete`, the last member of each, so
+/// those gangs become a backlog of bindable gangs at once.
+async fn create_round(
+    client: kube::Client,
+    round: usize,
+    gangs: std::ops::Range<usize>,
+    complete: bool,
+) {
     let place = Place {
         client: &client,
         ns: NS,
@@ -302,7 +307,7 @@ async fn create_round(client: kube::Client, round: usize, gangs: usize, complete
     } else {
         0..GANG_SIZE - 1
     };
-    let groups: Vec<String> = (0..gangs).map(|g| format!("r{round}-g{g}")).collect();
+    let groups: Vec<String> = gangs.map(|g| format!("r{round}-g{g}")).collect();
     futures::stream::iter(groups.iter())
         .for_each_concurrent(8, |group| {
             let (place, client, members) = (&place, &client, members.clone());
@@ -332,6 +337,10 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(40);
+    assert!(
+        gangs >= 2,
+        "RB_LEADER_GANGS: at least 2 (half bind before each stop, half after)"
+    );
     // SIGSTOP: the leader is frozen past its lease (as by a long pause), the other replica
     // takes over, and the old one, resumed, must write nothing and exit.
     let rounds = ["SIGKILL", "SIGKILL", "SIGTERM", "SIGSTOP"];
@@ -370,10 +379,14 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
         );
         let prefix = format!("r{round}-");
         let round_pods = gangs * GANG_SIZE;
-        create_round(client.clone(), round, gangs, false).await;
-        let creator = tokio::spawn(create_round(client.clone(), round, gangs, true));
+        create_round(client.clone(), round, 0..gangs, false).await;
+        // Half the round's gangs complete before the leader stops, half after: the leader
+        // stops mid-backlog, and a fast leader cannot bind the whole round before its stop
+        // lands (the successor would have nothing to bind, and no bind to time).
+        let half = gangs / 2;
+        let creator = tokio::spawn(create_round(client.clone(), round, 0..half, true));
         // Mid-backlog: some of this round's gangs bound, most still to bind.
-        let threshold = (round_pods / 6).max(5);
+        let threshold = (round_pods / 6).clamp(1, half * GANG_SIZE);
         wait_for(
             Duration::from_secs(120),
             "the leader binding this round",
@@ -418,6 +431,9 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
                 eprintln!("{} exited {:?} after SIGTERM", old.instance, stop.elapsed());
             }
         }
+        // The round's other half completes once the old leader cannot bind (killed,
+        // exited, or frozen): work only its successor can do.
+        let rest = tokio::spawn(create_round(client.clone(), round, half..gangs, true));
         // A fresh replica joins as the next standby.
         replicas.push(replica(&format!("rb-le-{}", round + 2)));
         if *how == "SIGSTOP" {
@@ -464,6 +480,7 @@ async fn the_standby_takes_over_without_ever_binding_twice() {
             );
         }
         creator.await.unwrap();
+        rest.await.unwrap();
         wait_for(
             Duration::from_secs(180),
             "every pod of the round bound by the new leader",
