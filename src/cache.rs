@@ -409,6 +409,10 @@ impl Cache {
 
     fn install(&mut self, reported: PodUpdate, update: PodUpdate) {
         let uid = update.task.uid.clone();
+        if self.replace_in_place(&update) {
+            self.pods.insert(uid, PodRecord { reported, update });
+            return;
+        }
         self.forget_pod(&uid);
         if let Some(node_name) = update.task.node.clone() {
             if holds_node(update.task.status) {
@@ -440,6 +444,55 @@ impl Cache {
             }
         }
         self.pods.insert(uid, PodRecord { reported, update });
+    }
+
+    /// Replaces a known pod in place when it stays in the same gang (or in none) and every
+    /// node it was on or goes to is known: what nearly every pod event is (a bind sent or
+    /// confirmed, a pod starting or finishing). Forgetting and installing it again copied
+    /// its gang and node twice each, and moved it to the end of its gang. False (nothing
+    /// changed) otherwise: `install` keeps the orphans and pods waiting for their node.
+    fn replace_in_place(&mut self, update: &PodUpdate) -> bool {
+        let Some(old) = self.pods.get(&update.task.uid) else {
+            return false;
+        };
+        let (was, now) = (&old.update, update);
+        if was.job != now.job {
+            return false;
+        }
+        let job = match &now.job {
+            Some(uid) => match self.state.job_by_uid(uid) {
+                Some(id) => Some(id),
+                None => return false, // an orphan
+            },
+            None => None,
+        };
+        let uid = &now.task.uid;
+        let was_on = match &was.task.node {
+            None => None,
+            Some(name) => match self.state.node_by_name(name) {
+                Some(id) => Some(id).filter(|&id| self.state.node(id).tasks.contains_key(uid)),
+                None => return false, // waiting for its node
+            },
+        };
+        let now_on = match &now.task.node {
+            Some(name) if holds_node(now.task.status) => match self.state.node_by_name(name) {
+                Some(id) => Some(id),
+                None => return false, // to wait for its node
+            },
+            _ => None,
+        };
+        if let Some(id) = was_on.filter(|&id| Some(id) != now_on) {
+            self.state.node_mut(id).remove_task(uid);
+        }
+        if let Some(id) = now_on {
+            // Replaces the pod's entry if it was on this node already.
+            let (uid, task) = node_task(now);
+            self.state.node_mut(id).add_task(uid, task);
+        }
+        if let Some(id) = job {
+            self.state.job_mut(id).upsert_task(now.task.clone());
+        }
+        true
     }
 
     /// Lays an assumption over a known pod (a bind or eviction was sent).
@@ -771,6 +824,94 @@ mod tests {
         let j = s.job(s.job_by_uid("ns/j").unwrap());
         assert_eq!(j.tasks().len(), 1);
         assert_eq!(j.count(TaskStatus::Running), 1);
+    }
+
+    #[test]
+    fn pods_changing_in_place_leave_the_state_as_if_reported_afresh() {
+        // Every kind of move a pod makes, one after another: those that keep it in its gang
+        // and on its node are replaced in place, the others forgotten and installed again.
+        // Whichever way, the state must equal a cache told only the last reports.
+        // (pod, gang, cpu, node, status)
+        type Report<'a> = (
+            &'a str,
+            Option<&'a str>,
+            &'a str,
+            Option<&'a str>,
+            TaskStatus,
+        );
+        let steps: [Report; 15] = [
+            ("a", Some("ns/j"), "1", None, TaskStatus::Pending),
+            ("b", Some("ns/j"), "1", None, TaskStatus::Pending),
+            ("c", None, "1", Some("n1"), TaskStatus::Running),
+            ("a", Some("ns/j"), "1", Some("n1"), TaskStatus::Bound),
+            ("a", Some("ns/j"), "1", Some("n1"), TaskStatus::Running),
+            ("b", Some("ns/j"), "2", None, TaskStatus::Pending),
+            ("b", Some("ns/j"), "2", Some("n2"), TaskStatus::Running),
+            ("c", None, "1", Some("n1"), TaskStatus::Releasing),
+            ("a", Some("ns/j"), "1", Some("n2"), TaskStatus::Running),
+            ("b", Some("ns/j"), "2", Some("n2"), TaskStatus::Succeeded),
+            ("a", Some("ns/k"), "1", Some("n2"), TaskStatus::Running),
+            ("c", None, "1", Some("nx"), TaskStatus::Running),
+            ("c", None, "1", Some("n1"), TaskStatus::Running),
+            ("d", Some("ns/z"), "1", None, TaskStatus::Pending),
+            ("d", Some("ns/z"), "1", Some("n1"), TaskStatus::Running),
+        ];
+        let fresh_cache = |c: &mut Cache| {
+            c.apply_node(node("n1", "8"));
+            c.apply_node(node("n2", "8"));
+            c.apply_job(job("ns/j"));
+            c.apply_job(job("ns/k"));
+        };
+        let mut c = Cache::new();
+        fresh_cache(&mut c);
+        let mut last = BTreeMap::new();
+        for (i, (uid, job, cpu, on, status)) in steps.into_iter().enumerate() {
+            let kept = c.snapshot(); // a session holding the objects: changes copy them
+            c.apply_pod(pod(uid, job, cpu, on, status));
+            last.insert(uid, (job, cpu, on, status));
+            c.state().check_tally();
+            let mut afresh = Cache::new();
+            fresh_cache(&mut afresh);
+            for (uid, (job, cpu, on, status)) in &last {
+                afresh.apply_pod(pod(uid, *job, cpu, *on, *status));
+            }
+            for name in ["n1", "n2"] {
+                let (a, b) = (c.state(), afresh.state());
+                let (x, y) = (
+                    a.node(a.node_by_name(name).unwrap()),
+                    b.node(b.node_by_name(name).unwrap()),
+                );
+                assert_eq!(x, y, "step {i}: node {name}");
+            }
+            for job in ["ns/j", "ns/k"] {
+                let members = |c: &Cache| {
+                    let s = c.state();
+                    let mut t: Vec<_> = s.job(s.job_by_uid(job).unwrap()).tasks().to_vec();
+                    t.sort_by(|x, y| x.uid.cmp(&y.uid));
+                    t
+                };
+                assert_eq!(members(&c), members(&afresh), "step {i}: gang {job}");
+            }
+            assert_eq!(c.state().tally(), afresh.state().tally(), "step {i}");
+            drop(kept);
+        }
+        // Binds sent and confirmed are replaced in place: a pod keeps its place in its gang
+        // (each change removed and appended it before).
+        let mut c = Cache::new();
+        fresh_cache(&mut c);
+        for uid in ["a", "b"] {
+            c.apply_pod(pod(uid, Some("ns/j"), "1", None, TaskStatus::Pending));
+            c.assume(uid, Assumption::Bind(Arc::from("n1")));
+        }
+        c.apply_pod(pod("a", Some("ns/j"), "1", Some("n1"), TaskStatus::Bound));
+        let s = c.state();
+        let order: Vec<&str> = s
+            .job(s.job_by_uid("ns/j").unwrap())
+            .tasks()
+            .iter()
+            .map(|t| &*t.uid)
+            .collect();
+        assert_eq!(order, ["a", "b"]);
     }
 
     #[test]

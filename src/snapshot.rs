@@ -65,6 +65,16 @@ impl ClusterState {
         self.nodes.iter().map(|(i, n)| (NodeId(i as u32), &**n))
     }
 
+    /// How many live nodes (each has its name in the index): without a pass over the slots.
+    pub fn node_count(&self) -> usize {
+        self.node_ids.len()
+    }
+
+    /// How many live gangs (each has its uid in the index): without a pass over the slots.
+    pub fn job_count(&self) -> usize {
+        self.job_ids.len()
+    }
+
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
         self.node_ids.get(name).copied()
     }
@@ -226,6 +236,12 @@ impl ClusterState {
     pub fn check_tally(&self) {
         let fresh = Tally::of(self.jobs(), self.nodes().map(|(_, n)| n));
         assert_eq!(*self.tally, fresh, "the kept tally drifted from the state");
+        assert_eq!(
+            self.node_count(),
+            self.nodes().count(),
+            "a node not indexed"
+        );
+        assert_eq!(self.job_count(), self.jobs().count(), "a gang not indexed");
     }
 
     /// Total allocatable of schedulable nodes.

@@ -451,7 +451,7 @@ impl Statement<'_> {
         // Candidates on every node, all schedulable: what the session keeps summed (exact
         // integers, so the same sum), rather than every node of the cluster summed again for
         // each gang that does not fit.
-        let live = self.state().nodes().count();
+        let live = self.state().node_count();
         if units.iter().any(|u| u.candidates.len() == live)
             && self.state().nodes().all(|(_, n)| n.schedulable())
         {

@@ -330,7 +330,7 @@ impl Session {
             .iter()
             .map(|k| self.search.static_fit.get(k))
             .collect::<Option<_>>()?;
-        let all = self.state.nodes().count();
+        let all = self.state.node_count();
         if fits.iter().any(|f| f.nodes.len() == all) {
             return None;
         }

@@ -334,7 +334,7 @@ impl Cycles<'_> {
                     .inc_by(releases.len() as u64);
                 binder.send(Vec::new(), releases).await;
             }
-            let (nodes, jobs) = (snapshot.nodes().count(), snapshot.jobs().count());
+            let (nodes, jobs) = (snapshot.node_count(), snapshot.job_count());
             let cycle_start = Instant::now();
             let mut action_start = Instant::now();
             let mut observe =
