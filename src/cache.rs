@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::model::{
-    GangRuntime, HeldBack, Hold, HyperNodeSpec, JobInfo, JobSpec, NodeId, NodeInfo, NodeSpec,
-    NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
+    GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
+    NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
 use crate::snapshot::{ClusterState, Snapshot};
 
@@ -169,7 +169,7 @@ impl Cache {
         Arc::make_mut(&mut self.state.node_ids).insert(name.clone(), NodeId(id));
         for uid in self.waiting_for_node.remove(&name).unwrap_or_default() {
             if let Some(record) = self.pods.get(&uid) {
-                let (uid, task) = node_task(&record.update);
+                let task = self.node_task(&record.update);
                 self.state.node_mut(NodeId(id)).add_task(uid, task);
             }
         }
@@ -409,90 +409,128 @@ impl Cache {
 
     fn install(&mut self, reported: PodUpdate, update: PodUpdate) {
         let uid = update.task.uid.clone();
-        if self.replace_in_place(&update) {
-            self.pods.insert(uid, PodRecord { reported, update });
-            return;
-        }
-        self.forget_pod(&uid);
-        if let Some(node_name) = update.task.node.clone() {
-            if holds_node(update.task.status) {
-                match self.state.node_by_name(&node_name) {
-                    Some(id) => {
-                        let (uid, task) = node_task(&update);
-                        self.state.node_mut(id).add_task(uid, task);
-                    }
-                    None => {
-                        self.waiting_for_node
-                            .entry(node_name)
-                            .or_default()
-                            .insert(uid.clone());
-                    }
-                }
-            }
-        }
-        if let Some(job) = &update.job {
-            match self.state.job_by_uid(job) {
-                Some(id) => {
-                    self.state.job_mut(id).upsert_task(update.task.clone());
-                }
-                None => {
-                    self.orphans
-                        .entry(Arc::from(job.as_str()))
-                        .or_default()
-                        .insert(uid.clone());
-                }
-            }
-        }
+        let from = match self.pods.get(&uid) {
+            Some(old) => self.slots_held(&old.update),
+            None => Slots::default(),
+        };
+        self.relocate(&uid, from, Some(&update));
         self.pods.insert(uid, PodRecord { reported, update });
     }
 
-    /// Replaces a known pod in place when it stays in the same gang (or in none) and every
-    /// node it was on or goes to is known: what nearly every pod event is (a bind sent or
-    /// confirmed, a pod starting or finishing). Forgetting and installing it again copied
-    /// its gang and node twice each, and moved it to the end of its gang. False (nothing
-    /// changed) otherwise: `install` keeps the orphans and pods waiting for their node.
-    fn replace_in_place(&mut self, update: &PodUpdate) -> bool {
-        let Some(old) = self.pods.get(&update.task.uid) else {
-            return false;
-        };
-        let (was, now) = (&old.update, update);
-        if was.job != now.job {
-            return false;
-        }
-        let job = match &now.job {
-            Some(uid) => match self.state.job_by_uid(uid) {
-                Some(id) => Some(id),
-                None => return false, // an orphan
-            },
-            None => None,
-        };
-        let uid = &now.task.uid;
-        let was_on = match &was.task.node {
-            None => None,
+    /// Where a known pod's entries are: on its node's tasks (if it holds room there) or
+    /// waiting for its node, in its gang or among the gang's orphans.
+    fn slots_held(&self, update: &PodUpdate) -> Slots {
+        let uid = &update.task.uid;
+        let node = match &update.task.node {
+            None => NodeSlot::None,
             Some(name) => match self.state.node_by_name(name) {
-                Some(id) => Some(id).filter(|&id| self.state.node(id).tasks.contains_key(uid)),
-                None => return false, // waiting for its node
+                Some(id) if self.state.node(id).tasks.contains_key(uid) => NodeSlot::On(id),
+                Some(_) => NodeSlot::None,
+                None => NodeSlot::Waiting(name.clone()),
             },
         };
-        let now_on = match &now.task.node {
-            Some(name) if holds_node(now.task.status) => match self.state.node_by_name(name) {
-                Some(id) => Some(id),
-                None => return false, // to wait for its node
-            },
-            _ => None,
-        };
-        if let Some(id) = was_on.filter(|&id| Some(id) != now_on) {
-            self.state.node_mut(id).remove_task(uid);
+        Slots {
+            node,
+            gang: self.gang_slot(update),
         }
-        if let Some(id) = now_on {
+    }
+
+    /// Where a pod reported so belongs.
+    fn slots_for(&self, update: &PodUpdate) -> Slots {
+        let node = match &update.task.node {
+            Some(name) if holds_node(update.task.status) => match self.state.node_by_name(name) {
+                Some(id) => NodeSlot::On(id),
+                None => NodeSlot::Waiting(name.clone()),
+            },
+            _ => NodeSlot::None,
+        };
+        Slots {
+            node,
+            gang: self.gang_slot(update),
+        }
+    }
+
+    fn gang_slot(&self, update: &PodUpdate) -> GangSlot {
+        match &update.job {
+            None => GangSlot::None,
+            Some(job) => match self.state.job_by_uid(job) {
+                Some(id) => GangSlot::In(id),
+                None => GangSlot::Orphan(Arc::from(job.as_str())),
+            },
+        }
+    }
+
+    /// Moves a pod's entries from where they are to where `to` (none: forgotten) belongs,
+    /// touching only what changes: a pod that stays on its node and in its gang (nearly
+    /// every pod event: a bind sent or confirmed, a pod starting or finishing) is replaced
+    /// there, one node and one gang copied at most, and keeps its place in its gang.
+    fn relocate(&mut self, uid: &Arc<str>, from: Slots, to: Option<&PodUpdate>) {
+        let dest = to.map_or_else(Slots::default, |u| self.slots_for(u));
+        if from.node != dest.node {
+            match &from.node {
+                NodeSlot::On(id) => {
+                    self.state.node_mut(*id).remove_task(uid);
+                }
+                NodeSlot::Waiting(name) => {
+                    if let Some(w) = self.waiting_for_node.get_mut(name) {
+                        w.remove(uid);
+                    }
+                }
+                NodeSlot::None => {}
+            }
+        }
+        if from.gang != dest.gang {
+            match &from.gang {
+                GangSlot::In(id) => {
+                    self.state.job_mut(*id).remove_task(uid);
+                }
+                GangSlot::Orphan(job) => {
+                    if let Some(o) = self.orphans.get_mut(job) {
+                        o.remove(uid);
+                    }
+                }
+                GangSlot::None => {}
+            }
+        }
+        let Some(update) = to else {
+            return;
+        };
+        match dest.node {
             // Replaces the pod's entry if it was on this node already.
-            let (uid, task) = node_task(now);
-            self.state.node_mut(id).add_task(uid, task);
+            NodeSlot::On(id) => {
+                let task = self.node_task(update);
+                self.state.node_mut(id).add_task(uid.clone(), task);
+            }
+            NodeSlot::Waiting(name) => {
+                self.waiting_for_node
+                    .entry(name)
+                    .or_default()
+                    .insert(uid.clone());
+            }
+            NodeSlot::None => {}
         }
-        if let Some(id) = job {
-            self.state.job_mut(id).upsert_task(now.task.clone());
+        match dest.gang {
+            // Keeps the pod's place in its gang if it was there already.
+            GangSlot::In(id) => {
+                self.state.job_mut(id).upsert_task(update.task.clone());
+            }
+            GangSlot::Orphan(job) => {
+                self.orphans.entry(job).or_default().insert(uid.clone());
+            }
+            GangSlot::None => {}
         }
-        true
+    }
+
+    /// A pod as its node holds it, sharing its gang's uid when the gang is known.
+    fn node_task(&self, update: &PodUpdate) -> NodeTask {
+        let job = update
+            .job
+            .as_deref()
+            .map(|job| match self.state.job_by_uid(job) {
+                Some(id) => self.state.job(id).uid.clone(),
+                None => Arc::from(job),
+            });
+        NodeTask::of(&update.task, job)
     }
 
     /// Lays an assumption over a known pod (a bind or eviction was sent).
@@ -534,36 +572,11 @@ impl Cache {
     }
 
     fn forget_pod(&mut self, uid: &str) {
-        let Some(record) = self.pods.remove(uid) else {
+        let Some((uid, record)) = self.pods.remove_entry(uid) else {
             return;
         };
-        let task = &record.update.task;
-        if let Some(node_name) = &task.node {
-            match self.state.node_by_name(node_name) {
-                Some(id) => {
-                    if self.state.node(id).tasks.contains_key(uid) {
-                        self.state.node_mut(id).remove_task(uid);
-                    }
-                }
-                None => {
-                    if let Some(w) = self.waiting_for_node.get_mut(node_name) {
-                        w.remove(uid);
-                    }
-                }
-            }
-        }
-        if let Some(job) = &record.update.job {
-            match self.state.job_by_uid(job) {
-                Some(id) => {
-                    self.state.job_mut(id).remove_task(uid);
-                }
-                None => {
-                    if let Some(o) = self.orphans.get_mut(job.as_str()) {
-                        o.remove(uid);
-                    }
-                }
-            }
-        }
+        let from = self.slots_held(&record.update);
+        self.relocate(&uid, from, None);
     }
 
     /// Changes a known pod's reported status and node (a driver that is the truth, like the
@@ -669,12 +682,30 @@ fn holds_node(status: TaskStatus) -> bool {
     status.occupies_node() || status == TaskStatus::Pipelined
 }
 
-fn node_task(update: &PodUpdate) -> (Arc<str>, NodeTask) {
-    let t = &update.task;
-    (
-        t.uid.clone(),
-        NodeTask::of(t, update.job.as_deref().map(Arc::from)),
-    )
+/// Where a pod's node entry is: among its node's tasks, waiting for a node the cache does
+/// not know (yet), or nowhere (not on a node, or not holding room there).
+#[derive(Default, PartialEq)]
+enum NodeSlot {
+    #[default]
+    None,
+    On(NodeId),
+    Waiting(Arc<str>),
+}
+
+/// Where a pod's gang entry is: among its gang's tasks, among the orphans of a gang the
+/// cache does not know (yet), or nowhere (not ours).
+#[derive(Default, PartialEq)]
+enum GangSlot {
+    #[default]
+    None,
+    In(JobId),
+    Orphan(Arc<str>),
+}
+
+#[derive(Default)]
+struct Slots {
+    node: NodeSlot,
+    gang: GangSlot,
 }
 
 #[cfg(test)]
@@ -829,8 +860,9 @@ mod tests {
     #[test]
     fn pods_changing_in_place_leave_the_state_as_if_reported_afresh() {
         // Every kind of move a pod makes, one after another: those that keep it in its gang
-        // and on its node are replaced in place, the others forgotten and installed again.
-        // Whichever way, the state must equal a cache told only the last reports.
+        // and on its node replace it there, the others move it between nodes, gangs, the
+        // pods waiting for their node and the orphans. Whichever way, the state must equal
+        // a cache told only the last reports.
         // (pod, gang, cpu, node, status)
         type Report<'a> = (
             &'a str,
@@ -912,6 +944,132 @@ mod tests {
             .map(|t| &*t.uid)
             .collect();
         assert_eq!(order, ["a", "b"]);
+    }
+
+    /// One thing a driver reports: (kind, index, gang, cpu, node, status) as small indexes.
+    #[derive(Clone, Debug)]
+    enum Report {
+        Pod(usize, Option<usize>, u8, Option<usize>, TaskStatus),
+        DeletePod(usize),
+        Node(usize),
+        DeleteNode(usize),
+        Job(usize),
+        DeleteJob(usize),
+    }
+
+    fn any_report() -> impl proptest::strategy::Strategy<Value = Report> {
+        use proptest::prelude::*;
+        let status = prop_oneof![
+            Just(TaskStatus::Pending),
+            Just(TaskStatus::Bound),
+            Just(TaskStatus::Running),
+            Just(TaskStatus::Releasing),
+            Just(TaskStatus::Succeeded),
+            Just(TaskStatus::Failed),
+        ];
+        prop_oneof![
+            6 => (0..6usize, proptest::option::of(0..3usize), 1..4u8,
+                  proptest::option::of(0..3usize), status)
+                .prop_map(|(p, j, cpu, n, st)| Report::Pod(p, j, cpu, n, st)),
+            1 => (0..6usize).prop_map(Report::DeletePod),
+            1 => (0..3usize).prop_map(Report::Node),
+            1 => (0..3usize).prop_map(Report::DeleteNode),
+            1 => (0..3usize).prop_map(Report::Job),
+            1 => (0..3usize).prop_map(Report::DeleteJob),
+        ]
+    }
+
+    /// The state a cache holds, by names and uids (slot ids differ between caches): every
+    /// node, every gang's members (as a set), the pods waiting for their node or gang. The
+    /// tally is derived from these (`check_tally` asserts it after every report).
+    fn observed(c: &Cache) -> String {
+        let s = c.state();
+        let mut nodes: Vec<String> = s.nodes().map(|(_, n)| format!("{n:?}")).collect();
+        nodes.sort();
+        let mut jobs: Vec<String> = s
+            .jobs()
+            .map(|(_, j)| {
+                let mut t: Vec<String> = j.tasks().iter().map(|t| format!("{t:?}")).collect();
+                t.sort();
+                format!("{}: {t:?}", j.uid)
+            })
+            .collect();
+        jobs.sort();
+        let non_empty = |m: &HashMap<Arc<str>, BTreeSet<Arc<str>>>| {
+            m.iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        format!(
+            "{nodes:#?}\n{jobs:#?}\n{:?}\n{:?}",
+            non_empty(&c.orphans),
+            non_empty(&c.waiting_for_node),
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Whatever order pods, nodes and gangs come, change and go in, the cache ends as a
+        /// cache told only what is left: nodes, then gangs, then each pod's last report.
+        #[test]
+        fn any_history_leaves_the_state_a_fresh_cache_builds(
+            reports in proptest::collection::vec(any_report(), 1..40)
+        ) {
+            let names = ["n0", "n1", "n2"];
+            let gangs = ["ns/j0", "ns/j1", "ns/j2"];
+            let mut c = Cache::new();
+            let (mut pods, mut nodes, mut jobs) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new());
+            for r in &reports {
+                let kept = c.snapshot(); // a session holding the objects: changes copy them
+                match *r {
+                    Report::Pod(p, j, cpu, n, status) => {
+                        let update = pod(
+                            &format!("p{p}"),
+                            j.map(|j| gangs[j]),
+                            &cpu.to_string(),
+                            n.map(|n| names[n]),
+                            status,
+                        );
+                        c.apply_pod(update.clone());
+                        pods.insert(p, update);
+                    }
+                    Report::DeletePod(p) => {
+                        c.delete_pod(&format!("p{p}"));
+                        pods.remove(&p);
+                    }
+                    Report::Node(n) => {
+                        c.apply_node(node(names[n], "8"));
+                        nodes.insert(n);
+                    }
+                    Report::DeleteNode(n) => {
+                        c.delete_node(names[n]);
+                        nodes.remove(&n);
+                    }
+                    Report::Job(j) => {
+                        c.apply_job(job(gangs[j]));
+                        jobs.insert(j);
+                    }
+                    Report::DeleteJob(j) => {
+                        c.delete_job(gangs[j]);
+                        jobs.remove(&j);
+                    }
+                }
+                c.state().check_tally();
+                drop(kept);
+            }
+            let mut afresh = Cache::new();
+            for n in &nodes {
+                afresh.apply_node(node(names[*n], "8"));
+            }
+            for j in &jobs {
+                afresh.apply_job(job(gangs[*j]));
+            }
+            for update in pods.values() {
+                afresh.apply_pod(update.clone());
+            }
+            proptest::prop_assert_eq!(observed(&c), observed(&afresh));
+        }
     }
 
     #[test]
