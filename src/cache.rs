@@ -169,7 +169,7 @@ impl Cache {
         Arc::make_mut(&mut self.state.node_ids).insert(name.clone(), NodeId(id));
         for uid in self.waiting_for_node.remove(&name).unwrap_or_default() {
             if let Some(record) = self.pods.get(&uid) {
-                let task = self.node_task(&record.update);
+                let task = self.node_task(&record.update, &self.gang_slot(&record.update));
                 self.state.node_mut(NodeId(id)).add_task(uid, task);
             }
         }
@@ -498,7 +498,7 @@ impl Cache {
         match dest.node {
             // Replaces the pod's entry if it was on this node already.
             NodeSlot::On(id) => {
-                let task = self.node_task(update);
+                let task = self.node_task(update, &dest.gang);
                 self.state.node_mut(id).add_task(uid.clone(), task);
             }
             NodeSlot::Waiting(name) => {
@@ -521,15 +521,13 @@ impl Cache {
         }
     }
 
-    /// A pod as its node holds it, sharing its gang's uid when the gang is known.
-    fn node_task(&self, update: &PodUpdate) -> NodeTask {
-        let job = update
-            .job
-            .as_deref()
-            .map(|job| match self.state.job_by_uid(job) {
-                Some(id) => self.state.job(id).uid.clone(),
-                None => Arc::from(job),
-            });
+    /// A pod as its node holds it, sharing its gang's uid.
+    fn node_task(&self, update: &PodUpdate, gang: &GangSlot) -> NodeTask {
+        let job = match gang {
+            GangSlot::In(id) => Some(self.state.job(*id).uid.clone()),
+            GangSlot::Orphan(uid) => Some(uid.clone()),
+            GangSlot::None => None,
+        };
         NodeTask::of(&update.task, job)
     }
 
