@@ -453,7 +453,7 @@ impl Statement<'_> {
         // each gang that does not fit.
         let live = self.state().node_count();
         if units.iter().any(|u| u.candidates.len() == live)
-            && self.state().nodes().all(|(_, n)| n.schedulable())
+            && self.state().tally().all_nodes_schedulable()
         {
             return request.fits(&self.cluster_free());
         }

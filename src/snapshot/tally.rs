@@ -17,6 +17,7 @@ pub struct Tally {
     schedulable_allocatable: Resource,
     schedulable_used: Resource,
     anti_affinity_nodes: u32,
+    unschedulable_nodes: u32,
     /// Gangs with pending members.
     pending: JobSet,
     /// Gangs with members the driver keeps out of the engine (`JobInfo::held_back`).
@@ -94,6 +95,12 @@ impl Tally {
         &self.schedulable_used
     }
 
+    /// Whether every node takes new pods (none cordoned or not ready): then "every node"
+    /// and "every schedulable node" are the same set.
+    pub fn all_nodes_schedulable(&self) -> bool {
+        self.unschedulable_nodes == 0
+    }
+
     /// Whether a pod on some node carries required anti-affinity.
     pub fn any_anti_affinity(&self) -> bool {
         self.anti_affinity_nodes > 0
@@ -163,11 +170,13 @@ impl Tally {
     pub(super) fn add_node(&mut self, node: &NodeInfo) {
         self.account_node(node, true);
         self.anti_affinity_nodes += u32::from(node.anti_affinity_tasks > 0);
+        self.unschedulable_nodes += u32::from(!node.schedulable());
     }
 
     pub(super) fn remove_node(&mut self, node: &NodeInfo) {
         self.account_node(node, false);
         self.anti_affinity_nodes -= u32::from(node.anti_affinity_tasks > 0);
+        self.unschedulable_nodes -= u32::from(!node.schedulable());
     }
 
     fn account_node(&mut self, node: &NodeInfo, adding: bool) {
