@@ -410,32 +410,17 @@ impl Cache {
     fn install(&mut self, reported: PodUpdate, update: PodUpdate) {
         let uid = update.task.uid.clone();
         let from = match self.pods.get(&uid) {
-            Some(old) => self.slots_held(&old.update),
+            Some(old) => self.slots_for(&old.update),
             None => Slots::default(),
         };
         self.relocate(&uid, from, Some(&update));
         self.pods.insert(uid, PodRecord { reported, update });
     }
 
-    /// Where a known pod's entries are: on its node's tasks (if it holds room there) or
-    /// waiting for its node, in its gang or among the gang's orphans.
-    fn slots_held(&self, update: &PodUpdate) -> Slots {
-        let uid = &update.task.uid;
-        let node = match &update.task.node {
-            None => NodeSlot::None,
-            Some(name) => match self.state.node_by_name(name) {
-                Some(id) if self.state.node(id).tasks.contains_key(uid) => NodeSlot::On(id),
-                Some(_) => NodeSlot::None,
-                None => NodeSlot::Waiting(name.clone()),
-            },
-        };
-        Slots {
-            node,
-            gang: self.gang_slot(update),
-        }
-    }
-
-    /// Where a pod reported so belongs.
+    /// Where a pod reported so belongs, and where a known pod's entries are: where its
+    /// last update put them (nodes and gangs coming and going move them along: the
+    /// adoptions in `apply_node` and `apply_job`, the lists in `delete_node` and
+    /// `delete_job`).
     fn slots_for(&self, update: &PodUpdate) -> Slots {
         let node = match &update.task.node {
             Some(name) if holds_node(update.task.status) => match self.state.node_by_name(name) {
@@ -466,6 +451,12 @@ impl Cache {
     /// there, one node and one gang copied at most, and keeps its place in its gang.
     fn relocate(&mut self, uid: &Arc<str>, from: Slots, to: Option<&PodUpdate>) {
         let dest = to.map_or_else(Slots::default, |u| self.slots_for(u));
+        if let NodeSlot::On(id) = from.node {
+            debug_assert!(
+                self.state.node(id).tasks.contains_key(uid),
+                "{uid} on its node"
+            );
+        }
         if from.node != dest.node {
             match &from.node {
                 NodeSlot::On(id) => {
@@ -573,7 +564,7 @@ impl Cache {
         let Some((uid, record)) = self.pods.remove_entry(uid) else {
             return;
         };
-        let from = self.slots_held(&record.update);
+        let from = self.slots_for(&record.update);
         self.relocate(&uid, from, None);
     }
 
