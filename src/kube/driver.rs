@@ -354,9 +354,10 @@ impl Cycles<'_> {
                             .observe(took * 1000.0);
                     }
                 };
-            let result = self
-                .scheduler
-                .run_cycle_observed(snapshot, now_ms(), &mut observe);
+            let result = off_the_io_threads(|| {
+                self.scheduler
+                    .run_cycle_observed(snapshot, now_ms(), &mut observe)
+            });
             let took = cycle_start.elapsed().as_secs_f64();
             // Only a cycle that decides spaces the next: the lists' wake-ups at start
             // must not delay the first cycle.
@@ -675,6 +676,17 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
     // Gang runtimes (waiting clocks, backoffs) and NonStrict holds live in the cache: the
     // API server never sees a hold, only the bind once the whole gang fits.
     ix.cache.apply_gang_updates(updates);
+}
+
+/// Runs a cycle without holding up the API connections: the runtime hands this thread's
+/// work to another while it decides (`block_in_place`), so watches are read and binds
+/// answered during a long cycle even with one I/O thread (`--io-threads`). A runtime on
+/// the current thread only (a test's) runs it in place.
+fn off_the_io_threads<T>(cycle: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(cycle),
+        _ => cycle(),
+    }
 }
 
 /// What is off while an optional PodGroup or Queue CRD is missing.
