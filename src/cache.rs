@@ -94,9 +94,9 @@ pub struct Cache {
     free_jobs: Vec<u32>,
     pods: HashMap<Arc<str>, PodRecord>,
     /// Pods of ours whose gang is not known (yet), by gang uid.
-    orphans: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    orphans: WaitLists,
     /// Pods bound to nodes the cache does not know (yet), by node name.
-    waiting_for_node: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
+    waiting_for_node: WaitLists,
     /// Placements NonStrict gangs hold across sessions (pod uid -> node, status), laid over
     /// the pods as drivers report them (still Pending and unbound), and by gang.
     holds: HashMap<Arc<str>, (Arc<str>, TaskStatus)>,
@@ -462,11 +462,7 @@ impl Cache {
                 NodeSlot::On(id) => {
                     self.state.node_mut(*id).remove_task(uid);
                 }
-                NodeSlot::Waiting(name) => {
-                    if let Some(w) = self.waiting_for_node.get_mut(name) {
-                        w.remove(uid);
-                    }
-                }
+                NodeSlot::Waiting(name) => unlist(&mut self.waiting_for_node, name, uid),
                 NodeSlot::None => {}
             }
         }
@@ -475,11 +471,7 @@ impl Cache {
                 GangSlot::In(id) => {
                     self.state.job_mut(*id).remove_task(uid);
                 }
-                GangSlot::Orphan(job) => {
-                    if let Some(o) = self.orphans.get_mut(job) {
-                        o.remove(uid);
-                    }
-                }
+                GangSlot::Orphan(job) => unlist(&mut self.orphans, job, uid),
                 GangSlot::None => {}
             }
         }
@@ -492,12 +484,7 @@ impl Cache {
                 let task = self.node_task(update, &dest.gang);
                 self.state.node_mut(id).add_task(uid.clone(), task);
             }
-            NodeSlot::Waiting(name) => {
-                self.waiting_for_node
-                    .entry(name)
-                    .or_default()
-                    .insert(uid.clone());
-            }
+            NodeSlot::Waiting(name) => list(&mut self.waiting_for_node, name, uid),
             NodeSlot::None => {}
         }
         match dest.gang {
@@ -505,9 +492,7 @@ impl Cache {
             GangSlot::In(id) => {
                 self.state.job_mut(id).upsert_task(update.task.clone());
             }
-            GangSlot::Orphan(job) => {
-                self.orphans.entry(job).or_default().insert(uid.clone());
-            }
+            GangSlot::Orphan(job) => list(&mut self.orphans, job, uid),
             GangSlot::None => {}
         }
     }
@@ -669,6 +654,19 @@ impl Cache {
 /// Whether a pod in this status holds resources on its node.
 fn holds_node(status: TaskStatus) -> bool {
     status.occupies_node() || status == TaskStatus::Pipelined
+}
+
+/// Pods kept aside by the node or gang they wait for (`waiting_for_node`, `orphans`).
+type WaitLists = HashMap<Arc<str>, BTreeSet<Arc<str>>>;
+
+fn list(lists: &mut WaitLists, key: Arc<str>, uid: &Arc<str>) {
+    lists.entry(key).or_default().insert(uid.clone());
+}
+
+fn unlist(lists: &mut WaitLists, key: &str, uid: &str) {
+    if let Some(l) = lists.get_mut(key) {
+        l.remove(uid);
+    }
 }
 
 /// Where a pod's node entry is: among its node's tasks, waiting for a node the cache does

@@ -107,10 +107,10 @@ enum Command {
         #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
         volume_binding_timeout: std::time::Duration,
         /// Threads that serve the API connections (watches, binds, status writes). One
-        /// keeps up with 50,000 pods; more only wake each other to share the work, CPU the
-        /// API server's host then lacks (measured beside it on 2 cores: 20% less CPU for
-        /// rust-batch, 15% less for the API server, with one). The scheduling cycle runs off
-        /// these threads, and lists decode on every core, whatever this is.
+        /// keeps up with 50,000 pods; more mostly wake each other to share the work, CPU a
+        /// shared host then lacks (measured beside the API server on 2 cores: 15–20% less
+        /// CPU for rust-batch with one). The scheduling cycle runs off these threads, and
+        /// lists decode on every core, whatever this is.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         io_threads: u16,
         #[command(flatten)]
