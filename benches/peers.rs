@@ -798,7 +798,7 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
     println!();
     println!("| | pods/s median (each round) | of the best null binder: medians / each round's | idle gang p50 median (each round) | of the best null binder's: medians / each round's | CPU s median: scheduler / API server + etcd |");
     println!("|---|---|---|---|---|---|");
-    for c in contenders {
+    for &c in &contenders {
         let (rates, idles) = (of(c, &rate), of(c, &idle));
         let each = |v: &[Option<f64>], f: fn(f64) -> String| {
             v.iter()
@@ -827,6 +827,46 @@ fn medians(by_round: &[Vec<(Contender, Outcome)>], marks: &[&str]) {
             cpu(&|o| o.usage.map(|u| u.cpu_s)),
             cpu(&|o| Some(o.control_plane_cpu)),
         );
+    }
+    // Runs in the same place of their rounds met the same stretch of the machine: on this
+    // project's 2-core host, runs one after another alternated fast and slow by a third
+    // whoever ran (2026-11-27, twelve runs at 5,000 nodes), so one round's ratio says as
+    // much of who ran first as of who ran. The order reversal gives each contender every
+    // place equally often over an even number of rounds; this compares like places.
+    if by_round.len() > 1 && contenders.len() > 1 {
+        let at = |c: Contender, place: usize| {
+            median(
+                by_round
+                    .iter()
+                    .filter_map(|r| r.get(place).filter(|(rc, _)| *rc == c)?.1.rate())
+                    .collect(),
+            )
+        };
+        let null_at = |place| nulls.iter().filter_map(|n| at(*n, place)).reduce(f64::max);
+        let places: Vec<usize> = (0..contenders.len()).collect();
+        let names: Vec<String> = places.iter().map(|p| format!("run {}", p + 1)).collect();
+        println!();
+        println!(
+            "| | pods/s median by place in its round ({}) | of the best null binder in the same place |",
+            names.join(" / ")
+        );
+        println!("|---|---|---|");
+        for &c in &contenders {
+            let rates: Vec<String> = places
+                .iter()
+                .map(|&p| at(c, p).map_or("–".into(), |r| format!("{r:.0}")))
+                .collect();
+            let ratios: Vec<String> = places
+                .iter()
+                .map(|&p| ratio(at(c, p), null_at(p)))
+                .collect();
+            println!(
+                "| {} | {} | {} |",
+                c.label(),
+                rates.join(" / "),
+                ratios.join(" / ")
+            );
+        }
     }
 }
 
