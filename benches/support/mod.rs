@@ -185,17 +185,38 @@ pub fn requests_between(
 /// API server and etcd spending 205–227 CPU s on 50,000 pods in one run and 276–308 in the
 /// next; in /dev/shm four rounds ran steady (the null binder 292–354 pods/s) and
 /// rust-batch's ratio to it in each round stayed within 0.93–1.10 (0.72–1.49 on disk).
-/// A control plane with 55,000 pods holds about 0.45 GiB there, removed with it.
+/// A control plane with 55,000 pods holds about 0.45 GiB there, removed with it (a failed
+/// run's is kept to look into, in memory until `tests/cluster/down.sh DIR --purge`). A
+/// /dev/shm with less than SHM_NEEDED free (a container's is 64 MiB by default) is passed
+/// over for the temp dir.
 fn state_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("RB_BENCH_STATE_DIR") {
         return PathBuf::from(dir);
     }
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
+    if free_bytes(shm).is_some_and(|free| free >= SHM_NEEDED) {
         shm.to_path_buf()
     } else {
         std::env::temp_dir()
     }
+}
+
+/// Free space a control plane's state may need in /dev/shm (the 50,000-pod runs held 0.45 GiB).
+const SHM_NEEDED: u64 = 4 << 30;
+
+/// Bytes free for an unprivileged writer on the filesystem of `dir`, if it can be asked.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
 impl Drop for Cluster {
