@@ -206,17 +206,8 @@ const SHM_NEEDED: u64 = 4 << 30;
 
 /// Bytes free for an unprivileged writer on the filesystem of `dir`, if it can be asked.
 fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `path` is NUL-terminated and `stat` is written by statvfs before it is read.
-    let stat = unsafe {
-        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
-            return None;
-        }
-        stat.assume_init()
-    };
-    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 impl Drop for Cluster {
