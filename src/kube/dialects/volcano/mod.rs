@@ -16,10 +16,12 @@ use serde_json::{json, Value};
 
 use crate::framework::{ConditionKind, JobCondition};
 use crate::kube::convert::ConvertError;
+use crate::model::pod_rules::LabelSelector;
 use crate::model::resource::QuantityError;
 use crate::model::Resource;
 use crate::model::{
-    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus, TopologyRequest,
+    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, SubGroupPolicy, TaskStatus,
+    TopologyRequest,
 };
 use ::kube::ResourceExt;
 use api::DEFAULT_QUEUE;
@@ -145,8 +147,68 @@ pub fn pod_group_to_job(
         topology: spec
             .network_topology
             .as_ref()
-            .map(|t| network_topology(t, &format!("{ns}/{name}"))),
+            .map(|t| network_topology(t, &format!("{ns}/{name}")))
+            .or_else(|| subgroup_topology(spec, &format!("{ns}/{name}"))),
+        subgroups: sub_group_policies(spec).map_err(|(field, message)| err(&field, message))?,
     })
+}
+
+/// `spec.subGroupPolicy` as the engine's subgroup rules (model/subgroup.rs).
+fn sub_group_policies(spec: &api::PodGroupSpec) -> Result<Vec<SubGroupPolicy>, (String, String)> {
+    let mut out = Vec::new();
+    for (i, p) in spec.sub_group_policy.iter().flatten().enumerate() {
+        let field = |f: &str| format!("spec.subGroupPolicy[{i}].{f}");
+        // CRD defaults: subGroupSize 1, minSubGroups 0 (Volcano's types.go).
+        let size = p.sub_group_size.unwrap_or(1);
+        if size < 1 {
+            return Err((
+                field("subGroupSize"),
+                format!("must be at least 1, got {size}"),
+            ));
+        }
+        let min_groups = p.min_sub_groups.unwrap_or(0);
+        if min_groups < 0 {
+            return Err((
+                field("minSubGroups"),
+                format!("must be >= 0, got {min_groups}"),
+            ));
+        }
+        let selector = p
+            .label_selector
+            .as_ref()
+            .map(|s| {
+                serde_json::to_value(s)
+                    .and_then(serde_json::from_value::<LabelSelector>)
+                    .map_err(|e| (field("labelSelector"), e.to_string()))
+            })
+            .transpose()?;
+        out.push(SubGroupPolicy {
+            name: p.name.clone().unwrap_or_else(|| format!("{i}")).into(),
+            size: size as u32,
+            min_groups: min_groups as u32,
+            selector,
+            match_label_keys: p.match_label_keys.clone().unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// A subgroup's `networkTopology`, for a gang without one of its own: placing the whole
+/// gang inside one such domain keeps every subgroup inside one too (stricter than asked:
+/// such a gang may wait where its subgroups alone would fit, never the other way). A hard
+/// rule wins over a soft one.
+fn subgroup_topology(spec: &api::PodGroupSpec, object: &str) -> Option<TopologyRequest> {
+    let policies = spec.sub_group_policy.as_deref().unwrap_or_default();
+    let with_topology = policies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, network_topology(p.network_topology.as_ref()?, object))));
+    let mut requests: Vec<(usize, TopologyRequest)> = with_topology.collect();
+    requests.sort_by_key(|(i, r)| (r.mode != crate::model::TopologyMode::Hard, *i));
+    let (i, mut request) = requests.into_iter().next()?;
+    request.source =
+        format!("spec.subGroupPolicy[{i}].networkTopology (the whole gang in one domain)");
+    Some(request)
 }
 
 /// A resource list of a Volcano object (a PodGroup's minResources, a Queue's capability,
@@ -622,6 +684,56 @@ mod pod_group_tests {
         let mut written = pg.clone();
         written.status = Some(serde_json::from_value(patch["status"].clone()).unwrap());
         assert_eq!(status_patch(&written, &desired, now + 1000), None);
+    }
+
+    #[test]
+    fn sub_group_policies_convert_with_volcanos_defaults_and_name_bad_fields() {
+        let pg = |policy: serde_json::Value| -> PodGroup {
+            serde_json::from_value(json!({
+                "metadata": {"name": "lws", "namespace": "n"},
+                "spec": {"minMember": 4, "subGroupPolicy": [policy]}
+            }))
+            .unwrap()
+        };
+        let job = pod_group_to_job(
+            &pg(
+                json!({"name": "replicas", "subGroupSize": 4, "minSubGroups": 2,
+                       "labelSelector": {"matchLabels": {"role": "worker"}},
+                       "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-index"]}),
+            ),
+            &HashMap::new(),
+        )
+        .unwrap();
+        let p = &job.subgroups[0];
+        assert_eq!((&*p.name, p.size, p.min_groups), ("replicas", 4, 2));
+        assert_eq!(
+            p.match_label_keys,
+            ["leaderworkerset.sigs.k8s.io/group-index"]
+        );
+        assert!(p.selector.is_some());
+        // Defaults: size 1, minSubGroups 0, named by position.
+        let job = pod_group_to_job(&pg(json!({})), &HashMap::new()).unwrap();
+        let p = &job.subgroups[0];
+        assert_eq!((&*p.name, p.size, p.min_groups), ("0", 1, 0));
+        let bad = pod_group_to_job(&pg(json!({"subGroupSize": 0})), &HashMap::new()).unwrap_err();
+        assert_eq!(bad.field, "spec.subGroupPolicy[0].subGroupSize");
+        let bad = pod_group_to_job(
+            &pg(json!({"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}})),
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert_eq!(bad.field, "spec.subGroupPolicy[0].labelSelector");
+        // A subgroup's topology holds for the whole gang when the gang has none.
+        let job = pod_group_to_job(
+            &pg(json!({"networkTopology": {"mode": "hard", "highestTierAllowed": 1}})),
+            &HashMap::new(),
+        )
+        .unwrap();
+        let t = job.topology.unwrap();
+        assert_eq!(t.mode, crate::model::TopologyMode::Hard);
+        assert!(t
+            .source
+            .starts_with("spec.subGroupPolicy[0].networkTopology"));
     }
 
     /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
