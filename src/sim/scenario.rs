@@ -345,6 +345,7 @@ impl HyperNodeDef {
         HyperNodeSpec {
             name: self.name.clone(),
             tier: self.tier,
+            tier_name: None,
             members: self
                 .members
                 .iter()

@@ -287,24 +287,20 @@ fn is_qualified_name(value: &str) -> bool {
 }
 
 /// `spec.networkTopology` as the engine's request. What is wrong with it (a mode that is
-/// neither hard nor soft, a tier below 1, `highestTierName`, which needs tier names this
-/// scheduler does not resolve) is the request's `problem`: the driver reports it on the
-/// PodGroup, and the engine makes a hard gang wait with it.
+/// neither hard nor soft, a tier below 1) is the request's `problem`: the driver reports it
+/// on the PodGroup, and the engine makes a hard gang wait with it. `highestTierName` names
+/// a tier by the `tierName` of its HyperNodes and is used when `highestTierAllowed` is not
+/// set (Volcano's `translateHighestTierNameToAllowed`, framework/session.go, v1.15.1).
 fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyRequest {
     let mut request = TopologyRequest::from_volcano(
         t.mode.as_ref().map(|m| m.as_str()),
         t.highest_tier_allowed,
         object,
     );
-    if let (None, Some(tier_name)) = (&request.problem, &t.highest_tier_name) {
-        let instead = match t.highest_tier_allowed {
-            Some(tier) => format!("highestTierAllowed {tier} is used"),
-            None => format!("{} is used", request.describe_bound()),
-        };
-        request.problem = Some(format!(
-            "PodGroup {object}: spec.networkTopology.highestTierName {tier_name:?} is not \
-             supported (set highestTierAllowed instead); {instead}"
-        ));
+    if let (None, Some(name)) = (t.highest_tier_allowed, &t.highest_tier_name) {
+        if !name.is_empty() {
+            request.bound = crate::model::TopologyBound::TierName(name.clone());
+        }
     }
     request
 }
@@ -836,14 +832,12 @@ mod network_topology_tests {
             ),
             "{odd:?}"
         );
+        // highestTierName names a tier (resolved against the HyperNodes' tierName by the
+        // placement); highestTierAllowed wins when both are set, as in Volcano.
         let named = topology(json!({"mode": "hard", "highestTierName": "spine"})).unwrap();
-        assert_eq!(
-            named.problem.as_deref(),
-            Some(
-                "PodGroup n/g: spec.networkTopology.highestTierName \"spine\" is not supported \
-                 (set highestTierAllowed instead); tier 1 is used"
-            )
-        );
-        assert_eq!(named.bound, TopologyBound::Tier(1));
+        assert_eq!(named.problem, None);
+        assert_eq!(named.bound, TopologyBound::TierName("spine".into()));
+        let both = topology(json!({"highestTierName": "spine", "highestTierAllowed": 2})).unwrap();
+        assert_eq!(both.bound, TopologyBound::Tier(2));
     }
 }
