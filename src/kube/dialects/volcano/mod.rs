@@ -334,6 +334,8 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     }
     info.reclaimable = q.spec.reclaimable.unwrap_or(true);
     info.parent = q.spec.parent.as_deref().map(Into::into);
+    info.priority = q.spec.priority.unwrap_or(0);
+    info.refused = required_node_groups(q);
     info.state = match q
         .status
         .as_ref()
@@ -498,6 +500,54 @@ pub fn queue_status_patch(q: &Queue, gangs: &crate::snapshot::QueueSums) -> Opti
     }}))
 }
 
+/// Required node groups (`spec.affinity`, honoured in Volcano by its nodegroup plugin,
+/// which rust-batch does not have): the queue's gangs wait rather than run outside them.
+fn required_node_groups(q: &Queue) -> Option<String> {
+    let affinity = q.spec.affinity.as_ref()?;
+    let required = |a: &Option<api::NodeGroupAffinity>| {
+        a.as_ref()
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .is_some_and(|groups| !groups.is_empty())
+    };
+    let field = if required(&affinity.node_group_affinity) {
+        "nodeGroupAffinity"
+    } else if required(&affinity.node_group_anti_affinity) {
+        "nodeGroupAntiAffinity"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "spec.affinity.{field}.requiredDuringSchedulingIgnoredDuringExecution (Volcano's \
+         nodegroup plugin) is not supported by rust-batch; its gangs wait rather than run \
+         outside their node groups"
+    ))
+}
+
+/// Node groups a queue only prefers (`spec.affinity` preferred terms): placement ignores
+/// them, and the queue is told so.
+fn preferred_node_groups_ignored(q: &Queue) -> Option<String> {
+    let affinity = q.spec.affinity.as_ref()?;
+    let preferred = [
+        &affinity.node_group_affinity,
+        &affinity.node_group_anti_affinity,
+    ]
+    .into_iter()
+    .flatten()
+    .any(|a| {
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_some_and(|g| !g.is_empty())
+    });
+    preferred.then(|| {
+        "spec.affinity preferred node groups (Volcano's nodegroup plugin) are not supported \
+         by rust-batch: its pods are placed without that preference"
+            .to_string()
+    })
+}
+
 /// What is wrong with each queue, if anything: a parent that does not exist, a parent chain
 /// that loops, a guarantee above the capability. Such queues get an event; everything else
 /// keeps being scheduled.
@@ -505,14 +555,20 @@ pub fn queue_problems<'a>(
     queues: impl IntoIterator<Item = &'a Queue>,
 ) -> std::collections::BTreeMap<String, String> {
     // The engine's own view (the queues it could read), so events say what scheduling does.
+    let queues: Vec<&Queue> = queues.into_iter().collect();
     let infos: Vec<QueueInfo> = queues
-        .into_iter()
+        .iter()
         .filter_map(|q| queue_to_info(q).ok())
         .collect();
-    let mut problems: std::collections::BTreeMap<String, String> = infos
+    let mut problems: std::collections::BTreeMap<String, String> = queues
         .iter()
-        .filter_map(|q| Some((q.name.to_string(), q.guarantee_problem()?)))
+        .filter_map(|q| Some((q.name_any(), preferred_node_groups_ignored(q)?)))
         .collect();
+    for q in &infos {
+        if let Some(p) = q.refused.clone().or_else(|| q.guarantee_problem()) {
+            problems.insert(q.name.to_string(), p);
+        }
+    }
     for (name, problem) in crate::model::QueueTree::new(infos.iter()).problems() {
         problems.insert(name.to_string(), problem.clone());
     }
@@ -730,6 +786,47 @@ mod pod_group_tests {
         assert!(t
             .source
             .starts_with("spec.subGroupPolicy[0].networkTopology"));
+    }
+
+    #[test]
+    fn required_node_groups_close_the_queue_and_preferred_ones_are_said_ignored() {
+        let q = |name: &str, affinity: serde_json::Value| -> Queue {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "priority": 3, "affinity": affinity}
+            }))
+            .unwrap()
+        };
+        let required = q(
+            "pinned",
+            json!({"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1"]}}),
+        );
+        let preferred = q(
+            "leaning",
+            json!({"nodeGroupAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}}),
+        );
+        let info = queue_to_info(&required).unwrap();
+        assert_eq!(info.priority, 3);
+        assert!(info.refused.as_deref().is_some_and(|r| r.starts_with(
+            "spec.affinity.nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        )));
+        assert_eq!(queue_to_info(&preferred).unwrap().refused, None);
+        let problems = queue_problems([&required, &preferred]);
+        assert_eq!(Some(&problems["pinned"]), info.refused.as_ref());
+        assert!(problems["leaning"].contains("placed without that preference"));
+        // The engine keeps new work out of it, naming why.
+        let mut cache = crate::testkit::cache_with_default_queue();
+        cache.apply_queue(info);
+        crate::testkit::add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        let job = crate::testkit::Gang::new("j", 1)
+            .queue("pinned")
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = crate::testkit::run_cycle(&cache, None);
+        assert!(result.binds.is_empty());
+        assert!(crate::testkit::condition_message(&result, &job)
+            .is_some_and(|m| m.contains("queue \"pinned\" takes no work: spec.affinity")));
     }
 
     /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
