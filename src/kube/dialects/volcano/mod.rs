@@ -5,6 +5,7 @@
 //! (`topology.volcano.sh/v1alpha1` HyperNode), which the scheduler only reads.
 
 pub mod api;
+pub mod fields;
 pub mod hypernode;
 
 pub use api::{PodGroup, Queue};
