@@ -1,5 +1,6 @@
-//! The scheduler configuration file, in Volcano's format (ARCHITECTURE §5), so an existing
-//! volcano-scheduler.conf loads unchanged. Every mistake is reported with the file, the key
+//! The scheduler configuration file, in Volcano's format
+//! (docs/src/architecture.md#5-config-file), so an existing volcano-scheduler.conf loads
+//! unchanged. Every mistake is reported with the file, the key
 //! and what would be valid; nothing here panics on input.
 
 use std::collections::BTreeMap;
