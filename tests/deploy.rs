@@ -35,7 +35,7 @@ fn manifests_parse_and_the_shipped_config_loads() {
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
 
     let deployment: Deployment = of_kind("Deployment");
-    let spec = deployment.spec.unwrap();
+    let spec = deployment.spec;
     assert_eq!(spec.replicas, Some(2), "a leader and a warm standby");
     let container = spec.template.spec.unwrap().containers[0].clone();
     let args = container.args.clone().unwrap();
@@ -172,7 +172,7 @@ fn rbac_is_least_privilege_without_wildcards() {
 #[test]
 fn the_deployment_meets_pod_security_restricted() {
     let deployment: Deployment = of_kind("Deployment");
-    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    let pod = deployment.spec.template.spec.unwrap();
     let pod_sc = pod.security_context.expect("a pod securityContext");
     assert_eq!(pod_sc.run_as_non_root, Some(true));
     assert_eq!(pod_sc.run_as_user, Some(65532), "the image's non-root UID");

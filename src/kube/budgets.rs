@@ -18,7 +18,8 @@ pub fn disruptions_allowed(pdb: &PodDisruptionBudget) -> u32 {
     if status.observed_generation.unwrap_or(0) < generation {
         return 0;
     }
-    u32::try_from(status.disruptions_allowed).unwrap_or(0)
+    // Optional in the 1.37 schema (a zero is left out), required before: absent is 0.
+    u32::try_from(status.disruptions_allowed.unwrap_or(0)).unwrap_or(0)
 }
 
 /// Whether the budget covers a pod of its namespace with these labels (policy/v1: a

@@ -487,14 +487,29 @@ pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
     if pod_claims.is_some_and(|c| !c.is_empty()) {
         found.push("spec.resources.claims (DRA)".to_string());
     }
-    match found.as_slice() {
+    let mut why = match found.as_slice() {
         [] => None,
         [one] => Some(format!("{one} is not supported by rust-batch")),
         many => Some(format!(
             "{} are not supported by rust-batch",
             many.join(", ")
         )),
+    };
+    // A member of a Kubernetes PodGroup (scheduling.k8s.io, 1.35+): placed alone it could
+    // leave its gang half bound, so it waits until the native gang API is modelled. Older
+    // API servers drop the field: None there.
+    if let Some(group) = &spec.scheduling_group {
+        let name = group.pod_group_name.as_deref().unwrap_or_default();
+        let native = format!(
+            "spec.schedulingGroup (PodGroup \"{name}\" of scheduling.k8s.io): \
+             the native gang API is not supported yet"
+        );
+        why = Some(match why {
+            None => native,
+            Some(why) => format!("{why}; {native}"),
+        });
     }
+    why
 }
 
 pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
@@ -1024,6 +1039,37 @@ status:
             None,
             "pod-level requests are modelled"
         );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nschedulingGroup: {podGroupName: trainers}\n"
+            ))
+            .as_deref(),
+            Some(
+                "spec.schedulingGroup (PodGroup \"trainers\" of scheduling.k8s.io): \
+                 the native gang API is not supported yet"
+            ),
+            "a member of a native gang waits rather than being placed alone"
+        );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nresourceClaims: [{name: gpu, resourceClaimName: g}]\n\
+                 schedulingGroup: {podGroupName: trainers}\n"
+            ))
+            .as_deref(),
+            Some(
+                "spec.resourceClaims (DRA) is not supported by rust-batch; \
+                 spec.schedulingGroup (PodGroup \"trainers\" of scheduling.k8s.io): \
+                 the native gang API is not supported yet"
+            )
+        );
+        assert_eq!(
+            unsupported_fields(&spec(
+                "containers: [{name: c}]\nhostnameOverride: h\n\
+                 evictionResponders: [{name: example.com/drain, priority: 10000}]\n"
+            )),
+            None,
+            "the other fields 1.34-1.37 added are the kubelet's and the eviction API's"
+        );
         let never = pod("metadata: {name: a}\nspec: {preemptionPolicy: Never, containers: []}\n");
         assert!(pod_to_update(&never, None).unwrap().task.never_preempts);
         let plain = pod("metadata: {name: a}\nspec: {containers: []}\n");
@@ -1106,6 +1152,7 @@ status:
             ],
             &[
                 ("resourceClaims", "DRA: devices allocated from ResourceSlices, not modelled"),
+                ("schedulingGroup", "a member of a scheduling.k8s.io PodGroup (the native gang API, 1.35+): placed alone it could leave its gang half bound; waits until that API is modelled"),
             ],
             &[
                 ("automountServiceAccountToken", "kubelet: token mount"),
@@ -1113,11 +1160,13 @@ status:
                 ("dnsPolicy", "kubelet: resolv.conf"),
                 ("enableServiceLinks", "kubelet: environment"),
                 ("ephemeralContainers", "added to running pods only, with no resources"),
+                ("evictionResponders", "who answers an EvictionRequest (1.37, alpha gate EvictionRequestAPI); the pods/eviction subresource preemption goes through does not read it, and placement does not either"),
                 ("hostAliases", "kubelet: /etc/hosts"),
                 ("hostIPC", "kubelet: namespaces; no node resource is taken"),
                 ("hostPID", "kubelet: namespaces; no node resource is taken"),
                 ("hostUsers", "kubelet: user namespaces; kube-scheduler does not filter on it either"),
                 ("hostname", "kubelet: the pod's hostname"),
+                ("hostnameOverride", "kubelet: the pod's hostname (1.34)"),
                 ("imagePullSecrets", "kubelet: image pulls"),
                 ("os", "validation and kubelet admission; kube-scheduler does not filter on it either (nodeSelector kubernetes.io/os places pods by OS)"),
                 ("readinessGates", "readiness after the pod runs"),
@@ -1163,6 +1212,10 @@ status:
                 ("name", "identity"),
                 ("readinessProbe", "kubelet"),
                 ("resizePolicy", "kubelet: in-place resize"),
+                (
+                    "restartPolicyRules",
+                    "kubelet: restarts a container by its exit code (1.34); a sidecar is told by restartPolicy alone",
+                ),
                 ("securityContext", "kubelet"),
                 ("startupProbe", "kubelet"),
                 ("stdin", "kubelet"),

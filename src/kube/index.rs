@@ -910,7 +910,9 @@ impl Index {
 
     pub fn apply_priority_class(&mut self, pc: &PriorityClass) {
         let name = pc.name_any();
-        self.priority_classes.insert(name.clone(), pc.value);
+        // Optional in the 1.37 schema (a zero value is left out): absent is 0.
+        self.priority_classes
+            .insert(name.clone(), pc.value.unwrap_or(0));
         // PodGroups that named this class before it was seen get its value now.
         let waiting: Vec<String> = self
             .pod_groups

@@ -115,6 +115,9 @@ enum Listing<K> {
         objects: std::vec::IntoIter<K>,
         resource_version: Option<String>,
         reading: Option<PageRead<K>>,
+        /// Asked of the server before the list's first page (`proto::format_for`), kept for
+        /// its other pages.
+        format: Option<proto::Format>,
     },
     /// Listed; the next step starts a watch from its version.
     Listed(String),
@@ -129,13 +132,13 @@ struct PageRead<K> {
 }
 
 impl<K: Resource + ProtoListed + Clone + DeserializeOwned + Send + 'static> PageRead<K> {
-    fn start(api: &Api<K>, lp: ListParams) -> Self {
+    fn start(api: &Api<K>, lp: ListParams, format: proto::Format) -> Self {
         let (sender, batches) = tokio::sync::mpsc::unbounded_channel();
         let client = api.clone().into_client();
         let url = api.resource_url().to_string();
         let mut task = tokio::task::JoinSet::new();
         task.spawn(async move {
-            proto::list_in_batches::<K>(&client, &url, &lp, |batch| {
+            proto::list_in_batches::<K>(&client, &url, &lp, format, |batch| {
                 // The receiver is gone only with the watch, which no longer wants them.
                 let _ = sender.send(batch);
             })
@@ -181,6 +184,7 @@ where
                         objects: Vec::new().into_iter(),
                         resource_version: None,
                         reading: None,
+                        format: None,
                     };
                     return (Ok(Event::Init), page);
                 }
@@ -189,6 +193,7 @@ where
                     mut objects,
                     mut resource_version,
                     reading,
+                    mut format,
                 } => {
                     if let Some(next) = objects.next() {
                         let page = Listing::Page {
@@ -196,6 +201,7 @@ where
                             objects,
                             resource_version,
                             reading,
+                            format,
                         };
                         return (Ok(Event::InitApply(next)), page);
                     }
@@ -229,7 +235,12 @@ where
                                 continue_token: continue_token.take(),
                                 ..ListParams::default()
                             };
-                            Some(PageRead::start(api, lp))
+                            let f = match format {
+                                Some(f) => f,
+                                None => proto::format_for(&api.clone().into_client()).await,
+                            };
+                            format = Some(f);
+                            Some(PageRead::start(api, lp, f))
                         }
                     };
                     Listing::Page {
@@ -237,6 +248,7 @@ where
                         objects,
                         resource_version,
                         reading,
+                        format,
                     }
                 }
                 Listing::Listed(rv) => {
@@ -588,9 +600,26 @@ mod tests {
     fn answering(
         answer: impl Fn(&str) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
     ) -> Client {
+        answering_as("v1.37.2", move |query, _| answer(query))
+    }
+
+    /// A client whose API server says it is `version` (`/version`) and answers every other
+    /// request (its query and Accept header) with `answer`.
+    fn answering_as(
+        version: &'static str,
+        answer: impl Fn(&str, &str) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
+    ) -> Client {
         let answer = Arc::new(answer);
         let service = tower::service_fn(move |req: http::Request<Body>| {
-            let (code, content_type, body) = answer(req.uri().query().unwrap_or(""));
+            let (code, content_type, body) = if req.uri().path() == "/version" {
+                let minor = version.split('.').nth(1).unwrap_or_default();
+                let info = serde_json::json!({"major": "1", "minor": minor, "gitVersion": version});
+                (200, "application/json", info.to_string().into_bytes())
+            } else {
+                let accept = req.headers().get(http::header::ACCEPT);
+                let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or_default();
+                answer(req.uri().query().unwrap_or(""), accept)
+            };
             async move {
                 http::Response::builder()
                     .status(code)
@@ -673,6 +702,47 @@ mod tests {
             matches!(&state, Listing::Listed(version) if version == "9"),
             "watches from the last page's version"
         );
+    }
+
+    /// A server newer than the protos may send fields they lack: its pods are listed in
+    /// JSON, every page; one of the protos' version, in protobuf.
+    #[tokio::test]
+    async fn a_server_newer_than_the_protos_is_listed_in_json() {
+        let json_page = |names: &[&str], continue_token: &str| {
+            let items: Vec<_> = names
+                .iter()
+                .map(|n| serde_json::json!({"metadata": {"name": n, "namespace": "ns"}}))
+                .collect();
+            let mut list = serde_json::json!({"kind": "PodList", "apiVersion": "v1",
+                "items": items, "metadata": {"resourceVersion": "8"}});
+            if !continue_token.is_empty() {
+                list["metadata"]["continue"] = continue_token.into();
+            }
+            (200, "application/json", list.to_string().into_bytes())
+        };
+        let api = Api::all(answering_as("v1.38.0", move |query, accept| {
+            assert_eq!(accept, "application/json", "{query}");
+            if query.contains("continue=next") {
+                json_page(&["b"], "")
+            } else {
+                json_page(&["a"], "next")
+            }
+        }));
+        let (listed, error, _) = list_through(&api).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(listed, ["a", "b"]);
+
+        let pods = names("p", 2);
+        let api = Api::all(answering_as("v1.33.13", move |query, accept| {
+            assert!(
+                accept.starts_with("application/vnd.kubernetes.protobuf"),
+                "{query}"
+            );
+            page(&pods, "", "8")
+        }));
+        let (listed, error, _) = list_through(&api).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(listed, names("p", 2));
     }
 
     #[tokio::test]
