@@ -1,6 +1,6 @@
 //! Scheduling gates at the gang level, and pods asking for what rust-batch does not model
-//! (DRA resource claims), on the real control plane. Each test has its own namespace, node
-//! pool and scheduler (running with deploy/'s RBAC).
+//! (DRA resource claims, membership of a Kubernetes PodGroup), on the real control plane.
+//! Each test has its own namespace, node pool and scheduler (running with deploy/'s RBAC).
 
 mod common;
 
@@ -282,6 +282,115 @@ async fn a_pod_with_resource_claims_is_refused_loudly_and_everyone_else_schedule
         node_of(&get(&client, NS, "dra-0").await),
         None,
         "never a silent placement"
+    );
+    check_invariants(&client, NS).await;
+}
+
+/// The API server's minor version (1.x).
+async fn server_minor(client: &Client) -> u32 {
+    let info = client.apiserver_version().await.expect("/version");
+    let minor = info.minor.trim_end_matches('+');
+    minor.parse().expect("a numeric minor version")
+}
+
+/// A pod joining a Kubernetes PodGroup (`spec.schedulingGroup`, scheduling.k8s.io) must not
+/// be placed as a lone pod — that could leave its gang half bound — while rust-batch does
+/// not model the native gang API: it waits, saying why. An API server older than 1.35 (or
+/// without the GenericWorkload gate) drops the field: the same pod is then a plain lone pod
+/// and binds, nothing assumes the field exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_a_native_pod_group_waits_rather_than_binding_alone() {
+    const NS: &str = "e2e-native-gang";
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, NS).await;
+    fake_node(
+        &client,
+        "native-n0",
+        NS,
+        json!({"cpu": "4", "memory": "8Gi"}),
+    )
+    .await;
+    let _s = start_scheduler("rb-native");
+    let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    let lone = |name: &str, extra: serde_json::Value| {
+        let mut p = json!({
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"schedulerName": "rb-native", "nodeSelector": {"pool": NS},
+                     "containers": [{"name": "main", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "1"}}}]}
+        });
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            p["spec"][k] = v.clone();
+        }
+        serde_json::from_value::<Pod>(p).unwrap()
+    };
+    let member = lone(
+        "member-0",
+        json!({"schedulingGroup": {"podGroupName": "trainers"}}),
+    );
+    pods.create(&PostParams::default(), &member)
+        .await
+        .expect("pod created");
+    pods.create(&PostParams::default(), &lone("plain-0", json!({})))
+        .await
+        .expect("pod created");
+    let kept = get(&client, NS, "member-0")
+        .await
+        .spec
+        .and_then(|s| s.scheduling_group);
+    let minor = server_minor(&client).await;
+
+    wait_for(Duration::from_secs(30), "the plain pod bound", || async {
+        node_of(&get(&client, NS, "plain-0").await)
+    })
+    .await;
+    if minor < 37 {
+        // tests/cluster/up.sh turns GenericWorkload on from 1.37 only.
+        assert_eq!(
+            kept, None,
+            "a {minor} API server drops spec.schedulingGroup"
+        );
+        wait_for(Duration::from_secs(30), "the pod bound alone", || async {
+            node_of(&get(&client, NS, "member-0").await)
+        })
+        .await;
+        check_invariants(&client, NS).await;
+        return;
+    }
+    assert_eq!(
+        kept.and_then(|g| g.pod_group_name).as_deref(),
+        Some("trainers"),
+        "the API server kept spec.schedulingGroup (GenericWorkload is on)"
+    );
+    let why = "spec.schedulingGroup (PodGroup \"trainers\" of scheduling.k8s.io): \
+               the native gang API is not supported yet";
+    let event = wait_for(Duration::from_secs(30), "the refusal event", || async {
+        pod_events(&client, NS, "member-0")
+            .await
+            .into_iter()
+            .find(|(r, _)| r == "FailedScheduling")
+    })
+    .await;
+    assert_eq!(
+        event.1,
+        format!("{why}; the pod is not scheduled (nor counted for its gang)")
+    );
+    let condition = wait_for(
+        Duration::from_secs(30),
+        "the refused pod's PodScheduled condition",
+        || async { pod_scheduled(&get(&client, NS, "member-0").await) },
+    )
+    .await;
+    assert_eq!(
+        condition,
+        ("False".into(), "Unsupported".into(), why.to_string())
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        node_of(&get(&client, NS, "member-0").await),
+        None,
+        "never placed as a lone pod"
     );
     check_invariants(&client, NS).await;
 }

@@ -34,6 +34,8 @@ fn rich_pod() -> Value {
             "subdomain": "s",
             "nodeSelector": {"pool": NS},
             "schedulingGates": [{"name": "example.com/gate"}],
+            // 1.37 (GenericWorkload; an older API server drops it): newer than k8s-pb's protos.
+            "schedulingGroup": {"podGroupName": "trainers"},
             "readinessGates": [{"conditionType": "example.com/ready"}],
             "dnsPolicy": "None",
             "dnsConfig": {"nameservers": ["1.1.1.1"], "searches": ["a.b"],
@@ -227,6 +229,11 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_listed_in_protobuf_are_the_pods_their_json_gives() {
     let client = client().await;
+    assert_eq!(
+        proto::format_for(&client).await,
+        proto::Format::Protobuf,
+        "a supported API server is listed in protobuf (else this compares JSON with JSON)"
+    );
     namespace(&client, NS).await;
     let node = "e2e-protobuf-node";
     fake_node(&client, node, NS, json!({"cpu": "8", "memory": "16Gi"})).await;
@@ -277,6 +284,19 @@ async fn pods_listed_in_protobuf_are_the_pods_their_json_gives() {
             "the bound pod has container statuses to compare"
         );
         assert_alike(&format!("pods (page size {limit:?})"), &json, &protobuf);
+        let minor: u32 = client.apiserver_version().await.expect("/version").minor[..2]
+            .parse()
+            .expect("a minor version");
+        // tests/cluster/up.sh turns GenericWorkload on from 1.37.
+        let group = protobuf["rich"]
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_group.as_ref());
+        assert_eq!(
+            group.and_then(|g| g.pod_group_name.as_deref()),
+            (minor >= 37).then_some("trainers"),
+            "spec.schedulingGroup read in protobuf"
+        );
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command that runs every test: unit, property, simulator scenario and end-to-end
 # tests against a real control plane (kube-apiserver + etcd + kwok, built from Go modules by
-# tests/cluster/build.sh and cached by version outside the tree), plus the Helm chart's (helm
+# tests/cluster/build.sh and cached by version outside the tree; the default Kubernetes
+# version, then a compatibility subset on the oldest supported one), plus the Helm chart's (helm
 # from tests/cluster/build-helm.sh, cached too), the static binary's in an empty root, and
 # the docs book's build (docs/build.sh) and links (tests/docs_links.rs). A
 # fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
@@ -18,6 +19,14 @@ operators_pid=$!
 
 echo "==> building the control plane (cached after the first run)"
 tests/cluster/build.sh
+
+# The oldest supported Kubernetes version: a second control plane of it runs the
+# compatibility subset at the end. Built in the background while the rest builds.
+oldest="$(sed -n 's/^K8S_OLDEST_VERSION=//p' tests/cluster/versions.env)"
+oldest_log="$(mktemp -t rb-build-oldest.XXXXXX.log)"
+echo "==> building the oldest supported control plane ($oldest) in the background (cached after the first run; log: $oldest_log)"
+RB_K8S_VERSION="$oldest" tests/cluster/build.sh >"$oldest_log" 2>&1 &
+oldest_pid=$!
 
 echo "==> building helm for the chart's tests (cached after the first run)"
 tests/cluster/build-helm.sh
@@ -41,6 +50,18 @@ tail -n 1 "$operators_log"
 
 echo "==> every test, with a fresh control plane up (e2e tests fail without it; none skip)"
 tests/cluster/with-cluster.sh cargo test --all-targets --locked --no-fail-fast
+
+echo "==> waiting for the oldest supported control plane's build"
+if ! wait "$oldest_pid"; then
+  tail -n 60 "$oldest_log" >&2
+  echo "building the $oldest control plane failed (log above: $oldest_log)" >&2
+  exit 1
+fi
+echo "==> the compatibility subset on a fresh control plane of the oldest supported version ($oldest):"
+echo "    a gang of every dialect binds whole, pods and nodes listed in protobuf, the refusals, the chart installs, leader election"
+RB_K8S_VERSION="$oldest" tests/cluster/with-cluster.sh cargo test --locked --no-fail-fast \
+  --test e2e_volcano_all_or_nothing --test e2e_dialects --test e2e_protobuf_lists \
+  --test e2e_gates_and_refusals --test e2e_helm --test e2e_leader_election
 
 echo "==> the bundled default scenario must run with both invariants at 0"
 # The binary the tests were built with: `cargo run` would build the crate once more without

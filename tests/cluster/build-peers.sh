@@ -2,8 +2,9 @@
 # shellcheck source-path=SCRIPTDIR
 # Build (once) the peers the benchmark compares rust-batch with (benches/peers.rs); the test
 # command never builds them:
-#   kube-scheduler  k8s.io/kubernetes/cmd/kube-scheduler from the wrapper module k8s/ (the
-#                   control plane's: same version, same -ldflags as build.sh)
+#   kube-scheduler  k8s.io/kubernetes/cmd/kube-scheduler from the wrapper module
+#                   k8s/<K8S_VERSION>/ (the control plane's: same version, same -ldflags as
+#                   build.sh)
 #                   -> $RB_CACHE/bin/kube-scheduler-<K8S_VERSION>/kube-scheduler
 #   vc-scheduler    volcano.sh/volcano/cmd/scheduler from the wrapper module volcano/ (every
 #                   replace line of Volcano's go.mod; gen-volcano.sh writes it)
@@ -48,14 +49,16 @@ build() {
 }
 
 if [[ ! -x "$KUBE_SCHEDULER_DIR/kube-scheduler" || ! -x "$VOLCANO_DIR/vc-scheduler" ]]; then
-  command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.24 (the module proxy must be reachable)"
+  command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.26 (or >= 1.21, which fetches 1.26 from the module proxy)"
+  # An older local Go fetches the toolchain a go directive asks for (as build.sh).
+  export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
   mkdir -p "$RB_CACHE/bin"
   rb_lock "$RB_CACHE/.build-peers.lock"
-  grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$RB_CLUSTER_HOME/k8s/go.mod" \
-    || rb_die "k8s/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh"
+  grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$K8S_MODDIR/go.mod" \
+    || rb_die "$K8S_MODDIR/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh $K8S_VERSION"
   grep -q "^require volcano.sh/volcano $VOLCANO_VERSION\$" "$volcano_mod/go.mod" \
     || rb_die "volcano/go.mod does not require volcano.sh/volcano $VOLCANO_VERSION: run gen-volcano.sh"
-  build kube-scheduler "$KUBE_SCHEDULER_DIR" "$RB_CLUSTER_HOME/k8s" \
+  build kube-scheduler "$KUBE_SCHEDULER_DIR" "$K8S_MODDIR" \
     k8s.io/kubernetes/cmd/kube-scheduler "$(rb_k8s_ldflags)"
   # The variables Volcano's Makefile sets (Makefile.def): GitSHA and Built are the tag's
   # commit and time as the module proxy reports them (the download's .info file).

@@ -4,8 +4,11 @@
 #   kube-apiserver, kubectl, etcd  -> $RB_CACHE/bin/k8s-<K8S_VERSION>/
 #   kube-controller-manager        -> the same dir (added to an existing one)
 #   kwok                           -> $RB_CACHE/bin/kwok-<KWOK_VERSION>/
+# K8S_VERSION is the default of versions.env, or RB_K8S_VERSION (e.g. the oldest supported
+# version, K8S_OLDEST_VERSION); each version builds from its wrapper module k8s/<version>/.
 # RB_CACHE = ${RUST_BATCH_CACHE:-$HOME/.cache/rust-batch}. Needs only Go and
 # the Go module proxy. Returns at once when the binaries are already cached.
+# Builds of different versions may run at the same time (one lock per version, one for kwok).
 # On success the last two lines on stdout are K8S_BIN_DIR=... and KWOK_BIN_DIR=...
 set -euo pipefail
 
@@ -23,9 +26,9 @@ if rb_binaries_present; then
   exit 0
 fi
 
-command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.24 (the module proxy must be reachable)"
+command -v go >/dev/null || rb_die "go is not in PATH: install Go >= 1.26 (or >= 1.21, which fetches 1.26 from the module proxy)"
 mkdir -p "$RB_CACHE/bin"
-rb_lock "$RB_CACHE/.build.lock"
+rb_lock "$RB_CACHE/.build-$K8S_VERSION.lock"
 if rb_binaries_present; then
   rb_log "binaries were built by a concurrent run"
   print_dirs
@@ -37,13 +40,17 @@ export CGO_ENABLED=0
 NICE=(nice -n 10)
 start=$SECONDS
 
-moddir="$RB_CLUSTER_HOME/k8s"
+moddir="$K8S_MODDIR"
+# Kubernetes 1.37 and kwok v0.8.0 need Go >= 1.26.0 (their go directives). An older local Go
+# fetches that toolchain from the module proxy with GOTOOLCHAIN=auto, set here unless the
+# environment says otherwise (a go.env with GOTOOLCHAIN=local would refuse instead).
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 ldflags="$(rb_k8s_ldflags)"
 
 if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K8S_BIN_DIR/kubectl" ]]; then
-  [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh)"
+  [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh $K8S_VERSION)"
   grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$moddir/go.mod" \
-    || rb_die "$moddir/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh"
+    || rb_die "$moddir/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh $K8S_VERSION"
   tmp="$K8S_BIN_DIR.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
   trap 'rm -rf "$tmp"' EXIT
@@ -67,7 +74,7 @@ fi
 # volumes bind as on a real cluster); built on its own, so a cache made before it was
 # needed only gains this binary.
 if [[ ! -x "$K8S_BIN_DIR/kube-controller-manager" ]]; then
-  [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh)"
+  [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh $K8S_VERSION)"
   t0=$SECONDS
   tmp="$K8S_BIN_DIR/kube-controller-manager.tmp.$$"
   trap 'rm -f "$tmp"' EXIT
@@ -79,6 +86,12 @@ if [[ ! -x "$K8S_BIN_DIR/kube-controller-manager" ]]; then
   rb_log "built kube-controller-manager in $((SECONDS - t0))s"
 fi
 
+# kwok is shared by every Kubernetes version: its own lock (fd 8), so the builds of two
+# versions started at once build it once.
+if [[ ! -x "$KWOK_BIN_DIR/kwok" ]]; then
+  exec 8>"$RB_CACHE/.build-kwok-$KWOK_VERSION.lock"
+  flock 8
+fi
 if [[ ! -x "$KWOK_BIN_DIR/kwok" ]]; then
   tmp="$KWOK_BIN_DIR.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"

@@ -24,6 +24,9 @@ state="$(cd "$state" && pwd)"
 
 envfile="$state/env"
 pid_of() { [[ -f "$envfile" ]] && sed -n "s/^$1=//p" "$envfile" | tail -n 1; }
+# The binaries this cluster runs (its version may not be the default).
+K8S_BIN_DIR="$(pid_of K8S_BIN_DIR || true)"; K8S_BIN_DIR="${K8S_BIN_DIR:-$RB_CACHE/bin/k8s-$K8S_VERSION}"
+KWOK_BIN_DIR="$(pid_of KWOK_BIN_DIR || true)"; KWOK_BIN_DIR="${KWOK_BIN_DIR:-$RB_CACHE/bin/kwok-$KWOK_VERSION}"
 
 # Is PID alive and ours (its command line mentions the state dir)?
 ours() {

@@ -5,6 +5,13 @@
 RB_CLUSTER_HOME="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$RB_CLUSTER_HOME/versions.env"
+# RB_K8S_VERSION picks another control-plane version than the default (e.g.
+# RB_K8S_VERSION=$K8S_OLDEST_VERSION for the compatibility subset); it needs its wrapper
+# module k8s/<version>/ (gen-replaces.sh <version>).
+K8S_DEFAULT_VERSION="$K8S_VERSION"
+K8S_VERSION="${RB_K8S_VERSION:-$K8S_VERSION}"
+# The wrapper Go module the Kubernetes binaries of K8S_VERSION are built from.
+K8S_MODDIR="$RB_CLUSTER_HOME/k8s/$K8S_VERSION"
 
 RB_CACHE="${RUST_BATCH_CACHE:-${HOME:?HOME is not set}/.cache/rust-batch}"
 K8S_BIN_DIR="$RB_CACHE/bin/k8s-$K8S_VERSION"

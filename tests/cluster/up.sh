@@ -24,6 +24,8 @@
 #                          (default tests/cluster/stages)
 #   RB_NO_KWOK=1           do not start kwok
 #   RB_NO_CONTROLLERS=1    do not start kube-controller-manager
+#   RB_K8S_VERSION         another Kubernetes version than versions.env's K8S_VERSION
+#                          (e.g. K8S_OLDEST_VERSION); built first if need be
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -77,6 +79,7 @@ write_env() {
     echo "RB_TOKEN=$token"
     echo "RB_ETCD_URL=http://127.0.0.1:${etcd_client_port:-}"
     echo "RB_KWOK_URL=http://127.0.0.1:${kwok_port:-}"
+    echo "RB_K8S_VERSION=$K8S_VERSION"
     echo "K8S_BIN_DIR=$K8S_BIN_DIR"
     echo "KWOK_BIN_DIR=$KWOK_BIN_DIR"
     echo "KUBECTL=$KUBECTL"
@@ -180,8 +183,8 @@ if command -v openssl >/dev/null; then
   openssl rsa -in "$state/pki/sa.key" -pubout -out "$state/pki/sa.pub" 2>/dev/null
 else
   # openssl missing (apt-get install -y openssl): use Go's crypto instead.
-  rb_log "openssl not found; generating the service-account key pair with go run ./keygen"
-  (cd "$RB_CLUSTER_HOME/k8s" && GOFLAGS=-mod=readonly go run ./keygen "$state/pki/sa.key" "$state/pki/sa.pub")
+  rb_log "openssl not found; generating the service-account key pair with go run k8s/keygen"
+  (cd "$RB_CLUSTER_HOME/k8s/keygen" && GOFLAGS=-mod=readonly go run . "$state/pki/sa.key" "$state/pki/sa.pub")
 fi
 [[ -s "$state/pki/sa.key" && -s "$state/pki/sa.pub" ]] || rb_die "service-account key generation failed"
 
@@ -219,8 +222,26 @@ done
 rb_log "etcd ready on 127.0.0.1:$etcd_client_port (pid $ETCD_PID)"
 
 # --- kube-apiserver ---------------------------------------------------------
-# DynamicResourceAllocation is off by default in 1.33, and without it the API server drops
-# spec.resourceClaims from every pod: on, so tests can send the pods rust-batch refuses.
+# Feature gates and API versions, by minor version (the names are read from that version's
+# pkg/features/kube_features.go and pkg/controlplane/instance.go):
+# * 1.37: Kubernetes' own gang API, scheduling.k8s.io/v1beta1 PodGroup and Workload (beta,
+#   off by default) and pods' spec.schedulingGroup: GenericWorkload; the PodGroup fields
+#   behind their own gates: schedulingConstraints (TopologyAwareWorkloadScheduling, alpha),
+#   preemptionPolicy (PodGroupPreemptionPolicy, alpha), resourceClaims and their status
+#   (DRAWorkloadResourceClaims, beta, off by default). Without a gate the API server drops
+#   the field. DRA (resource.k8s.io/v1) is GA and on, its gate locked.
+# * 1.33: DynamicResourceAllocation is off by default, and without it the API server drops
+#   spec.resourceClaims from every pod: on (with resource.k8s.io/v1beta1), so tests can
+#   send the pods rust-batch refuses.
+if (( K8S_MINOR >= 37 )); then
+  feature_gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,PodGroupPreemptionPolicy=true,DRAWorkloadResourceClaims=true
+  runtime_config=scheduling.k8s.io/v1beta1=true
+elif (( K8S_MINOR <= 33 )); then
+  feature_gates=DynamicResourceAllocation=true
+  runtime_config=resource.k8s.io/v1beta1=true
+else
+  rb_die "no feature gates known for Kubernetes $K8S_VERSION (supported: $K8S_OLDEST_VERSION and $K8S_DEFAULT_VERSION)"
+fi
 for attempt in 1 2 3; do
   read -r apiserver_port < <(free_ports 1)
   apiserver_log="$state/logs/kube-apiserver.log"
@@ -240,8 +261,8 @@ for attempt in 1 2 3; do
     --service-account-key-file="$state/pki/sa.pub" \
     --service-account-signing-key-file="$state/pki/sa.key" \
     --token-auth-file="$state/pki/tokens.csv" \
-    --feature-gates=DynamicResourceAllocation=true \
-    --runtime-config=resource.k8s.io/v1beta1=true \
+    --feature-gates="$feature_gates" \
+    --runtime-config="$runtime_config" \
     ${RB_APISERVER_ARGS:-}
   APISERVER_PID=$START_PID
   write_env
@@ -330,8 +351,10 @@ if [[ "${RB_NO_CONTROLLERS:-0}" != 1 ]]; then
     --pvclaimbinder-sync-period=2s
   CONTROLLER_MANAGER_PID=$START_PID
   write_env
+  # The PersistentVolume controller's own line (1.33 to 1.37; 1.37 no longer logs
+  # "Started controller" at the default verbosity).
   wait_for kube-controller-manager "$CONTROLLER_MANAGER_PID" "$kcm_log" \
-    grep -q 'Started controller.*persistentvolume-binder' "$kcm_log" \
+    grep -q 'Starting persistent volume controller' "$kcm_log" \
     || rb_die "kube-controller-manager did not start the PersistentVolume binder"
   rb_log "kube-controller-manager ready (pid $CONTROLLER_MANAGER_PID, PersistentVolume binder only)"
 fi
