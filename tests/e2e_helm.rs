@@ -54,8 +54,20 @@ async fn the_render_passes_a_server_side_dry_run() {
     let client = client().await;
     install_crds(&client).await;
     ensure_namespace(&client).await;
+    // Server-side apply: the other tests of this binary apply the same render for real
+    // (`scheduler_kubeconfig`), and a client-side apply's read-then-create would race them
+    // (a dry-run create of an object created meanwhile is refused: AlreadyExists).
     let out = kubectl_admin(
-        &["apply", "--dry-run=server", "-o", "name", "-f", "-"],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-o",
+            "name",
+            "-f",
+            "-",
+        ],
         rendered_manifests(),
     );
     let accepted: Vec<&str> = out.lines().collect();
