@@ -1,6 +1,8 @@
 //! The command line's pieces that are not the commands themselves: Go's flag spellings,
 //! the peer schedulers' flags, logging, and how errors are told.
 
+pub mod args;
+pub mod explain;
 pub mod go_values;
 pub mod logging;
 pub mod peer_flags;
