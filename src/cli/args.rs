@@ -683,4 +683,100 @@ mod tests {
         );
         assert!(master_url("http://[::1").is_err());
     }
+
+    /// Every flag of Volcano v1.15.1's vc-scheduler but --help and --version (which exit),
+    /// with a value as its chart writes one: cmd/scheduler/app/options/options.go,
+    /// cmd/scheduler/main.go (--log-flush-frequency, --feature-gates, and leader election
+    /// from k8s.io/component-base config/options/leaderelectionconfig.go), and klog v2's
+    /// flags (klog.go's init, plus legacy_stderr_threshold_behavior that main.go sets).
+    const VOLCANO_FLAGS: &[&str] = &[
+        "--master=https://10.0.0.1:6443",
+        "--kubeconfig=/kc",
+        "--ca-cert-file=/ca",
+        "--tls-cert-file=/crt",
+        "--tls-private-key-file=/key",
+        "--lock-object-namespace=volcano-system",
+        "--scheduler-name=volcano",
+        "--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf",
+        "--schedule-period=1s",
+        "--resync-period=0s",
+        "--default-queue=default",
+        "--listen-address=:8080",
+        "--healthz-address=:11251",
+        "--priority-class=true",
+        "--kube-api-qps=2000",
+        "--kube-api-burst=2000",
+        "--minimum-feasible-nodes=100",
+        "--minimum-percentage-nodes-to-find=5",
+        "--percentage-nodes-to-find=0",
+        "--plugins-dir=/plugins",
+        "--csi-storage=false",
+        "--enable-healthz=true",
+        "--enable-metrics=true",
+        "--enable-pprof=true",
+        "--node-selector=volcano.sh/role:train",
+        "--cache-dumper=true",
+        "--cache-dump-dir=/tmp",
+        "--node-worker-threads=20",
+        "--gate-removal-worker-num=5",
+        "--ignored-provisioners=rancher.io/local-path",
+        "--resource-sync-timeout=60s",
+        "--disable-default-scheduler-config=false",
+        "--scheduler-sharding-mode=none",
+        "--scheduler-sharding-name=volcano",
+        "--log-flush-frequency=5s",
+        "--feature-gates=SchedulingGatesQueueAdmission=true",
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=15s",
+        "--leader-elect-renew-deadline=10s",
+        "--leader-elect-retry-period=2s",
+        "--leader-elect-resource-lock=leases",
+        "--leader-elect-resource-name=volcano",
+        "--leader-elect-resource-namespace=volcano-system",
+        "--log_dir=/var/log",
+        "--log_file=/var/log/vc.log",
+        "--log_file_max_size=1800",
+        "--logtostderr",
+        "--alsologtostderr=false",
+        "-v=3",
+        "--add_dir_header=false",
+        "--skip_headers=false",
+        "--one_output=false",
+        "--skip_log_headers=false",
+        "--stderrthreshold=INFO",
+        "--vmodule=allocate=5",
+        "--log_backtrace_at=allocate.go:100",
+        "--legacy_stderr_threshold_behavior=false",
+    ];
+
+    #[test]
+    fn every_volcano_flag_is_accepted_and_documented() {
+        let doc = include_str!("../../docs/src/volcano-flags.md");
+        for flag in VOLCANO_FLAGS {
+            parse_line(&[flag]).unwrap_or_else(|e| panic!("{flag}: {e}"));
+            let name = flag.split('=').next().unwrap_or(flag).replace('_', "-");
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} is not in the docs"
+            );
+        }
+        for name in ["--help", "--version"] {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} is not in the docs"
+            );
+        }
+        // The peer flags and the names `run` takes for the peers' sake are in it too.
+        let (_, peers) = cli::accepted_flags(Cli::command(), Some("run"));
+        for name in peers.iter().map(String::as_str).chain([
+            "--logging-format",
+            "--listen-address",
+            "--leader-elect-resource-namespace",
+        ]) {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} is not in the docs"
+            );
+        }
+    }
 }
