@@ -968,4 +968,18 @@ data:
             assert!(SchedulerConf::parse(text, "x").is_err(), "{text}");
         }
     }
+
+    proptest::proptest! {
+        /// Any text, ConfigMaps and Volcano's names mixed in, is a configuration or an
+        /// error: never a panic.
+        #[test]
+        fn any_text_loads_or_is_an_error(
+            text in "(kind: (ConfigMap|List)\n|data:\n  |volcano-scheduler.conf: \\|\n|items:\n- |---\n|actions: \"(enqueue|shuffle|gangpreempt|x), allocate\"\n|tiers:\n- plugins:\n  - name: (sla|gang|numaaware|drf|)\n|    arguments: \\{a: 1\\}\n|configurations:\n- name: (gangreclaim|allocate|y)\n|[ -~\n]{0,8})*",
+            strict in proptest::bool::ANY,
+        ) {
+            if let Ok(conf) = SchedulerConf::parse(&text, "p.conf") {
+                let _ = conf.with_strict(strict).resolve_names(OURS_ACTIONS, OURS_PLUGINS);
+            }
+        }
+    }
 }
