@@ -117,7 +117,10 @@ fn main() -> ExitCode {
         }
     }
     if implied_run {
-        tracing::info!("flags but no command: running `run`, as vc-scheduler would");
+        tracing::info!(
+            "flags but no command: running `run` as vc-scheduler would (for the scheduler \
+             name volcano unless --scheduler-name is given)"
+        );
     }
     match run(cli.command) {
         Ok(code) => code,

@@ -566,6 +566,18 @@ mod tests {
     }
 
     #[test]
+    fn a_volcano_command_line_without_a_scheduler_name_takes_volcano_pods() {
+        // Volcano's chart passes --scheduler-name only when its value sets one.
+        let a = run_args(&["--scheduler-conf=/c", "--leader-elect=false"]);
+        assert_eq!(a.scheduler_names, ["volcano"]);
+        // `run` named: rust-batch's own default.
+        assert_eq!(
+            run_args(&["run", "--scheduler-conf=/c"]).scheduler_names,
+            ["rust-batch"]
+        );
+    }
+
+    #[test]
     fn klog_flags_with_underscores() {
         let a = run_args(&[
             "run",

@@ -9,12 +9,16 @@ pub mod peer_flags;
 
 use std::ffi::OsString;
 
+/// vc-scheduler's default `--scheduler-name`, for a command line written for it.
+pub const VOLCANO_SCHEDULER_NAME: &str = "--scheduler-name=volcano";
+
 /// The heading `run --help` lists the peer flags under.
 pub const PEER_HEADING: &str = "Accepted for Volcano's and kube-scheduler's manifests";
 
 /// With no command but flags (a Volcano Deployment's `args:` given to rust-batch's image,
-/// whose entrypoint is the binary), the command is `run`, as vc-scheduler's would be.
-/// Returns the arguments and whether `run` was implied.
+/// whose entrypoint is the binary), the command is `run`, as vc-scheduler's would be, and
+/// without `--scheduler-name` the pods are Volcano's (vc-scheduler's default name: Volcano's
+/// chart passes none). Returns the arguments and whether `run` was implied.
 pub fn imply_run(mut args: Vec<OsString>, commands: &[&str]) -> (Vec<OsString>, bool) {
     let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
         return (args, false);
@@ -27,6 +31,13 @@ pub fn imply_run(mut args: Vec<OsString>, commands: &[&str]) -> (Vec<OsString>, 
         .any(|a| a.to_str().is_some_and(|a| commands.contains(&a)));
     if first.starts_with('-') && !asks_about_the_program && !names_a_command {
         args.insert(1, "run".into());
+        let names_a_scheduler = args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == "--scheduler-name" || a.starts_with("--scheduler-name="));
+        if !names_a_scheduler {
+            args.push(VOLCANO_SCHEDULER_NAME.into());
+        }
         return (args, true);
     }
     (args, false)
@@ -95,13 +106,19 @@ mod tests {
                 &commands
             ),
             (
-                args(&["rb", "run", "--logtostderr", "--scheduler-conf=/c"]),
+                args(&[
+                    "rb",
+                    "run",
+                    "--logtostderr",
+                    "--scheduler-conf=/c",
+                    "--scheduler-name=volcano"
+                ]),
                 true
             )
         );
         assert_eq!(
-            imply_run(args(&["rb", "-v=3"]), &commands),
-            (args(&["rb", "run", "-v=3"]), true)
+            imply_run(args(&["rb", "-v=3", "--scheduler-name", "vc"]), &commands),
+            (args(&["rb", "run", "-v=3", "--scheduler-name", "vc"]), true)
         );
         for unchanged in [
             &["rb"][..],
