@@ -122,7 +122,7 @@ mod tests {
             }
         });
         // A healthy watch beside it is never restarted.
-        watches.add("Node", || std::future::pending());
+        watches.add("Node", std::future::pending);
         let s = stopped.clone();
         let supervisor = tokio::spawn(watches.supervise(move |kind| s.lock().unwrap().push(kind)));
         for _ in 0..200 {
