@@ -5,7 +5,8 @@
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{Action, Session};
-use crate::model::PodGroupPhase;
+use crate::model::resource::format_amount;
+use crate::model::{JobId, PodGroupPhase};
 
 pub struct Enqueue;
 
@@ -41,12 +42,50 @@ impl Action for Enqueue {
             if ssn.job_enqueueable(id) {
                 ssn.enqueue_job(id);
             } else {
-                ssn.record_job_note(
-                    id,
-                    format!("not admitted: queue {queue:?} or the cluster cannot hold its minResources yet"),
-                );
+                let why = admission_blocker(ssn, id, &queue);
+                ssn.record_job_note(id, why);
             }
         }
+    }
+}
+
+/// Why a gang is not admitted, naming the minResources keys the schedulable nodes cannot
+/// hold at all, else those that do not fit what is free now; when every key fits, its
+/// queue (capability, deserved share) or the gangs admitted before it hold it back.
+fn admission_blocker(ssn: &Session, id: JobId, queue: &str) -> String {
+    let need = ssn.job(id).min_request();
+    let tally = ssn.state().tally();
+    let total = tally.schedulable_allocatable();
+    let free = total.minus(tally.schedulable_used());
+    let (mut never, mut not_now) = (Vec::new(), Vec::new());
+    for (name, want) in need.dimensions() {
+        let amount = |v: i64| format_amount(name, v.max(0));
+        if want > total.get(name) {
+            never.push(format!(
+                "{name} {} ({} in all)",
+                amount(want),
+                amount(total.get(name))
+            ));
+        } else if want > free.get(name) {
+            not_now.push(format!(
+                "{name} {} ({} free)",
+                amount(want),
+                amount(free.get(name))
+            ));
+        }
+    }
+    if !never.is_empty() {
+        format!(
+            "not admitted: its minResources ask for more than the schedulable nodes have: {}",
+            never.join(", ")
+        )
+    } else if !not_now.is_empty() {
+        format!(
+            "not admitted: its minResources do not fit what is free now: {}",
+            not_now.join(", ")
+        )
+    } else {
+        format!("not admitted: queue {queue:?} cannot hold its minResources yet (its capability, deserved share or the gangs admitted before it)")
     }
 }
 
@@ -131,6 +170,12 @@ mod tests {
         assert_eq!(phase(&result, &too_big), None);
         let msg = condition_message(&result, &second).unwrap();
         assert!(msg.starts_with("not admitted"), "{msg}");
+        // Named: the key no node set holds, with how much there is.
+        let msg = condition_message(&result, &too_big).unwrap();
+        assert!(
+            msg.contains("more than the schedulable nodes have: memory 32Gi (16Gi in all)"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -1192,13 +1192,20 @@ impl Index {
         self.verdicts.remove(key);
         self.recovery.forget(key);
         self.provisioning.forget(key);
-        let members: Vec<(String, String, String)> = self
+        let members = self.cache.orphans().get(key).map_or(0, |m| m.len());
+        if members > 0 {
+            self.deleted_groups.insert(key.to_string());
+        }
+        // Only pods still waiting are told: a controller deletes the PodGroup of a job that
+        // finished (Volcano's does), and its Succeeded or Running pods lose nothing.
+        let waiting: Vec<(String, String, String)> = self
             .cache
             .orphans()
             .get(key)
             .into_iter()
             .flatten()
             .filter_map(|uid| self.cache.pod(uid))
+            .filter(|p| p.task.status == TaskStatus::Pending)
             .map(|p| {
                 (
                     p.task.uid.to_string(),
@@ -1207,10 +1214,7 @@ impl Index {
                 )
             })
             .collect();
-        if !members.is_empty() {
-            self.deleted_groups.insert(key.to_string());
-        }
-        for (uid, ns, name) in members {
+        for (uid, ns, name) in waiting {
             self.report(
                 pod_ref(&ns, &name, &uid),
                 EventType::Warning,
@@ -1530,6 +1534,29 @@ mod tests {
         assert_eq!(st.apply_node(&node("4", "2026-01-01T00:00:00Z")), Wake::Now);
         assert_eq!(st.apply_node(&node("4", "2026-01-01T00:00:40Z")), Wake::No);
         assert_eq!(st.apply_node(&node("8", "2026-01-01T00:00:40Z")), Wake::Now);
+    }
+
+    #[test]
+    fn a_deleted_group_warns_only_the_pods_still_waiting() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_group(&pod_group("1", "Running"));
+        let mut done = pod("done", false, "rust-batch");
+        done.spec.as_mut().unwrap().node_name = Some("n1".into());
+        done.status =
+            Some(serde_json::from_value(serde_json::json!({"phase": "Succeeded"})).unwrap());
+        st.apply_pod(&done);
+        st.apply_pod(&pod("waiting", false, "rust-batch"));
+        // Volcano's job controller deletes the PodGroup of a finished job.
+        st.delete_group(Dialect::Volcano, "ns/g");
+        assert_eq!(
+            st.events.last("done", "FailedScheduling"),
+            None,
+            "a finished pod loses nothing"
+        );
+        assert!(st
+            .events
+            .last("waiting", "FailedScheduling")
+            .is_some_and(|m| m.contains("PodGroup ns/g was deleted")));
     }
 
     #[test]

@@ -10,17 +10,20 @@ pub mod hypernode;
 pub use api::{PodGroup, Queue};
 pub use hypernode::{hypernode_to_spec, HyperNode};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
 use crate::framework::{ConditionKind, JobCondition};
-use crate::kube::convert::{resource_list, ConvertError};
+use crate::kube::convert::ConvertError;
+use crate::model::resource::QuantityError;
+use crate::model::Resource;
 use crate::model::{
     GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus, TopologyRequest,
 };
 use ::kube::ResourceExt;
 use api::DEFAULT_QUEUE;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// Pod annotation naming a Volcano / kube-batch PodGroup.
 pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
@@ -97,9 +100,7 @@ pub fn pod_group_to_job(
     }
     let min_resources = match &spec.min_resources {
         None => None,
-        Some(r) => {
-            Some(resource_list(Some(r)).map_err(|e| err("spec.minResources", e.to_string()))?)
-        }
+        Some(r) => Some(volcano_resources(r).map_err(|e| err("spec.minResources", e.to_string()))?),
     };
     let priority = spec
         .priority_class_name
@@ -148,6 +149,81 @@ pub fn pod_group_to_job(
     })
 }
 
+/// A resource list of a Volcano object (a PodGroup's minResources, a Queue's capability,
+/// deserved or guarantee) read as Volcano's scheduler reads it: `NewResource` in
+/// pkg/scheduler/api/resource_info.go (v1.15.1) keeps only names that are resources, so the
+/// quota-style keys Volcano's job controller writes beside them (`count/pods`,
+/// `requests.cpu`, `limits.memory`, `requests.nvidia.com/gpu`: the pod's quota usage) are
+/// left out instead of becoming resources no node has.
+fn volcano_resources(list: &BTreeMap<String, Quantity>) -> Result<Resource, QuantityError> {
+    Resource::from_quantities(
+        list.iter()
+            .filter(|(name, _)| is_volcano_resource_name(name))
+            .map(|(k, v)| (k.as_str(), v.0.as_str())),
+    )
+}
+
+/// Whether Volcano's scheduler counts `name` as a resource (`NewResource`, v1.15.1): cpu,
+/// memory, pods and ephemeral-storage by name; `count/*` never (`IsCountQuota`); anything
+/// else only if kube-scheduler's `IsScalarResourceName` (pkg/scheduler/util) says so.
+pub fn is_volcano_resource_name(name: &str) -> bool {
+    match name {
+        "cpu" | "memory" | "pods" | "ephemeral-storage" => true,
+        _ if name.starts_with("count/") => false,
+        _ => is_scalar_resource_name(name),
+    }
+}
+
+/// kube-scheduler's `IsScalarResourceName`: an extended resource, `hugepages-*`, a
+/// `kubernetes.io/`-prefixed native resource or `attachable-volumes-*`.
+fn is_scalar_resource_name(name: &str) -> bool {
+    const NATIVE_PREFIX: &str = "kubernetes.io/";
+    let prefixed_native = name.contains(NATIVE_PREFIX);
+    // `IsExtendedResourceName`: not native (a name without a domain, or a kubernetes.io one),
+    // not a `requests.` quota name, and still a qualified name once prefixed with
+    // `requests.` (which is how quota would name it).
+    let native = !name.contains('/') || prefixed_native;
+    let extended =
+        !native && !name.starts_with("requests.") && is_qualified_name(&format!("requests.{name}"));
+    extended
+        || name.starts_with("hugepages-")
+        || prefixed_native
+        || name.starts_with("attachable-volumes-")
+}
+
+/// apimachinery's `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name of
+/// at most 63 characters, alphanumeric at both ends, `-`, `_` and `.` inside.
+fn is_qualified_name(value: &str) -> bool {
+    let (prefix, name) = match value.split('/').collect::<Vec<_>>()[..] {
+        [name] => (None, name),
+        [prefix, name] => (Some(prefix), name),
+        _ => return false,
+    };
+    let alnum_ends = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && alnum_ends(name)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && alnum_ends(label)
+            })
+    });
+    name_ok && prefix_ok
+}
+
 /// `spec.networkTopology` as the engine's request. What is wrong with it (a mode that is
 /// neither hard nor soft, a tier below 1, `highestTierName`, which needs tier names this
 /// scheduler does not resolve) is the request's `problem`: the driver reports it on the
@@ -188,16 +264,15 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     let mut info = QueueInfo::new(&name, weight as u32);
     if let Some(c) = &q.spec.capability {
         info.capability =
-            Some(resource_list(Some(c)).map_err(|e| err("spec.capability", e.to_string()))?);
+            Some(volcano_resources(c).map_err(|e| err("spec.capability", e.to_string()))?);
     }
     if let Some(g) = q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()) {
-        info.guarantee = Some(
-            resource_list(Some(g)).map_err(|e| err("spec.guarantee.resource", e.to_string()))?,
-        );
+        info.guarantee =
+            Some(volcano_resources(g).map_err(|e| err("spec.guarantee.resource", e.to_string()))?);
     }
     if let Some(d) = &q.spec.deserved {
         info.deserved =
-            Some(resource_list(Some(d)).map_err(|e| err("spec.deserved", e.to_string()))?);
+            Some(volcano_resources(d).map_err(|e| err("spec.deserved", e.to_string()))?);
     }
     info.reclaimable = q.spec.reclaimable.unwrap_or(true);
     info.parent = q.spec.parent.as_deref().map(Into::into);
@@ -268,11 +343,11 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
                 && conditions[i]["reason"] == c.reason.as_str()
                 && conditions[i]["status"] == "True"
         });
+        let time = k8s_openapi::jiff::Timestamp::from_millisecond(now_ms)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
         if !same {
             changed = true;
-            let time = k8s_openapi::jiff::Timestamp::from_millisecond(now_ms)
-                .map(|t| t.to_string())
-                .unwrap_or_default();
             let value = json!({
                 "type": kind,
                 "status": "True",
@@ -285,16 +360,23 @@ pub fn status_patch(pg: &PodGroup, desired: &GroupStatus, now_ms: i64) -> Option
                 Some(i) => conditions[i] = value,
                 None => conditions.push(value),
             }
-            // Scheduled and Unschedulable exclude each other.
-            let other = api::PodGroupConditionType::from(match c.kind {
-                ConditionKind::Scheduled => ConditionKind::Unschedulable,
-                ConditionKind::Unschedulable => ConditionKind::Scheduled,
-            });
-            let other = other.as_str();
-            for v in conditions.iter_mut() {
-                if v["type"] == other && v["status"] == "True" {
-                    v["status"] = "False".into();
-                }
+        }
+        // Scheduled and Unschedulable exclude each other, and the one that no longer holds
+        // keeps no message of when it did (a Running gang saying "not admitted" misleads).
+        let other = api::PodGroupConditionType::from(match c.kind {
+            ConditionKind::Scheduled => ConditionKind::Unschedulable,
+            ConditionKind::Unschedulable => ConditionKind::Scheduled,
+        });
+        let other = other.as_str();
+        for v in conditions.iter_mut() {
+            let stale =
+                v["status"] == "True" || v["message"].as_str().is_some_and(|m| !m.is_empty());
+            if v["type"] == other && stale {
+                changed = true;
+                v["status"] = "False".into();
+                v["reason"] = c.reason.as_str().into();
+                v["message"] = "".into();
+                v["lastTransitionTime"] = time.as_str().into();
             }
         }
     }
@@ -443,6 +525,124 @@ mod tests {
 #[cfg(test)]
 mod pod_group_tests {
     use super::*;
+
+    /// Each rule of Volcano's `NewResource` (pkg/scheduler/api/resource_info.go, v1.15.1)
+    /// and kube-scheduler's `IsScalarResourceName` it calls, one name each.
+    #[test]
+    fn resource_names_are_read_as_volcanos_scheduler_reads_them() {
+        for kept in [
+            "cpu",                        // case v1.ResourceCPU
+            "memory",                     // case v1.ResourceMemory
+            "pods",                       // case v1.ResourcePods (a task count)
+            "ephemeral-storage",          // case v1.ResourceEphemeralStorage
+            "nvidia.com/gpu",             // IsExtendedResourceName
+            "example.com/foo_bar.baz",    // a qualified name once prefixed with requests.
+            "hugepages-2Mi",              // IsHugePageResourceName
+            "kubernetes.io/batch-cpu",    // IsPrefixedNativeResource
+            "attachable-volumes-aws-ebs", // IsAttachableVolumeResourceName
+            // Not native and not starting with "requests.": Volcano counts it.
+            "limits.nvidia.com/gpu",
+        ] {
+            assert!(is_volcano_resource_name(kept), "{kept} must be kept");
+        }
+        for skipped in [
+            "count/pods",              // IsCountQuota
+            "count/jobs.batch",        // IsCountQuota
+            "requests.cpu",            // native (no '/'), not a scalar name
+            "requests.memory",         // native
+            "limits.cpu",              // native
+            "limits.memory",           // native
+            "requests.nvidia.com/gpu", // starts with requests.: not extended
+            "storage",                 // native, not in the switch
+            "Example.com/gpu",         // the prefix is not a DNS subdomain
+            "example.com/a/b",         // two slashes: not a qualified name
+            "example.com/-gpu",        // the name must start alphanumeric
+        ] {
+            assert!(
+                !is_volcano_resource_name(skipped),
+                "{skipped} must be skipped"
+            );
+        }
+    }
+
+    /// What Volcano's job controller writes into a GPU vcjob's PodGroup (`calcPGMinResources`
+    /// sums the pods' quota usage, pkg/controllers/job/job_controller_actions.go) reads as
+    /// the plain resources only: the gang is admitted by what it really needs.
+    #[test]
+    fn the_job_controllers_quota_keys_are_not_resources() {
+        let pg: PodGroup = serde_json::from_value(json!({
+            "metadata": {"name": "vcjob-gpu", "namespace": "n"},
+            "spec": {"minMember": 3, "minResources": {
+                "count/pods": "3", "pods": "3",
+                "cpu": "3", "requests.cpu": "3", "limits.cpu": "3",
+                "memory": "3Gi", "requests.memory": "3Gi", "limits.memory": "3Gi",
+                "requests.nvidia.com/gpu": "4",
+            }}
+        }))
+        .unwrap();
+        let job = pod_group_to_job(&pg, &HashMap::new()).unwrap();
+        let want =
+            Resource::from_quantities([("cpu", "3"), ("memory", "3Gi"), ("pods", "3")]).unwrap();
+        assert_eq!(job.min_resources, Some(want));
+    }
+
+    #[test]
+    fn a_scheduled_gang_keeps_no_stale_unschedulable_message() {
+        use crate::framework::GangReason;
+        let pg: PodGroup = serde_json::from_value(json!({
+            "metadata": {"name": "g", "namespace": "n"},
+            "spec": {"minMember": 2},
+            "status": {"phase": "Inqueue", "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                "message": "2/2 tasks in gang unschedulable: not admitted: queue \"default\" …",
+                "lastTransitionTime": "2026-11-28T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let desired = GroupStatus {
+            phase: PodGroupPhase::Running,
+            running: 2,
+            succeeded: 0,
+            failed: 0,
+            condition: Some(JobCondition {
+                kind: ConditionKind::Scheduled,
+                reason: GangReason::Scheduled,
+                message: "2/2 tasks in gang scheduled".into(),
+            }),
+        };
+        let now = 1_795_000_000_000;
+        let patch = status_patch(&pg, &desired, now).expect("a change");
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        let of = |kind: &str| conditions.iter().find(|c| c["type"] == kind).unwrap();
+        assert_eq!(of("Scheduled")["status"], "True");
+        let unschedulable = of("Unschedulable");
+        assert_eq!(unschedulable["status"], "False");
+        assert_eq!(unschedulable["message"], "", "no message of when it held");
+        assert_eq!(unschedulable["reason"], "Scheduled");
+        // Written once: the same status again is no change.
+        let mut written = pg.clone();
+        written.status = Some(serde_json::from_value(patch["status"].clone()).unwrap());
+        assert_eq!(status_patch(&written, &desired, now + 1000), None);
+    }
+
+    /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
+    #[test]
+    fn queue_lists_skip_quota_keys_too() {
+        let q: Queue = serde_json::from_value(json!({
+            "metadata": {"name": "q"},
+            "spec": {"capability": {"cpu": "8", "requests.cpu": "1", "count/pods": "1"},
+                     "deserved": {"nvidia.com/gpu": "2", "limits.memory": "1Gi"}}
+        }))
+        .unwrap();
+        let info = queue_to_info(&q).unwrap();
+        assert_eq!(
+            info.capability,
+            Some(Resource::from_quantities([("cpu", "8")]).unwrap())
+        );
+        assert_eq!(
+            info.deserved,
+            Some(Resource::from_quantities([("nvidia.com/gpu", "2")]).unwrap())
+        );
+    }
 
     #[test]
     fn the_queue_comes_from_spec_then_the_queue_name_annotation_then_default() {
