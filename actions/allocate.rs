@@ -13,7 +13,10 @@
 use crate::conf::{ArgError, Arguments};
 use crate::framework::fit::TaskUnfit;
 use crate::framework::{Action, SearchBudget, SearchOutcome, Session, Statement};
-use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, TaskRef, TaskStatus};
+use std::collections::BTreeMap;
+
+use crate::model::subgroup::subgroup_of;
+use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, SubGroupKey, TaskRef, TaskStatus};
 
 pub struct Allocate {
     /// Stop looking for feasible nodes after this many (at least), to bound the work per
@@ -206,6 +209,14 @@ pub fn place_whole_gang(
             "no combination of nodes holds the whole gang (searched {tries} placements)"
         )),
     };
+    if !stmt.job(id).subgroups.is_empty() {
+        // Neither pass placed it whole: the subgroups that fit, each whole, may be enough.
+        place_by_subgroups(stmt, id, tasks, want_nodes);
+        if placed(stmt) {
+            return None;
+        }
+        return note;
+    }
     // What the greedy pass held is what a NonStrict gang keeps across sessions, and what
     // its message is computed against (its per-task reasons are recorded already).
     for (task, node, status) in greedy {
@@ -216,6 +227,36 @@ pub fn place_whole_gang(
         }
     }
     note
+}
+
+/// Places a subgroup gang's pending `tasks` one subgroup at a time (its pods in no subgroup
+/// first), taking back each subgroup that could not be placed whole, as Volcano allocates
+/// each subgroup in a statement of its own: an elastic gang (minSubGroups below its
+/// subgroups) starts with the whole subgroups that fit.
+fn place_by_subgroups(stmt: &mut Statement, id: JobId, tasks: &[TaskRef], want_nodes: usize) {
+    let policies = stmt.job(id).subgroups.clone();
+    let mut groups: BTreeMap<Option<SubGroupKey>, Vec<TaskRef>> = BTreeMap::new();
+    for &t in tasks {
+        let key = subgroup_of(&policies, &stmt.task(t).labels);
+        groups.entry(key).or_default().push(t);
+    }
+    for (key, members) in groups {
+        let mark = stmt.mark();
+        place_gang(stmt, &members, want_nodes);
+        let Some(key) = key else { continue };
+        let occupied = stmt
+            .job(id)
+            .tasks()
+            .iter()
+            .filter(|t| {
+                (t.status.is_ready() || t.status == TaskStatus::Pipelined)
+                    && subgroup_of(&policies, &t.labels).as_ref() == Some(&key)
+            })
+            .count() as u32;
+        if occupied < policies[key.policy].size {
+            stmt.rollback_to(mark);
+        }
+    }
 }
 
 impl Action for Allocate {

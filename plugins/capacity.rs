@@ -156,11 +156,14 @@ impl Plugin for Capacity {
                 let attrs = s.borrow();
                 // The leaf's share, then its parent's, and so on up.
                 let share_of = |q: &str| attrs.get(q).map(share).unwrap_or(0.0);
-                t.path(&l.name)
-                    .zip(t.path(&r.name))
-                    .map(|(a, b)| share_of(a).total_cmp(&share_of(b)))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(std::cmp::Ordering::Equal)
+                // Higher priority first (Volcano's order), then shares down the paths.
+                r.priority.cmp(&l.priority).then_with(|| {
+                    t.path(&l.name)
+                        .zip(t.path(&r.name))
+                        .map(|(a, b)| share_of(a).total_cmp(&share_of(b)))
+                        .find(|o| o.is_ne())
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
             }),
         );
         let (s, t) = (state.clone(), tree.clone());

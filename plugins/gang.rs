@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, ClusterState, GangReason, Invalid, Plugin, Session, Vote};
-use crate::model::{JobInfo, MatchPolicy, TaskRef, TaskStatus};
+use crate::model::subgroup::{subgroup_of, subgroups_broken, subgroups_invalid};
+use crate::model::{JobId, JobInfo, MatchPolicy, TaskRef, TaskStatus};
 
 pub struct Gang;
 
@@ -54,6 +55,13 @@ pub fn job_valid(job: &JobInfo) -> Option<Invalid> {
         return Some(Invalid {
             reason: GangReason::NotEnoughTasks,
             message: format!("gang not valid: {}", parts.join(", ")),
+        });
+    }
+    if let Some(why) = subgroups_invalid(&job.subgroups, job.tasks()) {
+        let n = job.tasks().len();
+        return Some(Invalid {
+            reason: GangReason::NotEnoughTasks,
+            message: format!("{n}/{n} tasks in gang unschedulable: {why}"),
         });
     }
     None
@@ -109,7 +117,12 @@ fn counted(job: &JobInfo) -> u32 {
 
 pub fn job_ready(job: &JobInfo) -> bool {
     satisfied_once(job)
-        || (counted(job) >= job.min_member && roles_short(job, TaskStatus::is_ready).is_empty())
+        || (counted(job) >= job.min_member
+            && roles_short(job, TaskStatus::is_ready).is_empty()
+            && subgroups_broken(&job.subgroups, job.tasks(), TaskStatus::is_ready, |s| {
+                s == TaskStatus::Allocated
+            })
+            .is_none())
 }
 
 fn occupied(s: TaskStatus) -> bool {
@@ -119,7 +132,11 @@ fn occupied(s: TaskStatus) -> bool {
 pub fn job_pipelined(job: &JobInfo) -> bool {
     satisfied_once(job)
         || (counted(job) + job.count(TaskStatus::Pipelined) >= job.min_member
-            && roles_short(job, occupied).is_empty())
+            && roles_short(job, occupied).is_empty()
+            && subgroups_broken(&job.subgroups, job.tasks(), occupied, |s| {
+                matches!(s, TaskStatus::Allocated | TaskStatus::Pipelined)
+            })
+            .is_none())
 }
 
 /// What a victim gang can lose and still run: its members beyond minMember, and per role
@@ -180,6 +197,12 @@ pub fn gang_victims(state: &ClusterState, candidates: &[TaskRef]) -> Vec<TaskRef
     let mut out = Vec::with_capacity(candidates.len());
     for &c in candidates {
         let job = state.job(c.job);
+        // One member alone would leave its subgroup part-placed: subgroups go whole, in
+        // sets (`gang_set_allowed`).
+        if !job.subgroups.is_empty() && subgroup_of(&job.subgroups, &state.task(c).labels).is_some()
+        {
+            continue;
+        }
         let left = spare.entry(c.job).or_insert_with(|| Spare::of(job));
         if left.take(job, &state.task(c).role) {
             out.push(c);
@@ -204,8 +227,48 @@ pub fn gang_set_allowed(state: &ClusterState, set: &[TaskRef]) -> bool {
     }
     taken.into_iter().all(|(id, (n, spare))| {
         let job = state.job(id);
-        job.ready_count().saturating_sub(n) == 0 || spare.kept(job)
+        job.ready_count().saturating_sub(n) == 0
+            || (spare.kept(job) && subgroups_kept(job, id, set))
     })
+}
+
+/// Whether evicting the members of `set` that belong to `job` leaves each subgroup it
+/// touches whole or empty, and each policy with its minimum of whole subgroups.
+fn subgroups_kept(job: &JobInfo, id: JobId, set: &[TaskRef]) -> bool {
+    if job.subgroups.is_empty() {
+        return true;
+    }
+    let taken: std::collections::BTreeSet<u32> = set
+        .iter()
+        .filter(|t| t.job == id)
+        .map(|t| t.index)
+        .collect();
+    // Per subgroup: members left placed, and whether the set takes any of it.
+    let mut left: BTreeMap<_, (u32, bool)> = BTreeMap::new();
+    for (i, t) in job.tasks().iter().enumerate() {
+        let Some(key) = subgroup_of(&job.subgroups, &t.labels) else {
+            continue;
+        };
+        let entry = left.entry(key).or_default();
+        if taken.contains(&(i as u32)) {
+            entry.1 = true;
+        } else if t.status.is_ready() {
+            entry.0 += 1;
+        }
+    }
+    let mut whole = vec![0u32; job.subgroups.len()];
+    for (key, (n, touched)) in &left {
+        let size = job.subgroups[key.policy].size;
+        if *n >= size {
+            whole[key.policy] += 1;
+        } else if *touched && *n > 0 {
+            return false;
+        }
+    }
+    job.subgroups
+        .iter()
+        .zip(whole)
+        .all(|(p, n)| n >= p.min_groups)
 }
 
 impl Plugin for Gang {
@@ -529,6 +592,50 @@ mod tests {
         let ps_and_worker: Vec<_> = all.iter().copied().filter(|t| t.index < 2).collect();
         assert!(!gang_set_allowed(&state, &ps_and_worker));
         assert!(gang_set_allowed(&state, &all));
+    }
+
+    #[test]
+    fn victims_take_subgroups_whole_and_keep_min_sub_groups() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, &[("cpu", "16")]);
+        // Three replicas of 2 workers, running; minSubGroups 2; minMember 1.
+        let mut gang = kit::Gang::new("lws", 1).subgroups("worker", 2, 2);
+        for r in ["0", "1", "2"] {
+            gang = gang
+                .tasks("", 2, &[("cpu", "1")])
+                .last_labelled(2, &[("role", "worker"), ("replica", r)]);
+        }
+        let job = gang.running_on(&["n-00000"; 6]).apply(&mut cache);
+        let conf = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n";
+        let ssn = open_session(&cache, Some(conf));
+        let state = ssn.state().clone();
+        let id = state.job_by_uid(&job).unwrap();
+        let tasks = |indexes: &[u32]| -> Vec<crate::model::TaskRef> {
+            indexes
+                .iter()
+                .map(|&index| crate::model::TaskRef { job: id, index })
+                .collect()
+        };
+        assert!(
+            gang_victims(&state, &tasks(&[0, 1, 2, 3, 4, 5])).is_empty(),
+            "one member alone would leave its subgroup half"
+        );
+        assert!(
+            gang_set_allowed(&state, &tasks(&[4, 5])),
+            "replica 2 whole: 2 stay whole"
+        );
+        assert!(
+            !gang_set_allowed(&state, &tasks(&[3, 4, 5])),
+            "replica 1 left half"
+        );
+        assert!(
+            !gang_set_allowed(&state, &tasks(&[2, 3, 4, 5])),
+            "one whole subgroup left, minSubGroups is 2"
+        );
+        assert!(
+            gang_set_allowed(&state, &tasks(&[0, 1, 2, 3, 4, 5])),
+            "the whole gang"
+        );
     }
 
     #[test]

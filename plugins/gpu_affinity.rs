@@ -390,8 +390,30 @@ impl GpuAffinity {
             if hard { "hard" } else { "soft" },
             req.describe_bound()
         );
-        let levels: Vec<usize> = match &req.bound {
-            TopologyBound::Unbounded => default_levels(),
+        // Volcano's highestTierName is the tier whose HyperNodes carry that name.
+        let named_tier;
+        let bound = match &req.bound {
+            TopologyBound::TierName(name) => {
+                match view
+                    .levels
+                    .iter()
+                    .find(|l| l.tier_name.as_deref() == Some(name.as_str()))
+                    .and_then(|l| l.tier)
+                {
+                    Some(tier) => {
+                        named_tier = TopologyBound::Tier(tier);
+                        &named_tier
+                    }
+                    None if hard => {
+                        return Err(format!("{rule}: no HyperNode tier is named {name:?}"))
+                    }
+                    None => return self.wanted(view, None),
+                }
+            }
+            bound => bound,
+        };
+        let levels: Vec<usize> = match bound {
+            TopologyBound::Unbounded | TopologyBound::TierName(_) => default_levels(),
             TopologyBound::Tier(tier) => {
                 let within: Vec<usize> = view
                     .hypernode_levels
@@ -912,6 +934,7 @@ tiers:
         HyperNodeSpec {
             name: name.into(),
             tier,
+            tier_name: Some(format!("tier{tier}")),
             members: members
                 .iter()
                 .map(|m| HyperNodeMember {
@@ -933,6 +956,7 @@ tiers:
         cache.apply_hypernode(HyperNodeSpec {
             name: "rack-b".into(),
             tier: 1,
+            tier_name: Some("tier1".into()),
             members: vec![HyperNodeMember {
                 kind: MemberKind::Node,
                 selector: MemberSelector::Regex("r1-n[0-9]+".into()),
@@ -980,6 +1004,43 @@ tiers:
             2,
             "without the rule the gang spreads (so this test shows something)"
         );
+    }
+
+    #[test]
+    fn highest_tier_name_is_the_tier_whose_hypernodes_carry_that_name() {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        hypernodes(&mut cache);
+        let named = |name: &str, tier_name: &str, mut gang: Gang| {
+            let mut request = crate::model::TopologyRequest::from_volcano(Some("hard"), None, name);
+            request.bound = crate::model::TopologyBound::TierName(tier_name.into());
+            gang.spec.topology = Some(request);
+            gang
+        };
+        let ring = named(
+            "ring",
+            "tier1",
+            Gang::new("ring", 4).tasks("worker", 4, &[("cpu", "2")]),
+        )
+        .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        let nodes = nodes_of(&result, &ring);
+        assert_eq!(nodes.len(), 4, "{result:?}");
+        assert_eq!(racks_of(&nodes).len(), 1, "one rack: {nodes:?}");
+        // A name no tier carries: a hard gang waits and says so.
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        hypernodes(&mut cache);
+        let lost = named(
+            "lost",
+            "leaf",
+            Gang::new("lost", 1).tasks("worker", 1, &[("cpu", "1")]),
+        )
+        .apply(&mut cache);
+        let result = run_cycle(&cache, Some(CONF));
+        assert!(result.binds.is_empty());
+        assert!(condition_message(&result, &lost)
+            .is_some_and(|m| m.contains("no HyperNode tier is named \"leaf\"")));
     }
 
     #[test]

@@ -259,7 +259,10 @@ impl Plugin for Proportion {
             Box::new(move |l, r| {
                 let q = s.borrow();
                 let share = |n: &str| q.get(n).map(QueueShare::share).unwrap_or(0.0);
-                share(&l.name).total_cmp(&share(&r.name))
+                // Higher priority first, then the lower share (Volcano's order).
+                r.priority
+                    .cmp(&l.priority)
+                    .then_with(|| share(&l.name).total_cmp(&share(&r.name)))
             }),
         );
         let s = state.clone();
@@ -543,6 +546,14 @@ mod tests {
         // its share, b 1/2: b goes first.
         assert_eq!(ssn.queue_order(b, a), std::cmp::Ordering::Less);
         assert_eq!(ssn.queue_order(a, b), std::cmp::Ordering::Greater);
+        drop(ssn);
+        // A queue of higher priority goes first whatever its share (Volcano's order).
+        let mut urgent = QueueInfo::new("a", 1);
+        urgent.priority = 10;
+        cache.apply_queue(urgent);
+        let ssn = open_session(&cache, Some(CONF));
+        let (a, b) = (ssn.queue("a").unwrap(), ssn.queue("b").unwrap());
+        assert_eq!(ssn.queue_order(a, b), std::cmp::Ordering::Less);
     }
 
     #[test]

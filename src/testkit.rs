@@ -218,6 +218,32 @@ impl Gang {
         self
     }
 
+    /// Gives the last `n` tasks added these labels (one subgroup's members, a role's pods).
+    pub fn last_labelled(mut self, n: usize, pairs: &[(&str, &str)]) -> Self {
+        let l = Arc::new(labels(pairs));
+        let len = self.tasks.len();
+        for t in &mut self.tasks[len.saturating_sub(n)..] {
+            t.labels = l.clone();
+        }
+        self
+    }
+
+    /// Adds a subgroup policy (Volcano's `subGroupPolicy`) taking pods labelled
+    /// `role=<role>`, split by the `replica` label.
+    pub fn subgroups(mut self, role: &str, size: u32, min_groups: u32) -> Self {
+        self.spec.subgroups.push(crate::model::SubGroupPolicy {
+            name: role.into(),
+            size,
+            min_groups,
+            selector: Some(crate::model::pod_rules::LabelSelector {
+                match_labels: labels(&[("role", role)]),
+                match_expressions: Vec::new(),
+            }),
+            match_label_keys: vec!["replica".into()],
+        });
+        self
+    }
+
     /// Marks the last task added as `status` on `node`.
     pub fn last_on(mut self, node: &str, status: TaskStatus) -> Self {
         let t = self.tasks.last_mut().expect("a task to place");

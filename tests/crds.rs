@@ -33,9 +33,20 @@ fn checked_in_crds_are_up_to_date() {
             path.display()
         );
     }
-    let mut stray: Vec<String> = std::fs::read_dir(CRDS_DIR)
-        .expect("crds/ exists")
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+    let mut stray: Vec<String> = ["", "optional"]
+        .iter()
+        .flat_map(|sub| {
+            std::fs::read_dir(Path::new(CRDS_DIR).join(sub))
+                .expect("crds/ and crds/optional exist")
+                .map(move |entry| {
+                    let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+                    if sub.is_empty() {
+                        name
+                    } else {
+                        format!("{sub}/{name}")
+                    }
+                })
+        })
         .filter(|name| name.ends_with(".yaml") && !expected.iter().any(|(n, _)| n == name))
         .collect();
     stray.sort();
@@ -371,4 +382,134 @@ fn hypernode_crd_matches_upstream_but_lets_bad_members_through() {
         .as_ref()
         .and_then(|s| s.status.as_ref())
         .is_some());
+}
+
+/// Volcano v1.15.1 as the Go module proxy serves it (the proxy refuses to list versions
+/// above v1.10.0 but serves this one by name): its installer holds the CRDs users install.
+fn volcano_module_dir() -> std::path::PathBuf {
+    const MODULE: &str = "volcano.sh/volcano@v1.15.1";
+    let out = std::process::Command::new("go")
+        .args(["mod", "download", "-json", MODULE])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("running go (the test command installs Go)");
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let dir = info["Dir"].as_str().unwrap_or_else(|| {
+        panic!(
+            "go mod download {MODULE} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    std::path::PathBuf::from(dir)
+}
+
+/// The v1beta1 schema of one of Volcano's CRDs, as JSON.
+fn volcano_crd_schema(file: &str) -> serde_json::Value {
+    let path = volcano_module_dir()
+        .join("installer/helm/chart/volcano/crd/bases")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let crd: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let version = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "v1beta1"))
+        .expect("a v1beta1 version");
+    version["schema"]["openAPIV3Schema"].clone()
+}
+
+/// Every field path of `schema` (`spec.a.b`, `[]` into list items), and whether it is a
+/// leaf (no fields of its own).
+fn field_paths(schema: &serde_json::Value, prefix: &str, out: &mut Vec<(String, bool)>) {
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, sub) in props {
+            let path = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            let leaf = sub["properties"].is_null() && sub["items"]["properties"].is_null();
+            out.push((path.clone(), leaf));
+            field_paths(sub, &path, out);
+        }
+    }
+    if schema["items"].is_object() {
+        field_paths(&schema["items"], &format!("{prefix}[]"), out);
+    }
+}
+
+/// Whether our CRD keeps `path` (the API server prunes what a structural schema does not
+/// name): the field is in the schema, or an object above it keeps unknown fields or is a map.
+fn kept_by(schema: &serde_json::Value, path: &str) -> bool {
+    let mut node = schema;
+    for step in path.split('.') {
+        if node["x-kubernetes-preserve-unknown-fields"] == true
+            || node["additionalProperties"].is_object()
+        {
+            return true;
+        }
+        let (name, items) = match step.strip_suffix("[]") {
+            Some(name) => (name, true),
+            None => (step, false),
+        };
+        node = &node["properties"][name];
+        if node.is_null() {
+            return false;
+        }
+        if items {
+            node = &node["items"];
+        }
+    }
+    true
+}
+
+#[test]
+fn every_volcano_podgroup_and_queue_field_is_decided_and_kept() {
+    use rust_batch::kube::dialects::volcano::fields::{decision, POD_GROUP_FIELDS, QUEUE_FIELDS};
+    for (file, table, ours) in [
+        (
+            "scheduling.volcano.sh_podgroups.yaml",
+            POD_GROUP_FIELDS,
+            PodGroup::crd(),
+        ),
+        (
+            "scheduling.volcano.sh_queues.yaml",
+            QUEUE_FIELDS,
+            Queue::crd(),
+        ),
+    ] {
+        let mut paths = Vec::new();
+        field_paths(&volcano_crd_schema(file), "", &mut paths);
+        let fields: Vec<&(String, bool)> = paths
+            .iter()
+            .filter(|(p, _)| p.starts_with("spec.") || p.starts_with("status."))
+            .collect();
+        assert!(fields.len() > 10, "{file}: read no fields: {paths:?}");
+        let undecided: Vec<&str> = fields
+            .iter()
+            .filter(|(p, leaf)| *leaf && decision(table, p).is_none())
+            .map(|(p, _)| p.as_str())
+            .collect();
+        assert!(
+            undecided.is_empty(),
+            "{file}: Volcano fields neither modelled, refused nor irrelevant: {undecided:?} \
+             (decide each in src/kube/dialects/volcano/fields.rs)"
+        );
+        let stale: Vec<&str> = table
+            .iter()
+            .map(|(f, _)| *f)
+            .filter(|f| !fields.iter().any(|(p, _)| p == f))
+            .collect();
+        assert!(stale.is_empty(), "{file}: Volcano has no fields {stale:?}");
+        let ours = serde_json::to_value(version_schema(&ours)).unwrap();
+        let pruned: Vec<&str> = fields
+            .iter()
+            .filter(|(p, leaf)| *leaf && !kept_by(&ours, p))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        assert!(
+            pruned.is_empty(),
+            "{file}: our CRD would let the API server drop {pruned:?}"
+        );
+    }
 }

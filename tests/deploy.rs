@@ -200,11 +200,14 @@ fn the_deployment_meets_pod_security_restricted() {
     );
 }
 
-/// The metric names README's "Metrics" table documents.
+/// The metric names the docs' metrics table (docs/src/metrics.md) documents.
 fn documented_metrics() -> std::collections::BTreeSet<String> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme.find("<!-- metrics").expect("README's metrics table");
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/metrics.md"))
+            .unwrap();
+    let start = readme
+        .find("<!-- metrics")
+        .expect("docs/src/metrics.md's metrics table");
     let end = readme[start..].find("<!-- /metrics -->").unwrap() + start;
     readme[start..end]
         .lines()
@@ -240,7 +243,7 @@ fn the_grafana_dashboard_queries_only_documented_metrics() {
                     .unwrap_or(name);
                 assert!(
                     documented.contains(base),
-                    "panel {:?} queries {name}, which README does not document",
+                    "panel {:?} queries {name}, which docs/src/metrics.md does not document",
                     panel["title"]
                 );
                 used.insert(base.to_string());

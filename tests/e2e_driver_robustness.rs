@@ -426,7 +426,7 @@ async fn a_bad_new_config_is_rejected_and_a_good_one_reloaded() {
     );
 }
 
-/// S1 exactly as SCENARIOS.md declares it: ACK labels, no PodGroup object.
+/// S1 exactly as docs/src/scenarios.md declares it: ACK labels, no PodGroup object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s1_through_ack_labels_is_all_or_nothing() {
     let (ns, pool, name) = ("e2e-ack", "e2e-ack", "rb-ack");

@@ -1,5 +1,5 @@
-//! /metrics of a scheduler running on the real control plane has every metric README's
-//! "Metrics" table names (read from the README, so the list and the code cannot drift),
+//! /metrics of a scheduler running on the real control plane has every metric the docs'
+//! metrics table names (read from docs/src/metrics.md, so the list and the code cannot drift),
 //! and the per-queue values (Volcano's names) say what the cluster holds.
 
 mod common;
@@ -16,13 +16,14 @@ const POOL: &str = "e2e-metrics";
 const SCHEDULER: &str = "rb-metrics";
 const QUEUE: &str = "metrics-q";
 
-/// The metric names README's table lists (first column, between the markers).
+/// The metric names the docs' table lists (first column, between the markers).
 fn documented() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/metrics.md"))
+            .expect("docs/src/metrics.md");
     let start = readme
         .find("<!-- metrics")
-        .expect("README has the metrics table");
+        .expect("docs/src/metrics.md has the metrics table");
     let end = readme[start..]
         .find("<!-- /metrics -->")
         .expect("the metrics table ends")
@@ -33,7 +34,10 @@ fn documented() -> Vec<String> {
         .filter_map(|l| l.split('`').next())
         .map(String::from)
         .collect();
-    assert!(names.len() > 20, "README lists the metrics: {names:?}");
+    assert!(
+        names.len() > 20,
+        "docs/src/metrics.md lists the metrics: {names:?}"
+    );
     names
 }
 

@@ -1,5 +1,5 @@
 //! End-to-end on a real control plane (kube-apiserver + etcd + kwok, started by
-//! tests/cluster/with-cluster.sh from tests/run.sh): S1 and S2 of SCENARIOS.md through
+//! tests/cluster/with-cluster.sh from tests/run.sh): S1 and S2 of docs/src/scenarios.md through
 //! Volcano PodGroups, with the two invariants checked on every poll. Without a cluster this
 //! test fails; it never skips.
 

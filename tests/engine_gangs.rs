@@ -1,6 +1,7 @@
 //! Koordinator gang semantics in the session-based engine, across cycles: total-number,
 //! Strict and NonStrict modes, waiting-time expiry with backoff, GangGroups, and the three
-//! match policies. Pure engine: a cache, the default configuration, virtual time.
+//! match policies; Volcano's subgroup gangs. Pure engine: a cache, the default
+//! configuration, virtual time.
 
 use rust_batch::cache::{Cache, PodUpdate};
 use rust_batch::framework::{GangReason, SessionResult};
@@ -323,4 +324,75 @@ fn a_group_naming_a_gang_that_does_not_exist_waits_and_says_which() {
     assert_eq!(bound(&r, &other), 2, "everything else keeps scheduling");
     let why = condition_message(&r, &a).unwrap();
     assert!(why.contains("default/ghost"), "{why}");
+}
+
+/// A gang of `replicas` subgroups of 4 one-cpu workers (`role=worker`, `replica=<i>`).
+fn replicas(name: &str, min_member: u32, replicas: usize, min_groups: u32) -> Gang {
+    let mut g = Gang::new(name, min_member).subgroups("worker", 4, min_groups);
+    for r in 0..replicas {
+        g = g
+            .tasks("", 4, ONE_CPU)
+            .last_labelled(4, &[("role", "worker"), ("replica", &r.to_string())]);
+    }
+    g
+}
+
+/// Which replica each bound pod of `job` belongs to, counted.
+fn bound_per_replica(cache: &Cache, result: &SessionResult, job: &str) -> Vec<usize> {
+    let state = cache.snapshot();
+    let mut per = std::collections::BTreeMap::new();
+    for b in &result.binds {
+        if &*b.job != job {
+            continue;
+        }
+        let t = task_ref(&state, &b.task).unwrap();
+        let replica = state.task(t).labels.get("replica").cloned().unwrap();
+        *per.entry(replica).or_insert(0) += 1;
+    }
+    per.into_values().collect()
+}
+
+#[test]
+fn only_whole_subgroups_bind_and_an_elastic_gang_starts_with_those_that_fit() {
+    let mut cache = cache_with_default_queue();
+    add_nodes(&mut cache, "n", 6, &[("cpu", "1")]);
+    // Room for 6 pods, subgroups of 4: one replica binds whole, no half of the other.
+    let job = replicas("lws", 4, 2, 1).apply(&mut cache);
+    let result = run_cycle(&cache, None);
+    assert_eq!(bound_per_replica(&cache, &result, &job), vec![4]);
+}
+
+#[test]
+fn a_gang_waits_whole_until_min_sub_groups_fit() {
+    let mut cache = cache_with_default_queue();
+    add_nodes(&mut cache, "n", 6, &[("cpu", "1")]);
+    let job = replicas("two", 4, 2, 2).apply(&mut cache);
+    let result = run_cycle(&cache, None);
+    assert_eq!(
+        bound(&result, &job),
+        0,
+        "2 subgroups of 4 need 8 cpus, 6 exist"
+    );
+    // Two more nodes: both subgroups bind together.
+    add_nodes(&mut cache, "m", 2, &[("cpu", "1")]);
+    let result = run_cycle(&cache, None);
+    assert_eq!(bound_per_replica(&cache, &result, &job), vec![4, 4]);
+}
+
+#[test]
+fn a_policy_whose_pods_cannot_form_its_minimum_waits_and_is_named() {
+    let mut cache = cache_with_default_queue();
+    add_nodes(&mut cache, "n", 16, &[("cpu", "1")]);
+    let job = replicas("short", 4, 2, 3).apply(&mut cache);
+    let result = run_cycle(&cache, None);
+    assert_eq!(bound(&result, &job), 0);
+    assert_eq!(
+        condition_reason(&result, &job),
+        Some(GangReason::NotEnoughTasks)
+    );
+    let message = condition_message(&result, &job).unwrap();
+    assert!(
+        message.contains("subGroupPolicy \"worker\": 2 subgroups of 4 pods can form from the 8 pods it selects, minSubGroups is 3"),
+        "{message}"
+    );
 }

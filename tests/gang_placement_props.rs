@@ -177,6 +177,7 @@ fn build(w: &World) -> (Cache, String) {
             cache.apply_hypernode(HyperNodeSpec {
                 name: rack.to_string(),
                 tier: 1,
+                tier_name: None,
                 members,
             });
         }

@@ -2,7 +2,8 @@
 # The one command that runs every test: unit, property, simulator scenario and end-to-end
 # tests against a real control plane (kube-apiserver + etcd + kwok, built from Go modules by
 # tests/cluster/build.sh and cached by version outside the tree), plus the Helm chart's (helm
-# from tests/cluster/build-helm.sh, cached too) and the static binary's in an empty root. A
+# from tests/cluster/build-helm.sh, cached too), the static binary's in an empty root, and
+# the docs book's build (docs/build.sh) and links (tests/docs_links.rs). A
 # fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
 # several minutes.
 set -euo pipefail
@@ -23,6 +24,9 @@ tests/cluster/build-helm.sh
 
 echo "==> the statically linked binary of the image (its own target dir, dev profile without debug info)"
 deploy/static-build.sh
+
+echo "==> the docs book (mdBook, installed once and cached by version; tests/docs_links.rs checks its links)"
+docs/build.sh
 
 echo "==> building rust-batch and its tests"
 cargo test --all-targets --locked --no-run

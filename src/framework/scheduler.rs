@@ -21,9 +21,12 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Builds every configured action and plugin once, from `registry`: an unknown name or
-    /// a bad argument is an error naming the key; arguments a plugin does not use are
-    /// added to the configuration's warnings.
+    /// a bad argument is an error naming the key; a Volcano plugin or action the registry
+    /// lacks is skipped with a warning (an error with `conf.strict`, see
+    /// `SchedulerConf::resolve_names`); arguments a plugin does not use are added to the
+    /// configuration's warnings.
     pub fn new(mut conf: SchedulerConf, registry: &Registry) -> Result<Self, ConfError> {
+        conf.resolve_names(&registry.action_names(), &registry.plugin_names())?;
         let invalid = |key: String, message: String| ConfError::Invalid {
             file: conf.source.clone(),
             key,
@@ -90,9 +93,11 @@ impl Scheduler {
             actions.push(build(&args).map_err(|e| invalid(e.key, e.message))?);
         }
 
-        // A configuration checked twice (by a command, then by the driver) warns once.
+        // A configuration checked twice (by a command, then by the driver) warns once, and
+        // a key `resolve_names` already warned about is not named again.
         for w in warnings {
-            if !conf.warnings.contains(&w) {
+            let said = |c: &String| *c == w || c.starts_with(&format!("{w}: "));
+            if !conf.warnings.iter().any(said) {
                 conf.warnings.push(w);
             }
         }

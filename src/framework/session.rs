@@ -161,7 +161,7 @@ impl Session {
             QueueState::Closing => return Some(format!("queue {name:?} is closing")),
             QueueState::Unknown => return Some(format!("queue {name:?} is in an unknown state")),
         }
-        if let Some(p) = self.queue_tree.problem(name) {
+        if let Some(p) = self.queue_tree.problem(name).or(queue.refused.as_deref()) {
             return Some(format!("queue {name:?} takes no work: {p}"));
         }
         (!self.queue_tree.is_leaf(name))

@@ -1,5 +1,6 @@
 //! Votes: their kinds, the function types plugins register, how a tier combines them
-//! (Volcano's semantics, ARCHITECTURE §4), registering them with a session and asking them.
+//! (Volcano's semantics, docs/src/architecture.md#4-engine-semantics), registering them
+//! with a session and asking them.
 
 use std::cmp::Ordering;
 

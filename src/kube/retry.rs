@@ -222,13 +222,14 @@ pub fn warn_limited(cause: &str, detail: &str) {
     }
 }
 
+/// The cause of every call that got no answer.
+pub const UNREACHABLE: &str = "API server unreachable";
+
 /// A short cause for the log from an error: its kind and code, not the object it named.
 pub fn cause_of(err: &::kube::Error) -> String {
     match err {
         ::kube::Error::Api(status) => format!("{} {}", status.code, status.reason),
-        ::kube::Error::HyperError(_) | ::kube::Error::Service(_) => {
-            "API server unreachable".to_string()
-        }
+        ::kube::Error::HyperError(_) | ::kube::Error::Service(_) => UNREACHABLE.to_string(),
         other => {
             let text = other.to_string();
             text.split(':').next().unwrap_or(&text).to_string()

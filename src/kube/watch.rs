@@ -23,7 +23,7 @@ use tracing::{info, trace};
 use super::binder::InFlight;
 use super::index::{lock, Index, Wake};
 use super::proto::{self, ProtoListed};
-use super::retry::{backoff, cause_of, delay, warn_limited, Gate};
+use super::retry::{backoff, cause_of, delay, warn_limited, Gate, UNREACHABLE};
 
 /// How a watch feeds the index.
 pub struct Feed<K> {
@@ -39,6 +39,15 @@ pub struct Feed<K> {
     /// Every key the index holds for this kind (what a relist may have to forget).
     pub known: fn(&Index) -> Vec<String>,
 }
+
+// Plain data (names and function pointers) whatever K is: a supervised watch starts again
+// with the same feed.
+impl<K> Clone for Feed<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for Feed<K> {}
 
 /// Where every watch delivers: the index, the cycle's wake-up, the write gate (told when
 /// the API server answers again), and how lists are read.
@@ -330,7 +339,10 @@ async fn follow<K>(
             busy_streak = 0;
             busy_waits = busy_delays();
         }
-        if event.is_ok() && failing {
+        // Init starts a (re)list before any request goes out: only what the API server sent
+        // says it answers again.
+        let answered = matches!(&event, Ok(e) if !matches!(e, Event::Init));
+        if answered && failing {
             failing = false;
             delays = backoff(WATCH_MIN_DELAY, WATCH_MAX_DELAY);
             info!(kind = feed.kind, "watch recovered");
@@ -422,10 +434,13 @@ async fn follow<K>(
             }
             Err(e) => {
                 failing = true;
-                warn_limited(
-                    &format!("watch of {} failed ({})", feed.kind, short(&e)),
-                    "retrying with back-off",
-                );
+                // Unreachable is one cause for every kind's watch: one line per interval
+                // with a count, not one per kind.
+                let cause = match status_of(&e) {
+                    None if short(&e) == UNREACHABLE => format!("watches failed ({UNREACHABLE})"),
+                    _ => format!("watch of {} failed ({})", feed.kind, short(&e)),
+                };
+                warn_limited(&cause, "retrying with back-off");
                 if !expired(&e) {
                     tokio::time::sleep(delays.next().unwrap_or(WATCH_MAX_DELAY)).await;
                 }

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Resource, TaskInfo, TaskStatus, Timestamp, TopologyRequest};
+use super::{Resource, SubGroupPolicy, TaskInfo, TaskStatus, Timestamp, TopologyRequest};
 
 /// PodGroup phase (scheduling.volcano.sh/v1beta1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -197,6 +197,8 @@ pub struct JobSpec {
     /// What the gang asks of the network topology (Volcano's `spec.networkTopology`, or
     /// Kueue's TAS annotations on its pods).
     pub topology: Option<TopologyRequest>,
+    /// Volcano's `subGroupPolicy`: subgroups that bind only whole (model/subgroup.rs).
+    pub subgroups: Vec<SubGroupPolicy>,
 }
 
 /// A gang and its tasks, with per-status counts kept up to date so the gang votes
@@ -216,6 +218,8 @@ pub struct JobInfo {
     pub policy: GangPolicy,
     pub origin: GangOrigin,
     pub topology: Option<Arc<TopologyRequest>>,
+    /// Subgroup rules (empty for almost every gang; shared by the session's copies).
+    pub subgroups: Arc<[SubGroupPolicy]>,
     pub runtime: GangRuntime,
     /// Members the driver keeps out of the engine (set by the driver, not by the spec).
     pub held_back: HeldBack,
@@ -247,6 +251,7 @@ impl JobInfo {
             policy: GangPolicy::default(),
             origin: GangOrigin::default(),
             topology: None,
+            subgroups: Arc::new([]),
             runtime: GangRuntime::default(),
             held_back: HeldBack::default(),
             tasks: Vec::new(),
@@ -281,6 +286,7 @@ impl JobInfo {
             && self.policy == spec.policy
             && self.origin == spec.origin
             && self.topology.as_deref() == spec.topology.as_ref()
+            && *self.subgroups == *spec.subgroups
     }
 
     /// Replaces the gang parameters, keeping tasks.
@@ -302,6 +308,9 @@ impl JobInfo {
         self.policy = spec.policy;
         self.origin = spec.origin;
         self.topology = spec.topology.map(Arc::new);
+        if *self.subgroups != *spec.subgroups {
+            self.subgroups = spec.subgroups.into();
+        }
         if self.min_sum_for != self.min_member {
             self.min_sum = self.summed_min_request();
             self.min_sum_for = self.min_member;

@@ -7,6 +7,7 @@ pub mod placement;
 pub mod pod_rules;
 mod queue;
 pub mod resource;
+pub mod subgroup;
 mod task;
 pub mod topology;
 pub mod volumes;
@@ -19,6 +20,7 @@ pub use node::{NodeInfo, NodeSpec, NodeTask};
 pub use placement::{Placement, Taint, TaintEffect, Toleration};
 pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};
 pub use resource::{Resource, ResourceList};
+pub use subgroup::{SubGroupKey, SubGroupPolicy};
 pub use task::{TaskInfo, TaskStatus};
 pub use topology::{
     HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, Topology, TopologyBound,

@@ -34,6 +34,12 @@ pub struct QueueInfo {
     pub state: QueueState,
     pub parent: Option<Arc<str>>,
     pub created: Timestamp,
+    /// `spec.priority`: queues of higher priority go first (proportion's and capacity's
+    /// QueueOrder, as Volcano's).
+    pub priority: i32,
+    /// A setting of the queue this scheduler cannot honour and will not break (e.g.
+    /// required node groups): the queue takes no new work and says why.
+    pub refused: Option<String>,
 }
 
 impl QueueInfo {
@@ -48,6 +54,8 @@ impl QueueInfo {
             state: QueueState::Open,
             parent: None,
             created: 0,
+            priority: 0,
+            refused: None,
         }
     }
 

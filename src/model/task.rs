@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{Placement, Resource, Timestamp, TopologyRequest};
 
-/// Where a task is in its life, as in Volcano (see ARCHITECTURE §4).
+/// Where a task is in its life, as in Volcano (see docs/src/architecture.md#4-engine-semantics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum TaskStatus {
     Pending,

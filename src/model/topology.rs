@@ -22,6 +22,8 @@ pub enum TopologyMode {
 pub enum TopologyBound {
     /// Volcano's `highestTierAllowed`: a HyperNode tier (1 is the narrowest).
     Tier(u32),
+    /// Volcano's `highestTierName`: the tier whose HyperNodes carry this `tierName`.
+    TierName(String),
     /// Kueue's TAS annotations: a node label key whose values are the domains.
     LabelKey(String),
     /// No bound given (soft only): as narrow as possible.
@@ -119,6 +121,7 @@ impl TopologyRequest {
     pub fn describe_bound(&self) -> String {
         match &self.bound {
             TopologyBound::Tier(t) => format!("tier {t}"),
+            TopologyBound::TierName(name) => format!("tier {name:?}"),
             TopologyBound::LabelKey(k) => k.clone(),
             TopologyBound::Unbounded => "any level".to_string(),
         }
@@ -176,6 +179,8 @@ pub fn label_key_problem(key: &str) -> Option<String> {
 pub struct HyperNodeSpec {
     pub name: String,
     pub tier: u32,
+    /// `spec.tierName`: what `highestTierName` refers to.
+    pub tier_name: Option<String>,
     pub members: Vec<HyperNodeMember>,
 }
 
@@ -209,6 +214,8 @@ pub struct TopologyLevel {
     pub key: Arc<str>,
     /// The HyperNode tier, when built from HyperNodes.
     pub tier: Option<u32>,
+    /// The tier's name (the first `tierName` its HyperNodes give).
+    pub tier_name: Option<Arc<str>>,
     /// Per node slot, its domain's index in `domains`.
     pub domain_of: Vec<Option<u32>>,
     pub domains: Vec<TopologyDomain>,
@@ -249,6 +256,7 @@ impl Topology {
                 let mut level = TopologyLevel {
                     key: Arc::from(key.as_str()),
                     tier: None,
+                    tier_name: None,
                     domain_of: vec![None; slots],
                     domains: Vec::new(),
                 };
@@ -309,6 +317,10 @@ impl Topology {
             let mut level = TopologyLevel {
                 key: Arc::from(format!("tier-{tier}").as_str()),
                 tier: Some(tier),
+                tier_name: members
+                    .iter()
+                    .find_map(|h| h.tier_name.as_deref().filter(|n| !n.is_empty()))
+                    .map(Arc::from),
                 domain_of: vec![None; slots],
                 domains: Vec::new(),
             };
@@ -357,6 +369,10 @@ impl Topology {
     pub fn level_of(&self, bound: &TopologyBound) -> Option<usize> {
         match bound {
             TopologyBound::Tier(t) => self.levels.iter().position(|l| l.tier == Some(*t)),
+            TopologyBound::TierName(n) => self
+                .levels
+                .iter()
+                .position(|l| l.tier_name.as_deref() == Some(n.as_str())),
             TopologyBound::LabelKey(k) => self.levels.iter().position(|l| &*l.key == k),
             TopologyBound::Unbounded => None,
         }
@@ -528,6 +544,7 @@ mod tests {
         HyperNodeSpec {
             name: name.into(),
             tier,
+            tier_name: None,
             members,
         }
     }

@@ -247,6 +247,7 @@ impl Simulation {
             },
             origin: GangOrigin::Declared,
             topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
+            subgroups: Vec::new(),
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.

@@ -18,7 +18,7 @@ use crate::model::{
     TopologyRequest,
 };
 
-/// The bundled default scenario: S1 and S2 from SCENARIOS.md plus a mixed workload.
+/// The bundled default scenario: S1 and S2 from docs/src/scenarios.md plus a mixed workload.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/scenarios/default.yaml");
 
 #[derive(Debug, Error)]
@@ -345,6 +345,7 @@ impl HyperNodeDef {
         HyperNodeSpec {
             name: self.name.clone(),
             tier: self.tier,
+            tier_name: None,
             members: self
                 .members
                 .iter()

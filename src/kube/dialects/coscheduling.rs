@@ -264,6 +264,7 @@ pub fn cosched_to_job<G: GroupObject>(group: &G) -> Result<JobSpec, ConvertError
         policy,
         origin: GangOrigin::Declared,
         topology: None,
+        subgroups: Vec::new(),
     })
 }
 

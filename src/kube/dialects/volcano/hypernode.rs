@@ -287,6 +287,7 @@ pub fn hypernode_to_spec(hn: &HyperNode) -> Result<model::HyperNodeSpec, Convert
     Ok(model::HyperNodeSpec {
         name,
         tier,
+        tier_name: hn.spec.tier_name.clone(),
         members,
     })
 }

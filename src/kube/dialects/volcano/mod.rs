@@ -5,6 +5,7 @@
 //! (`topology.volcano.sh/v1alpha1` HyperNode), which the scheduler only reads.
 
 pub mod api;
+pub mod fields;
 pub mod hypernode;
 
 pub use api::{PodGroup, Queue};
@@ -16,10 +17,12 @@ use serde_json::{json, Value};
 
 use crate::framework::{ConditionKind, JobCondition};
 use crate::kube::convert::ConvertError;
+use crate::model::pod_rules::LabelSelector;
 use crate::model::resource::QuantityError;
 use crate::model::Resource;
 use crate::model::{
-    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, TaskStatus, TopologyRequest,
+    GangOrigin, JobInfo, JobSpec, PodGroupPhase, QueueInfo, QueueState, SubGroupPolicy, TaskStatus,
+    TopologyRequest,
 };
 use ::kube::ResourceExt;
 use api::DEFAULT_QUEUE;
@@ -145,8 +148,68 @@ pub fn pod_group_to_job(
         topology: spec
             .network_topology
             .as_ref()
-            .map(|t| network_topology(t, &format!("{ns}/{name}"))),
+            .map(|t| network_topology(t, &format!("{ns}/{name}")))
+            .or_else(|| subgroup_topology(spec, &format!("{ns}/{name}"))),
+        subgroups: sub_group_policies(spec).map_err(|(field, message)| err(&field, message))?,
     })
+}
+
+/// `spec.subGroupPolicy` as the engine's subgroup rules (model/subgroup.rs).
+fn sub_group_policies(spec: &api::PodGroupSpec) -> Result<Vec<SubGroupPolicy>, (String, String)> {
+    let mut out = Vec::new();
+    for (i, p) in spec.sub_group_policy.iter().flatten().enumerate() {
+        let field = |f: &str| format!("spec.subGroupPolicy[{i}].{f}");
+        // CRD defaults: subGroupSize 1, minSubGroups 0 (Volcano's types.go).
+        let size = p.sub_group_size.unwrap_or(1);
+        if size < 1 {
+            return Err((
+                field("subGroupSize"),
+                format!("must be at least 1, got {size}"),
+            ));
+        }
+        let min_groups = p.min_sub_groups.unwrap_or(0);
+        if min_groups < 0 {
+            return Err((
+                field("minSubGroups"),
+                format!("must be >= 0, got {min_groups}"),
+            ));
+        }
+        let selector = p
+            .label_selector
+            .as_ref()
+            .map(|s| {
+                serde_json::to_value(s)
+                    .and_then(serde_json::from_value::<LabelSelector>)
+                    .map_err(|e| (field("labelSelector"), e.to_string()))
+            })
+            .transpose()?;
+        out.push(SubGroupPolicy {
+            name: p.name.clone().unwrap_or_else(|| format!("{i}")).into(),
+            size: size as u32,
+            min_groups: min_groups as u32,
+            selector,
+            match_label_keys: p.match_label_keys.clone().unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// A subgroup's `networkTopology`, for a gang without one of its own: placing the whole
+/// gang inside one such domain keeps every subgroup inside one too (stricter than asked:
+/// such a gang may wait where its subgroups alone would fit, never the other way). A hard
+/// rule wins over a soft one.
+fn subgroup_topology(spec: &api::PodGroupSpec, object: &str) -> Option<TopologyRequest> {
+    let policies = spec.sub_group_policy.as_deref().unwrap_or_default();
+    let with_topology = policies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, network_topology(p.network_topology.as_ref()?, object))));
+    let mut requests: Vec<(usize, TopologyRequest)> = with_topology.collect();
+    requests.sort_by_key(|(i, r)| (r.mode != crate::model::TopologyMode::Hard, *i));
+    let (i, mut request) = requests.into_iter().next()?;
+    request.source =
+        format!("spec.subGroupPolicy[{i}].networkTopology (the whole gang in one domain)");
+    Some(request)
 }
 
 /// A resource list of a Volcano object (a PodGroup's minResources, a Queue's capability,
@@ -225,24 +288,20 @@ fn is_qualified_name(value: &str) -> bool {
 }
 
 /// `spec.networkTopology` as the engine's request. What is wrong with it (a mode that is
-/// neither hard nor soft, a tier below 1, `highestTierName`, which needs tier names this
-/// scheduler does not resolve) is the request's `problem`: the driver reports it on the
-/// PodGroup, and the engine makes a hard gang wait with it.
+/// neither hard nor soft, a tier below 1) is the request's `problem`: the driver reports it
+/// on the PodGroup, and the engine makes a hard gang wait with it. `highestTierName` names
+/// a tier by the `tierName` of its HyperNodes and is used when `highestTierAllowed` is not
+/// set (Volcano's `translateHighestTierNameToAllowed`, framework/session.go, v1.15.1).
 fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyRequest {
     let mut request = TopologyRequest::from_volcano(
         t.mode.as_ref().map(|m| m.as_str()),
         t.highest_tier_allowed,
         object,
     );
-    if let (None, Some(tier_name)) = (&request.problem, &t.highest_tier_name) {
-        let instead = match t.highest_tier_allowed {
-            Some(tier) => format!("highestTierAllowed {tier} is used"),
-            None => format!("{} is used", request.describe_bound()),
-        };
-        request.problem = Some(format!(
-            "PodGroup {object}: spec.networkTopology.highestTierName {tier_name:?} is not \
-             supported (set highestTierAllowed instead); {instead}"
-        ));
+    if let (None, Some(name)) = (t.highest_tier_allowed, &t.highest_tier_name) {
+        if !name.is_empty() {
+            request.bound = crate::model::TopologyBound::TierName(name.clone());
+        }
     }
     request
 }
@@ -276,6 +335,8 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     }
     info.reclaimable = q.spec.reclaimable.unwrap_or(true);
     info.parent = q.spec.parent.as_deref().map(Into::into);
+    info.priority = q.spec.priority.unwrap_or(0);
+    info.refused = required_node_groups(q);
     info.state = match q
         .status
         .as_ref()
@@ -440,6 +501,54 @@ pub fn queue_status_patch(q: &Queue, gangs: &crate::snapshot::QueueSums) -> Opti
     }}))
 }
 
+/// Required node groups (`spec.affinity`, honoured in Volcano by its nodegroup plugin,
+/// which rust-batch does not have): the queue's gangs wait rather than run outside them.
+fn required_node_groups(q: &Queue) -> Option<String> {
+    let affinity = q.spec.affinity.as_ref()?;
+    let required = |a: &Option<api::NodeGroupAffinity>| {
+        a.as_ref()
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .is_some_and(|groups| !groups.is_empty())
+    };
+    let field = if required(&affinity.node_group_affinity) {
+        "nodeGroupAffinity"
+    } else if required(&affinity.node_group_anti_affinity) {
+        "nodeGroupAntiAffinity"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "spec.affinity.{field}.requiredDuringSchedulingIgnoredDuringExecution (Volcano's \
+         nodegroup plugin) is not supported by rust-batch; its gangs wait rather than run \
+         outside their node groups"
+    ))
+}
+
+/// Node groups a queue only prefers (`spec.affinity` preferred terms): placement ignores
+/// them, and the queue is told so.
+fn preferred_node_groups_ignored(q: &Queue) -> Option<String> {
+    let affinity = q.spec.affinity.as_ref()?;
+    let preferred = [
+        &affinity.node_group_affinity,
+        &affinity.node_group_anti_affinity,
+    ]
+    .into_iter()
+    .flatten()
+    .any(|a| {
+        a.preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+            .is_some_and(|g| !g.is_empty())
+    });
+    preferred.then(|| {
+        "spec.affinity preferred node groups (Volcano's nodegroup plugin) are not supported \
+         by rust-batch: its pods are placed without that preference"
+            .to_string()
+    })
+}
+
 /// What is wrong with each queue, if anything: a parent that does not exist, a parent chain
 /// that loops, a guarantee above the capability. Such queues get an event; everything else
 /// keeps being scheduled.
@@ -447,14 +556,20 @@ pub fn queue_problems<'a>(
     queues: impl IntoIterator<Item = &'a Queue>,
 ) -> std::collections::BTreeMap<String, String> {
     // The engine's own view (the queues it could read), so events say what scheduling does.
+    let queues: Vec<&Queue> = queues.into_iter().collect();
     let infos: Vec<QueueInfo> = queues
-        .into_iter()
+        .iter()
         .filter_map(|q| queue_to_info(q).ok())
         .collect();
-    let mut problems: std::collections::BTreeMap<String, String> = infos
+    let mut problems: std::collections::BTreeMap<String, String> = queues
         .iter()
-        .filter_map(|q| Some((q.name.to_string(), q.guarantee_problem()?)))
+        .filter_map(|q| Some((q.name_any(), preferred_node_groups_ignored(q)?)))
         .collect();
+    for q in &infos {
+        if let Some(p) = q.refused.clone().or_else(|| q.guarantee_problem()) {
+            problems.insert(q.name.to_string(), p);
+        }
+    }
     for (name, problem) in crate::model::QueueTree::new(infos.iter()).problems() {
         problems.insert(name.to_string(), problem.clone());
     }
@@ -624,6 +739,97 @@ mod pod_group_tests {
         assert_eq!(status_patch(&written, &desired, now + 1000), None);
     }
 
+    #[test]
+    fn sub_group_policies_convert_with_volcanos_defaults_and_name_bad_fields() {
+        let pg = |policy: serde_json::Value| -> PodGroup {
+            serde_json::from_value(json!({
+                "metadata": {"name": "lws", "namespace": "n"},
+                "spec": {"minMember": 4, "subGroupPolicy": [policy]}
+            }))
+            .unwrap()
+        };
+        let job = pod_group_to_job(
+            &pg(
+                json!({"name": "replicas", "subGroupSize": 4, "minSubGroups": 2,
+                       "labelSelector": {"matchLabels": {"role": "worker"}},
+                       "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-index"]}),
+            ),
+            &HashMap::new(),
+        )
+        .unwrap();
+        let p = &job.subgroups[0];
+        assert_eq!((&*p.name, p.size, p.min_groups), ("replicas", 4, 2));
+        assert_eq!(
+            p.match_label_keys,
+            ["leaderworkerset.sigs.k8s.io/group-index"]
+        );
+        assert!(p.selector.is_some());
+        // Defaults: size 1, minSubGroups 0, named by position.
+        let job = pod_group_to_job(&pg(json!({})), &HashMap::new()).unwrap();
+        let p = &job.subgroups[0];
+        assert_eq!((&*p.name, p.size, p.min_groups), ("0", 1, 0));
+        let bad = pod_group_to_job(&pg(json!({"subGroupSize": 0})), &HashMap::new()).unwrap_err();
+        assert_eq!(bad.field, "spec.subGroupPolicy[0].subGroupSize");
+        let bad = pod_group_to_job(
+            &pg(json!({"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}})),
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert_eq!(bad.field, "spec.subGroupPolicy[0].labelSelector");
+        // A subgroup's topology holds for the whole gang when the gang has none.
+        let job = pod_group_to_job(
+            &pg(json!({"networkTopology": {"mode": "hard", "highestTierAllowed": 1}})),
+            &HashMap::new(),
+        )
+        .unwrap();
+        let t = job.topology.unwrap();
+        assert_eq!(t.mode, crate::model::TopologyMode::Hard);
+        assert!(t
+            .source
+            .starts_with("spec.subGroupPolicy[0].networkTopology"));
+    }
+
+    #[test]
+    fn required_node_groups_close_the_queue_and_preferred_ones_are_said_ignored() {
+        let q = |name: &str, affinity: serde_json::Value| -> Queue {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "priority": 3, "affinity": affinity}
+            }))
+            .unwrap()
+        };
+        let required = q(
+            "pinned",
+            json!({"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1"]}}),
+        );
+        let preferred = q(
+            "leaning",
+            json!({"nodeGroupAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}}),
+        );
+        let info = queue_to_info(&required).unwrap();
+        assert_eq!(info.priority, 3);
+        assert!(info.refused.as_deref().is_some_and(|r| r.starts_with(
+            "spec.affinity.nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        )));
+        assert_eq!(queue_to_info(&preferred).unwrap().refused, None);
+        let problems = queue_problems([&required, &preferred]);
+        assert_eq!(Some(&problems["pinned"]), info.refused.as_ref());
+        assert!(problems["leaning"].contains("placed without that preference"));
+        // The engine keeps new work out of it, naming why.
+        let mut cache = crate::testkit::cache_with_default_queue();
+        cache.apply_queue(info);
+        crate::testkit::add_nodes(&mut cache, "n", 1, &[("cpu", "4")]);
+        let job = crate::testkit::Gang::new("j", 1)
+            .queue("pinned")
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 1, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = crate::testkit::run_cycle(&cache, None);
+        assert!(result.binds.is_empty());
+        assert!(crate::testkit::condition_message(&result, &job)
+            .is_some_and(|m| m.contains("queue \"pinned\" takes no work: spec.affinity")));
+    }
+
     /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
     #[test]
     fn queue_lists_skip_quota_keys_too() {
@@ -724,14 +930,12 @@ mod network_topology_tests {
             ),
             "{odd:?}"
         );
+        // highestTierName names a tier (resolved against the HyperNodes' tierName by the
+        // placement); highestTierAllowed wins when both are set, as in Volcano.
         let named = topology(json!({"mode": "hard", "highestTierName": "spine"})).unwrap();
-        assert_eq!(
-            named.problem.as_deref(),
-            Some(
-                "PodGroup n/g: spec.networkTopology.highestTierName \"spine\" is not supported \
-                 (set highestTierAllowed instead); tier 1 is used"
-            )
-        );
-        assert_eq!(named.bound, TopologyBound::Tier(1));
+        assert_eq!(named.problem, None);
+        assert_eq!(named.bound, TopologyBound::TierName("spine".into()));
+        let both = topology(json!({"highestTierName": "spine", "highestTierAllowed": 2})).unwrap();
+        assert_eq!(both.bound, TopologyBound::Tier(2));
     }
 }
