@@ -200,10 +200,11 @@ fn with_volcano_name(test: impl Future<Output = ()>) {
         .block_on(test);
 }
 
-/// What a test deletes when it ends, however it ends (a panic included): the vcjobs,
-/// PodGroups and pods of its namespace. A gang left admitted but never running counts against
-/// every later admission in the cluster (overcommit), so a test that leaves one behind on
-/// purpose removes it.
+/// What every test deletes when it ends, however it ends (a panic included): the vcjobs,
+/// PodGroups and pods of its namespace. A gang left admitted but not running (a test that
+/// failed half-way, or one that waits for ever on purpose) counts against every later
+/// admission in the cluster (overcommit), and a Job's pods left waiting would be scheduled
+/// by the next test's rust-batch.
 struct Cleanup(&'static str);
 
 impl Drop for Cleanup {
@@ -775,6 +776,7 @@ fn vcjob_ps_and_workers_binds_whole_runs_and_completes() {
         let controllers = volcano_controllers(&client).await;
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let ns = "e2e-vc-train";
+        let _cleanup = Cleanup(ns);
         pool(&client, ns, 2, cpu_node()).await;
         guarded(&client, &[ns], async {
             let tasks = [
@@ -889,6 +891,7 @@ fn gpu_vcjob_that_does_not_fit_waits_whole_then_binds_whole_when_nodes_come() {
         let controllers = volcano_controllers(&client).await;
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let ns = "e2e-vc-gpu";
+        let _cleanup = Cleanup(ns);
         pool(&client, ns, 1, gpu_node()).await;
         guarded(&client, &[ns], async {
             let tasks = [
@@ -943,6 +946,7 @@ fn two_vcjobs_in_queues_of_weights_1_and_3_share_contended_gpus_by_weight() {
         let controllers = volcano_controllers(&client).await;
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let ns = "e2e-vc-shares";
+        let _cleanup = Cleanup(ns);
         let amd_node = json!({"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"});
         pool(&client, ns, 4, amd_node).await;
         // (queue and Job, weight, workers): the heavy queue has the more work, so that both
@@ -1217,6 +1221,7 @@ fn low_priority_vcjob_with_restart_policy_is_preempted_whole_and_restarts_whole(
         let client = client().await;
         let controllers = volcano_controllers(&client).await;
         let ns = "e2e-vc-preempt";
+        let _cleanup = Cleanup(ns);
         let conf = scheduler_conf(ns, "enqueue, allocate, preempt, backfill");
         let (_scheduler, _port) =
             start_ready_scheduler("volcano", &["--scheduler-conf", conf.to_str().unwrap()]).await;
@@ -1238,6 +1243,7 @@ fn vcjob_naming_rust_batch_is_preempted_whole_and_restarts_whole() {
         let client = client().await;
         let controllers = volcano_controllers(&client).await;
         let ns = "e2e-vc-rbname";
+        let _cleanup = Cleanup(ns);
         let conf = scheduler_conf(ns, "enqueue, allocate, preempt, backfill");
         let (_scheduler, _port) =
             start_ready_scheduler("rust-batch", &["--scheduler-conf", conf.to_str().unwrap()])
@@ -1261,6 +1267,7 @@ fn elastic_vcjob_binds_its_minimum_together_and_the_rest_when_room_comes() {
         let controllers = volcano_controllers(&client).await;
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let ns = "e2e-vc-elastic";
+        let _cleanup = Cleanup(ns);
         let node = json!({"cpu": "7", "memory": "32Gi"});
         pool(&client, ns, 1, node.clone()).await;
         guarded(&client, &[ns], async {
@@ -1333,6 +1340,7 @@ fn vcjob_deleted_mid_run_leaves_no_event_storm() {
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
         let _collector = start_garbage_collector().await;
         let ns = "e2e-vc-delete";
+        let _cleanup = Cleanup(ns);
         pool(&client, ns, 2, cpu_node()).await;
         guarded(&client, &[ns], async {
             let tasks = [
