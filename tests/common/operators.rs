@@ -89,7 +89,10 @@ impl Operator {
         const TIE: &str = r#"exec 3<&0
 ours() { [ "$(readlink -f /proc/$$/exe 2>/dev/null)" = "$(readlink -f "$1")" ]; }
 ( while read -r _ <&3; do :; done
-  ours "$1" && kill -TERM $$ 2>/dev/null && sleep 10 && ours "$1" && kill -KILL $$ 2>/dev/null ) &
+  ours "$1" || exit 0
+  kill -TERM $$ 2>/dev/null
+  i=0; while [ $i -lt 20 ] && ours "$1"; do sleep 0.5; i=$((i + 1)); done
+  ours "$1" && kill -KILL $$ 2>/dev/null ) &
 exec "$@" 3<&- </dev/null"#;
         Operator::spawn(
             name,
