@@ -83,8 +83,9 @@ fn volcano_source() -> &'static Path {
 fn go_mod_download() -> PathBuf {
     let out = Command::new("go")
         .args(["mod", "download", "-json", VOLCANO_MODULE])
-        // Outside any Go module, so no go.mod around decides anything.
+        // Outside any Go module, so no go.mod around decides anything (nor a -mod flag).
         .current_dir(std::env::temp_dir())
+        .env("GOFLAGS", "-mod=mod")
         .output()
         .unwrap_or_else(|e| {
             panic!("cannot run `go mod download {VOLCANO_MODULE}` ({e}): install Go, or set VOLCANO_SOURCE to Volcano v1.15.1's source")
