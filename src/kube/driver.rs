@@ -282,8 +282,7 @@ impl Cycles<'_> {
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
-            let snapshot_started;
-            let (snapshot, releases, provisioned, clear) = {
+            let (snapshot, snapshot_took, releases, provisioned, clear) = {
                 let mut ix = lock(index);
                 let ready = ix.readiness.complete();
                 metrics
@@ -330,8 +329,9 @@ impl Cycles<'_> {
                     &review.waited,
                     now_ms(),
                 );
-                snapshot_started = Instant::now();
-                (ix.cache.snapshot(), evictions, review.ready, clear)
+                let taking = Instant::now();
+                let snapshot = ix.cache.snapshot();
+                (snapshot, taking.elapsed(), evictions, review.ready, clear)
             };
             send_claim_patches(binder, clear);
             if !provisioned.is_empty() {
@@ -345,7 +345,7 @@ impl Cycles<'_> {
                 binder.send(Vec::new(), releases).await;
             }
             let (nodes, jobs) = (snapshot.node_count(), snapshot.job_count());
-            let mut timer = CycleTimer::start(metrics, snapshot_started);
+            let mut timer = CycleTimer::start(metrics, snapshot_took);
             let result = off_the_io_threads(|| {
                 self.scheduler
                     .run_cycle_traced(snapshot, now_ms(), &mut timer)

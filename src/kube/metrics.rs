@@ -268,20 +268,20 @@ impl Metrics {
 /// this observer where it is (see `CycleObserver`).
 pub struct CycleTimer<'a> {
     metrics: &'a Metrics,
-    /// When the snapshot the session opens on was taken: Volcano's session opening and
-    /// session include taking it.
-    snapshot_started: Instant,
+    /// How long taking the snapshot the session opens on took: Volcano's session opening
+    /// and session include it.
+    snapshot_took: Duration,
     started: Instant,
     step: Instant,
 }
 
 impl<'a> CycleTimer<'a> {
-    /// A cycle starting now on a snapshot taken from `snapshot_started`.
-    pub fn start(metrics: &'a Metrics, snapshot_started: Instant) -> Self {
+    /// A cycle starting now on a snapshot that took `snapshot_took` to take.
+    pub fn start(metrics: &'a Metrics, snapshot_took: Duration) -> Self {
         let now = Instant::now();
         CycleTimer {
             metrics,
-            snapshot_started,
+            snapshot_took,
             started: now,
             step: now,
         }
@@ -293,7 +293,7 @@ impl<'a> CycleTimer<'a> {
         self.metrics.cycle_latency.observe(took.as_secs_f64());
         self.metrics
             .volcano
-            .observe_session(self.snapshot_started.elapsed());
+            .observe_session(self.snapshot_took + took);
         took
     }
 }
@@ -312,7 +312,7 @@ impl CycleObserver for CycleTimer<'_> {
     fn opened(&mut self, _: &Session) {
         self.metrics
             .volcano
-            .observe_open_session(self.snapshot_started.elapsed());
+            .observe_open_session(self.snapshot_took + self.started.elapsed());
     }
 
     fn action(&mut self, action: &'static str, starting: bool, _: &Session) {

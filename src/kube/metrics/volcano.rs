@@ -813,8 +813,6 @@ fn share(allocated: &Resource, deserved: &Resource) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
     use crate::framework::Bind;
     use crate::kube::metrics::{CycleTimer, Metrics};
@@ -1070,7 +1068,7 @@ mod tests {
         cache.delete_job("default/big");
         let metrics = Metrics::new().unwrap();
         let scheduler = scheduler(None);
-        let mut timer = CycleTimer::start(&metrics, Instant::now());
+        let mut timer = CycleTimer::start(&metrics, Duration::ZERO);
         scheduler.run_cycle_traced(cache.snapshot(), 0, &mut timer);
         timer.finish();
         let m = &metrics.volcano;
