@@ -149,17 +149,43 @@ pub struct MetricInfo {
 /// Label values of a gang's per-job series: `job_name`, `queue`, `job_namespace`.
 type JobLabels = [String; 3];
 
-/// What the last passes set, to drop the series of what is gone.
+/// What the last passes set, to drop the series of what is gone and to set only what
+/// changed (a pass over ten thousand gangs then does one map lookup per gang).
 #[derive(Default)]
 struct Reported {
     /// Per-queue series: (metric, label values).
     queue_series: HashSet<(String, Vec<String>)>,
-    /// Gangs with per-job series (start time, duration, last time), by uid.
-    jobs: HashMap<Arc<str>, JobLabels>,
-    /// `unschedule_task_count` as last set, by job name (its label `job_id`).
-    unready: HashMap<Arc<str>, i64>,
-    /// `job_share` as last set, by (namespace, name) (its labels `job_ns`, `job_id`).
-    shares: HashMap<(Arc<str>, Arc<str>), f64>,
+    /// Per-gang series, by gang uid.
+    gangs: HashMap<Arc<str>, GangSeries>,
+    /// Passes of `observe_jobs` so far (a gang the latest did not see is gone).
+    passes: u64,
+}
+
+/// What one gang's series say.
+struct GangSeries {
+    namespace: Arc<str>,
+    name: Arc<str>,
+    /// Label values of its start time, duration and last time series, once set.
+    labels: Option<JobLabels>,
+    /// `unschedule_task_count` (label `job_id`: its name) as last set.
+    unready: Option<i64>,
+    /// `job_share` (labels `job_ns`, `job_id`) as last set.
+    share: Option<f64>,
+    /// The last pass that saw it.
+    seen: u64,
+}
+
+impl GangSeries {
+    fn new(job: &crate::model::JobInfo, seen: u64) -> Self {
+        GangSeries {
+            namespace: job.namespace.clone(),
+            name: job.name.clone(),
+            labels: None,
+            unready: None,
+            share: None,
+            seen,
+        }
+    }
 }
 
 /// Volcano's scheduler metrics.
@@ -477,19 +503,24 @@ impl VolcanoMetrics {
                 continue;
             }
             let took = (now - job.created).max(0) as f64;
-            let labels = job_labels(&job.name, &job.queue, &job.namespace);
-            let values = label_refs(&labels);
+            let seen = reported.passes;
+            let gang = reported
+                .gangs
+                .entry(job.uid.clone())
+                .or_insert_with(|| GangSeries::new(job, seen));
+            let labels = gang.labels.get_or_insert_with(|| {
+                let labels = job_labels(&job.name, &job.queue, &job.namespace);
+                self.job_start_time
+                    .with_label_values(&label_refs(&labels))
+                    .set((job.created / 1000) as f64);
+                labels
+            });
+            let values = label_refs(labels);
             self.job_duration_ms.with_label_values(&values).set(took);
             self.job_latency_ms.observe(took);
             self.job_last_time
                 .with_label_values(&values)
                 .set((now / 1000) as f64);
-            if !reported.jobs.contains_key(&job.uid) {
-                self.job_start_time
-                    .with_label_values(&values)
-                    .set((job.created / 1000) as f64);
-                reported.jobs.insert(job.uid.clone(), labels);
-            }
         }
     }
 
@@ -522,19 +553,36 @@ impl VolcanoMetrics {
             .any(|p| p.name == "drf");
         let total = state.total_allocatable();
         let mut reported = self.reported();
-        let mut unready: HashMap<Arc<str>, i64> = HashMap::new();
-        let mut shares: HashMap<(Arc<str>, Arc<str>), f64> = HashMap::new();
+        reported.passes += 1;
+        let pass = reported.passes;
         let mut short = 0;
         for (_, job) in state.jobs() {
-            if drf {
-                let share = crate::plugins::drf::dominant_share(&job.allocated, &total);
-                let key = (job.namespace.clone(), job.name.clone());
-                if reported.shares.get(&key) != Some(&share) {
-                    self.job_share
-                        .with_label_values(&[&*job.namespace, &*job.name])
-                        .set(share);
+            let gang = match reported.gangs.get_mut(&job.uid) {
+                Some(g) => g,
+                None => reported
+                    .gangs
+                    .entry(job.uid.clone())
+                    .or_insert_with(|| GangSeries::new(job, pass)),
+            };
+            gang.seen = pass;
+            if job.created > 0 && gang.labels.is_none() {
+                let labels = job_labels(&job.name, &job.queue, &job.namespace);
+                self.job_start_time
+                    .with_label_values(&label_refs(&labels))
+                    .set((job.created / 1000) as f64);
+                gang.labels = Some(labels);
+            }
+            let share = drf.then(|| crate::plugins::drf::dominant_share(&job.allocated, &total));
+            if gang.share != share {
+                let values = [&*job.namespace, &*job.name];
+                match share {
+                    Some(v) => self.job_share.with_label_values(&values).set(v),
+                    // drf no longer configured.
+                    None => {
+                        let _ = self.job_share.remove_label_values(&values);
+                    }
                 }
-                shares.insert(key, share);
+                gang.share = share;
             }
             if job.tasks().is_empty() {
                 continue;
@@ -544,54 +592,46 @@ impl VolcanoMetrics {
                 short += 1;
             }
             // Volcano leaves a terminated gang's last count as it was, until it is deleted.
-            let count = if job.phase == PodGroupPhase::Completed {
-                reported.unready.get(&job.name).copied()
-            } else {
-                Some(missing)
-            };
-            if let Some(n) = count {
-                unready.insert(job.name.clone(), n);
-            }
-            if job.created > 0 && !reported.jobs.contains_key(&job.uid) {
-                let labels = job_labels(&job.name, &job.queue, &job.namespace);
-                self.job_start_time
-                    .with_label_values(&label_refs(&labels))
-                    .set((job.created / 1000) as f64);
-                reported.jobs.insert(job.uid.clone(), labels);
+            if job.phase != PodGroupPhase::Completed && gang.unready != Some(missing) {
+                self.unschedule_task_count
+                    .with_label_values(&[&*job.name])
+                    .set(missing);
+                gang.unready = Some(missing);
             }
         }
         self.unschedule_job_count.set(short);
-        for (name, n) in &unready {
-            if reported.unready.get(name) != Some(n) {
-                self.unschedule_task_count
-                    .with_label_values(&[&**name])
-                    .set(*n);
+        // Gangs gone take their series along.
+        let mut names_dropped = HashSet::new();
+        reported.gangs.retain(|_, g| {
+            if g.seen == pass {
+                return true;
             }
-        }
-        for name in reported.unready.keys() {
-            if !unready.contains_key(name) {
-                let _ = self.unschedule_task_count.remove_label_values(&[&**name]);
-            }
-        }
-        reported.unready = unready;
-        for (ns, name) in reported.shares.keys() {
-            if !shares.contains_key(&(ns.clone(), name.clone())) {
-                let _ = self.job_share.remove_label_values(&[&**ns, &**name]);
-            }
-        }
-        reported.shares = shares;
-        let gone: Vec<Arc<str>> = reported
-            .jobs
-            .keys()
-            .filter(|uid| state.job_by_uid(uid).is_none())
-            .cloned()
-            .collect();
-        for uid in gone {
-            if let Some(labels) = reported.jobs.remove(&uid) {
-                let values = label_refs(&labels);
+            if let Some(labels) = &g.labels {
+                let values = label_refs(labels);
                 let _ = self.job_duration_ms.remove_label_values(&values);
                 let _ = self.job_start_time.remove_label_values(&values);
                 let _ = self.job_last_time.remove_label_values(&values);
+            }
+            if g.share.is_some() {
+                let _ = self
+                    .job_share
+                    .remove_label_values(&[&*g.namespace, &*g.name]);
+            }
+            if g.unready.is_some() {
+                let _ = self.unschedule_task_count.remove_label_values(&[&*g.name]);
+                names_dropped.insert(g.name.clone());
+            }
+            false
+        });
+        // `job_id` is only the name (Volcano's label): a gang of the same name in another
+        // namespace sets it again.
+        if !names_dropped.is_empty() {
+            for g in reported.gangs.values() {
+                if let (Some(n), true) = (g.unready, names_dropped.contains(&g.name)) {
+                    self.unschedule_task_count
+                        .with_label_values(&[&*g.name])
+                        .set(n);
+                }
             }
         }
     }
