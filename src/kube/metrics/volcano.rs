@@ -1045,6 +1045,50 @@ mod tests {
     }
 
     #[test]
+    fn a_gang_gone_leaves_the_count_of_another_of_its_name() {
+        let mut cache = cluster();
+        let mut other =
+            Gang::new("train", 2)
+                .queue("q")
+                .created(30_000)
+                .tasks("", 2, &[("cpu", "1")]);
+        other.spec.namespace = "other".into();
+        other.spec.uid = "other/train".into();
+        for t in &mut other.tasks {
+            t.namespace = Arc::from("other");
+            t.uid = Arc::from(format!("other/{}", t.name));
+        }
+        other.apply(&mut cache);
+        let m = VolcanoMetrics::new().unwrap();
+        m.observe_jobs(cache.state(), &conf(None));
+        cache.delete_job("default/train");
+        m.observe_jobs(cache.state(), &conf(None));
+        assert_eq!(
+            sample(&m, "volcano_unschedule_task_count", &[("job_id", "train")]),
+            Some(2.0),
+            "other/train's, both pods pending"
+        );
+        let gone = [
+            ("job_name", "train"),
+            ("queue", "q"),
+            ("job_namespace", "default"),
+        ];
+        assert_eq!(
+            sample(&m, "volcano_e2e_job_scheduling_start_time", &gone),
+            None
+        );
+        let kept = [
+            ("job_name", "train"),
+            ("queue", "q"),
+            ("job_namespace", "other"),
+        ];
+        assert_eq!(
+            sample(&m, "volcano_e2e_job_scheduling_start_time", &kept),
+            Some(30.0)
+        );
+    }
+
+    #[test]
     fn placing_a_gang_sets_its_scheduling_duration_once_per_cycle() {
         let cache = cluster();
         let m = VolcanoMetrics::new().unwrap();
