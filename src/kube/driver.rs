@@ -28,7 +28,7 @@ use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::lean::Lean;
-use super::metrics::Metrics;
+use super::metrics::{CycleTimer, Metrics};
 use super::pacing::CyclePacer;
 use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
@@ -113,6 +113,7 @@ pub async fn run(
         leadership.clone(),
     );
     index.watch_lag = Some(metrics.watch_lag.clone());
+    index.watched = Some(metrics.volcano.task_stage("Watched"));
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
     index.provisioning.timeout = opts.volume_binding_timeout;
@@ -281,7 +282,7 @@ impl Cycles<'_> {
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
-            let (snapshot, releases, provisioned, clear) = {
+            let (snapshot, snapshot_took, releases, provisioned, clear) = {
                 let mut ix = lock(index);
                 let ready = ix.readiness.complete();
                 metrics
@@ -322,7 +323,15 @@ impl Cycles<'_> {
                     .provisioning
                     .review(&ixr.volume_objects, &ixr.cache, now_ms());
                 let clear = call_off(binder, &mut ix, review.called_off);
-                (ix.cache.snapshot(), evictions, review.ready, clear)
+                metrics.volcano.observe_pre_bound(
+                    &ix.cache,
+                    &review.ready,
+                    &review.waited,
+                    now_ms(),
+                );
+                let taking = Instant::now();
+                let snapshot = ix.cache.snapshot();
+                (snapshot, taking.elapsed(), evictions, review.ready, clear)
             };
             send_claim_patches(binder, clear);
             if !provisioned.is_empty() {
@@ -336,35 +345,15 @@ impl Cycles<'_> {
                 binder.send(Vec::new(), releases).await;
             }
             let (nodes, jobs) = (snapshot.node_count(), snapshot.job_count());
-            let cycle_start = Instant::now();
-            let mut action_start = Instant::now();
-            let mut observe =
-                |action: &'static str, starting: bool, _: &crate::framework::Session| {
-                    if starting {
-                        action_start = Instant::now();
-                    } else {
-                        let took = action_start.elapsed().as_secs_f64();
-                        metrics
-                            .action_latency
-                            .with_label_values(&[action])
-                            .observe(took);
-                        metrics
-                            .volcano
-                            .action_latency_ms
-                            .with_label_values(&[action])
-                            .observe(took * 1000.0);
-                    }
-                };
+            let mut timer = CycleTimer::start(metrics, snapshot_took);
             let result = off_the_io_threads(|| {
                 self.scheduler
-                    .run_cycle_observed(snapshot, now_ms(), &mut observe)
+                    .run_cycle_traced(snapshot, now_ms(), &mut timer)
             });
-            let took = cycle_start.elapsed().as_secs_f64();
+            let took = timer.finish();
             // Only a cycle that decides spaces the next: the lists' wake-ups at start
             // must not delay the first cycle.
             pacer.ran(started, started.elapsed());
-            metrics.cycle_latency.observe(took);
-            metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
             let stuck: Vec<_> = result
                 .job_updates
                 .iter()
@@ -377,10 +366,6 @@ impl Cycles<'_> {
             let unschedulable = stuck.len();
             metrics.unschedulable_gangs.set(unschedulable as i64);
             metrics.placement_search(&result.placement_search);
-            metrics
-                .volcano
-                .unschedule_job_count
-                .set(unschedulable as i64);
             let unschedulable_pods: usize = stuck.iter().map(|u| u.task_reasons.len()).sum();
             metrics
                 .volcano
@@ -390,7 +375,13 @@ impl Cycles<'_> {
             if first_cycle {
                 // With the lists' log lines, what a (re)start costs before its first bind.
                 first_cycle = false;
-                info!(nodes, jobs, binds = result.binds.len(), took = ?cycle_start.elapsed(), "first cycle");
+                info!(
+                    nodes,
+                    jobs,
+                    binds = result.binds.len(),
+                    ?took,
+                    "first cycle"
+                );
             } else {
                 debug!(
                     nodes,
@@ -410,11 +401,15 @@ impl Cycles<'_> {
             let (binds, patches) = {
                 let mut ix = lock(index);
                 binder.assume(&mut ix, &binds, &evictions);
+                metrics.volcano.observe_assumed(&ix.cache, &binds, now_ms());
                 // Gangs with WaitForFirstConsumer claims bind once those are provisioned.
                 let ixr = &mut *ix;
                 let (binds, patches, conflicts) =
                     ixr.provisioning.hold(&ixr.cache, binds, now_ms());
                 call_off(binder, &mut ix, conflicts);
+                metrics
+                    .volcano
+                    .observe_pre_bound(&ix.cache, &binds, &[], now_ms());
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 (binds, patches)
@@ -441,6 +436,7 @@ impl Cycles<'_> {
             if gauges_at.is_none_or(|at| at.elapsed() >= QUEUE_GAUGES_EVERY) {
                 gauges_at = Some(Instant::now());
                 metrics.volcano.observe_queues(&seen, self.scheduler.conf());
+                metrics.volcano.observe_jobs(&seen, self.scheduler.conf());
             }
         }
     }
