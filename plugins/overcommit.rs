@@ -135,7 +135,12 @@ mod tests {
     #[test]
     fn a_gang_admitted_and_waiting_for_gpus_holds_back_only_gangs_that_need_gpus() {
         let mut cache = cache_with_default_queue();
-        add_nodes(&mut cache, "n", 1, &[("cpu", "10"), ("nvidia.com/gpu", "2")]);
+        add_nodes(
+            &mut cache,
+            "n",
+            1,
+            &[("cpu", "10"), ("nvidia.com/gpu", "2")],
+        );
         Gang::new("gpu-waiting", 1)
             .phase(PodGroupPhase::Inqueue)
             .min_resources(&[("cpu", "1"), ("nvidia.com/gpu", "8")])
