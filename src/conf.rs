@@ -11,6 +11,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 use thiserror::Error;
 
+mod volcano;
+pub use volcano::{VOLCANO_ACTIONS, VOLCANO_PLUGINS};
+
 /// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum VoteKind {
@@ -33,7 +36,9 @@ pub enum VoteKind {
 }
 
 /// Volcano switches we accept but that name votes this scheduler does not have; they load
-/// (so existing files work) and change nothing.
+/// (so existing files work) and change nothing. Spelt as Volcano v1.15.1's `PluginOption`
+/// (pkg/scheduler/conf/scheduler_conf.go) spells them, plus enableNamespaceOrder of
+/// earlier releases.
 const INERT_SWITCHES: &[&str] = &[
     "enableNamespaceOrder",
     "enableHierarchy",
@@ -43,8 +48,10 @@ const INERT_SWITCHES: &[&str] = &[
     "enableTargetJob",
     "enableReservedNodes",
     "enabledVictim",
-    "enableSubJobReady",
-    "enableSubJobOrder",
+    "enabledSubJobReady",
+    "enabledSubJobPipelined",
+    "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
 ];
 
 impl VoteKind {
@@ -90,11 +97,14 @@ impl VoteKind {
     /// `Some(Some(kind))` for a switch that controls a vote, `Some(None)` for a Volcano switch
     /// that has no effect here, `None` for an unknown key.
     pub fn from_switch(key: &str) -> Option<Option<VoteKind>> {
-        if INERT_SWITCHES.contains(&key) {
-            return Some(None);
-        }
         // Volcano spells some switches "enabled…" and others "enable…"; accept both.
         let normalized = key.replacen("enabled", "enable", 1);
+        if INERT_SWITCHES
+            .iter()
+            .any(|s| s.replacen("enabled", "enable", 1) == normalized)
+        {
+            return Some(None);
+        }
         Self::ALL
             .iter()
             .find(|k| k.switch_name().replacen("enabled", "enable", 1) == normalized)
@@ -306,8 +316,12 @@ pub struct SchedulerConf {
     /// `configurations:` — arguments per action name.
     pub configurations: BTreeMap<String, Arguments>,
     /// Things that are allowed but probably not meant (unknown arguments, unknown top-level
-    /// keys); `check-config` prints them, the scheduler logs them.
+    /// keys, Volcano plugins and actions skipped); `check-config` prints them, the scheduler
+    /// logs them.
     pub warnings: Vec<String>,
+    /// `--strict-config`: a Volcano plugin or action rust-batch does not have is an error,
+    /// not a warning (see `resolve_names`). Kept by a reload of the same file.
+    pub strict: bool,
 }
 
 // No deny_unknown_fields: it does not mix with `flatten`; switches are checked by hand.
@@ -364,7 +378,29 @@ impl SchedulerConf {
         Self::parse(&text, &file)
     }
 
+    /// This configuration with `--strict-config` on or off.
+    pub fn with_strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Parses a configuration: Volcano's volcano-scheduler.conf, or a Kubernetes ConfigMap
+    /// holding one (`data.volcano-scheduler.conf`, or its one `*.conf` key), as Volcano ships
+    /// it; messages about the payload name the ConfigMap and key after `file`.
     pub fn parse(text: &str, file: &str) -> Result<Self, ConfError> {
+        match volcano::config_map_payload(text) {
+            Ok(None) => Self::parse_bare(text, file),
+            Ok(Some((payload, within))) => {
+                Self::parse_bare(&payload, &format!("{file} ({within})"))
+            }
+            Err(message) => Err(ConfError::Syntax {
+                file: file.to_string(),
+                message,
+            }),
+        }
+    }
+
+    fn parse_bare(text: &str, file: &str) -> Result<Self, ConfError> {
         let syntax = |message: String| ConfError::Syntax {
             file: file.to_string(),
             message,
@@ -493,6 +529,7 @@ impl SchedulerConf {
             tiers,
             configurations,
             warnings,
+            strict: false,
         })
     }
 
@@ -550,6 +587,45 @@ mod tests {
         );
         assert_eq!(VoteKind::from_switch("enableBestNode"), Some(None));
         assert_eq!(VoteKind::from_switch("enableMagic"), None);
+    }
+
+    /// Every switch of Volcano v1.15.1's `PluginOption` (pkg/scheduler/conf/scheduler_conf.go),
+    /// spelt as its yaml tags spell them, loads.
+    #[test]
+    fn every_volcano_switch_loads() {
+        for key in [
+            "enableJobOrder",
+            "enableHierarchy",
+            "enableJobReady",
+            "enableJobPipelined",
+            "enableTaskOrder",
+            "enablePreemptable",
+            "enableReclaimable",
+            "enablePreemptive",
+            "enableQueueOrder",
+            "EnabledClusterOrder",
+            "enablePredicate",
+            "enableBestNode",
+            "enableNodeOrder",
+            "enableTargetJob",
+            "enableReservedNodes",
+            "enableJobEnqueued",
+            "enabledVictim",
+            "enableJobStarving",
+            "enabledOverused",
+            "enabledAllocatable",
+            "enabledHyperNodeOrder",
+            "enabledSubJobReady",
+            "enabledSubJobPipelined",
+            "enabledSubJobOrder",
+            "enabledHyperNodeGradient",
+        ] {
+            assert!(VoteKind::from_switch(key).is_some(), "{key}");
+            let text = format!(
+                "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    {key}: false\n"
+            );
+            SchedulerConf::parse(&text, "s.conf").unwrap_or_else(|e| panic!("{key}: {e}"));
+        }
     }
 
     #[test]

@@ -33,10 +33,11 @@ mod tests {
 
     #[test]
     fn unknown_action_names_the_known_ones() {
-        let err = check("actions: \"enqueue, shuffle\"\ntiers: []\n", "s.conf").unwrap_err();
+        // Not one of Volcano's ("shuffle" is: it would load with a warning).
+        let err = check("actions: \"enqueue, teleport\"\ntiers: []\n", "s.conf").unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.starts_with("s.conf: actions[1]: unknown action \"shuffle\""),
+            msg.starts_with("s.conf: actions[1]: unknown action \"teleport\""),
             "{msg}"
         );
         assert!(msg.contains("allocate"), "{msg}");

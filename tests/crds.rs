@@ -33,9 +33,20 @@ fn checked_in_crds_are_up_to_date() {
             path.display()
         );
     }
-    let mut stray: Vec<String> = std::fs::read_dir(CRDS_DIR)
-        .expect("crds/ exists")
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+    let mut stray: Vec<String> = ["", "optional"]
+        .iter()
+        .flat_map(|sub| {
+            std::fs::read_dir(Path::new(CRDS_DIR).join(sub))
+                .expect("crds/ and crds/optional exist")
+                .map(move |entry| {
+                    let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+                    if sub.is_empty() {
+                        name
+                    } else {
+                        format!("{sub}/{name}")
+                    }
+                })
+        })
         .filter(|name| name.ends_with(".yaml") && !expected.iter().any(|(n, _)| n == name))
         .collect();
     stray.sort();

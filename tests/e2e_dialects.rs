@@ -10,6 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -653,4 +654,80 @@ async fn operator_flows_volcano_and_scheduler_plugins_modes() {
         volcano_scheduler_name(&client),
         training_operator_scheduler_plugins_mode(&client, name),
     );
+}
+
+/// Volcano subgroup gangs (`subGroupPolicy`, LeaderWorkerSet-style): two replicas of four
+/// pods on room for six. Only whole subgroups bind: one replica binds (minSubGroups 1),
+/// never the other's half; with room for both, the second binds whole too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_subgroups_bind_only_whole() {
+    let client = client().await;
+    install_crds(&client).await;
+    let name = "rust-batch-subgroups";
+    let (_scheduler, _port) = start(name, &[]).await;
+    let ns = "e2e-subgroups";
+    let place = place_with(&client, ns, name, 6, json!({"cpu": "1", "memory": "4Gi"})).await;
+    let spec = json!({"minMember": 4, "subGroupPolicy": [{
+        "name": "replica", "subGroupSize": 4, "minSubGroups": 1,
+        "labelSelector": {"matchLabels": {"app": "lws"}},
+        "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-index"]}]});
+    volcano_pod_group(&client, ns, "lws", spec).await;
+    for replica in 0..2 {
+        for i in 0..4 {
+            place
+                .raw_pod(
+                    &format!("lws-{replica}-{i}"),
+                    json!({"app": "lws", "leaderworkerset.sigs.k8s.io/group-index": replica.to_string()}),
+                    json!({"scheduling.k8s.io/group-name": "lws"}),
+                    json!({"cpu": "1"}),
+                )
+                .await;
+        }
+    }
+    let bound_per_replica = |pods: &std::collections::BTreeMap<String, Pod>| {
+        let mut per = [0usize; 2];
+        for (name, p) in pods {
+            if node_of(p).is_some() {
+                per[usize::from(name.starts_with("lws-1"))] += 1;
+            }
+        }
+        per
+    };
+    let per = wait_for(
+        Duration::from_secs(30),
+        "one replica bound whole",
+        || async {
+            let per = bound_per_replica(&check_invariants(&client, ns).await);
+            (per.iter().sum::<usize>() >= 4).then_some(per)
+        },
+    )
+    .await;
+    assert!(
+        per == [4, 0] || per == [0, 4],
+        "whole replicas only: {per:?}"
+    );
+    // Room for 2 more pods is not room for the other replica: it stays unbound.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        bound_per_replica(&check_invariants(&client, ns).await),
+        per,
+        "never half a replica"
+    );
+    fake_nodes(
+        &client,
+        ns,
+        7..=8,
+        ns,
+        &json!({"cpu": "1", "memory": "4Gi"}),
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(30),
+        "the second replica bound whole",
+        || async {
+            let per = bound_per_replica(&check_invariants(&client, ns).await);
+            (per == [4, 4]).then_some(())
+        },
+    )
+    .await;
 }

@@ -303,9 +303,15 @@ fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
         ("scheduling.volcano.sh_queues.yaml", Queue::crd()),
-        ("scheduling.x-k8s.io_podgroups.yaml", XK8sPodGroup::crd()),
+        // The other dialects' PodGroups go in a folder of their own: `kubectl apply -f
+        // crds/` leaves them out, so `kubectl get podgroup` keeps naming Volcano's (kubectl
+        // takes the first group discovery lists, and v1alpha1 groups sort before v1beta1).
         (
-            "scheduling.sigs.k8s.io_podgroups.yaml",
+            "optional/scheduling.x-k8s.io_podgroups.yaml",
+            XK8sPodGroup::crd(),
+        ),
+        (
+            "optional/scheduling.sigs.k8s.io_podgroups.yaml",
             approved(SigsPodGroup::crd()),
         ),
         ("topology.volcano.sh_hypernodes.yaml", HyperNode::crd()),
@@ -325,8 +331,8 @@ fn approved(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd
 }
 
-/// The checked-in files: (file name in `crds/`, contents), one CRD per file, named as
-/// upstream names them.
+/// The checked-in files: (path in `crds/`, contents), one CRD per file, named as upstream
+/// names them; the optional dialects' under `optional/`.
 pub fn crd_files() -> Vec<(&'static str, String)> {
     crd_list()
         .into_iter()
@@ -348,9 +354,12 @@ pub fn crd_yaml() -> String {
 
 /// Writes [`crd_files`] into `dir`, creating it if needed.
 pub fn write_crds(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
     for (name, contents) in crd_files() {
-        std::fs::write(dir.join(name), contents)?;
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, contents)?;
     }
     Ok(())
 }

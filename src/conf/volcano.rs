@@ -1,0 +1,985 @@
+//! A Volcano configuration as Volcano v1.15.1 writes it: the plugins and actions Volcano has
+//! (a name rust-batch lacks loads with a warning saying what is skipped; a name neither has
+//! is an error with a "did you mean"), the arguments Volcano reads that rust-batch ignores
+//! (warned), and Volcano's ConfigMap around the file (unwrapped).
+//!
+//! The lists are copied from the Volcano source at tag v1.15.1 (the module in
+//! `volcano.sh/volcano@v1.15.1`); each names the file it comes from.
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::{Arguments, ConfError, SchedulerConf};
+
+/// Volcano v1.15.1's plugins, as `pkg/scheduler/plugins/factory.go` registers them (each
+/// name is its package's `PluginName`: the numaaware package registers "numa-aware"), with
+/// what Volcano does with one, which is what a configuration naming it loses here.
+pub const VOLCANO_PLUGINS: &[(&str, &str)] = &[
+    (
+        "drf",
+        "dominant-resource fairness between jobs and namespaces",
+    ),
+    ("gang", "all-or-nothing placement of a job's minAvailable"),
+    (
+        "deviceshare",
+        "GPU sharing and vGPU slices (volcano.sh/vgpu-*, gpu-memory); such requests are \
+         counted as extended resources, not matched to device slices",
+    ),
+    ("predicates", "kube-scheduler's filters"),
+    ("priority", "job and task order by PriorityClass"),
+    ("nodeorder", "kube-scheduler's node scores"),
+    ("conformance", "never evicting system-critical pods"),
+    ("binpack", "packing nodes"),
+    (
+        "resource-strategy-fit",
+        "per-resource MostAllocated/LeastAllocated node scores; binpack and nodeorder still \
+         score nodes",
+    ),
+    (
+        "tdm",
+        "time-division multiplexing of revocable nodes (volcano.sh/revocable-zone); those \
+         nodes are scheduled like any other",
+    ),
+    (
+        "overcommit",
+        "admitting jobs up to a factor of the cluster's idle resources",
+    ),
+    (
+        "sla",
+        "per-job waiting-time limits (sla-waiting-time); a job past its limit is not moved \
+         ahead",
+    ),
+    (
+        "task-topology",
+        "affinity and anti-affinity between a job's tasks (volcano.sh/task-topology-* \
+         annotations); they change neither task order nor node scores",
+    ),
+    (
+        "numa-aware",
+        "NUMA-aligned placement (Numatopology objects); nodes are neither filtered nor \
+         scored by NUMA fit",
+    ),
+    (
+        "cdp",
+        "cool-down protection of elastic pods; they may be preempted right after they start",
+    ),
+    (
+        "rescheduling",
+        "periodic eviction to rebalance nodes (lowNodeUtilization); nothing is evicted for it",
+    ),
+    (
+        "usage",
+        "nodes filtered and scored by their measured CPU and memory usage; requests alone \
+         count",
+    ),
+    (
+        "pdb",
+        "PodDisruptionBudgets when picking victims; the eviction API still enforces them",
+    ),
+    (
+        "nodegroup",
+        "queue affinity to node groups (volcano.sh/nodegroup-name, a queue's spec.affinity); \
+         a queue's jobs may use any node",
+    ),
+    (
+        "network-topology-aware",
+        "HyperNode network-topology scores; gangs are still kept inside topology domains by \
+         gpu-affinity and the PodGroup's networkTopology",
+    ),
+    ("proportion", "queue shares by weight"),
+    (
+        "capacity",
+        "queue shares by capability and deserved resources",
+    ),
+    (
+        "extender",
+        "calls to an HTTP scheduler extender; none is made",
+    ),
+    (
+        "resourcequota",
+        "holding back jobs that would exceed their namespace's ResourceQuota at enqueue; the \
+         API server still enforces quotas when pods are created",
+    ),
+];
+
+/// Volcano v1.15.1's actions, as `pkg/scheduler/actions/factory.go` registers them (each
+/// name is what its `Name()` returns), with what one does.
+pub const VOLCANO_ACTIONS: &[(&str, &str)] = &[
+    ("reclaim", "taking back resources a queue lent to others"),
+    ("allocate", "placing pending jobs"),
+    ("backfill", "placing best-effort pods"),
+    ("preempt", "evicting lower-priority jobs in the same queue"),
+    (
+        "gangpreempt",
+        "gang-aware preemption across topology domains; `preempt` does preemption here",
+    ),
+    (
+        "gangreclaim",
+        "gang-aware reclaim across topology domains; `reclaim` does reclaim here",
+    ),
+    ("enqueue", "admitting PodGroups when their minResources fit"),
+    (
+        "shuffle",
+        "evicting the victims that plugins such as rescheduling choose; nothing is evicted \
+         for it",
+    ),
+];
+
+/// What a Volcano plugin's or action's argument changes there and rust-batch does without.
+struct IgnoredArgument {
+    /// The plugin or action that reads it.
+    owner: &'static str,
+    /// The key, or a prefix ending in '.' for a family of keys.
+    key: &'static str,
+    why: &'static str,
+}
+
+/// Arguments Volcano v1.15.1 reads for plugins and actions rust-batch also has, that
+/// rust-batch does not act on. Sources, all under `pkg/scheduler/`:
+/// plugins/predicates/predicates.go (`predicate.*`, `volumebinding.*`,
+/// `dynamicresources.filterTimeoutSeconds`), plugins/nodeorder/nodeorder.go
+/// (`imagelocality.weight`, and the volume-binding keys it shares with predicates),
+/// plugins/capacity/capacity.go (`capacity.*`, `ancestorReclaimLevel`),
+/// conf/constants.go (`predicateErrorCacheEnable`, read by allocate, backfill, preempt and
+/// reclaim) and actions/preempt/preempt.go (the topology-aware preemption keys).
+const IGNORED_ARGUMENTS: &[IgnoredArgument] = &[
+    IgnoredArgument {
+        owner: "predicates",
+        key: "predicate.",
+        why: "Volcano's switch for one of its filters; rust-batch always applies every \
+              filter it has",
+    },
+    IgnoredArgument {
+        owner: "predicates",
+        key: "volumebinding.",
+        why: "Volcano's volume-binding setting; rust-batch waits --volume-binding-timeout \
+              for WaitForFirstConsumer claims",
+    },
+    IgnoredArgument {
+        owner: "predicates",
+        key: "dynamicresources.",
+        why: "Volcano's dynamic-resource-allocation setting; rust-batch does not allocate \
+              ResourceClaims",
+    },
+    IgnoredArgument {
+        owner: "nodeorder",
+        key: "imagelocality.",
+        why: "Volcano's image-locality score; rust-batch does not see which images a node \
+              holds",
+    },
+    IgnoredArgument {
+        owner: "nodeorder",
+        key: "selectorspread.",
+        why: "an older kube-scheduler score; pod topology spread covers it",
+    },
+    IgnoredArgument {
+        owner: "nodeorder",
+        key: "volumebinding.",
+        why: "Volcano's volume-binding score; rust-batch does not score nodes by volumes",
+    },
+    IgnoredArgument {
+        owner: "capacity",
+        key: "capacity.",
+        why: "Volcano's dynamic-resource-allocation accounting for queues; rust-batch counts \
+              requests only",
+    },
+    IgnoredArgument {
+        owner: "capacity",
+        key: "ancestorReclaimLevel",
+        why: "Volcano's limit on how far up the queue tree reclaim looks",
+    },
+    IgnoredArgument {
+        owner: "allocate",
+        key: "predicateErrorCacheEnable",
+        why: "Volcano's cache of filter failures; rust-batch keeps its own per cycle",
+    },
+    IgnoredArgument {
+        owner: "backfill",
+        key: "predicateErrorCacheEnable",
+        why: "Volcano's cache of filter failures; rust-batch keeps its own per cycle",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "predicateErrorCacheEnable",
+        why: "Volcano's cache of filter failures; rust-batch keeps its own per cycle",
+    },
+    IgnoredArgument {
+        owner: "reclaim",
+        key: "predicateErrorCacheEnable",
+        why: "Volcano's cache of filter failures; rust-batch keeps its own per cycle",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "enableTopologyAwarePreemption",
+        why: "Volcano's topology-aware victim search; rust-batch's preempt searches victims \
+              its own way",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "topologyAwarePreemptWorkerNum",
+        why: "a tuning knob of Volcano's topology-aware preemption",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "minCandidateNodesPercentage",
+        why: "a tuning knob of Volcano's topology-aware preemption",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "minCandidateNodesAbsolute",
+        why: "a tuning knob of Volcano's topology-aware preemption",
+    },
+    IgnoredArgument {
+        owner: "preempt",
+        key: "maxCandidateNodesAbsolute",
+        why: "a tuning knob of Volcano's topology-aware preemption",
+    },
+];
+
+fn volcano_plugin(name: &str) -> Option<&'static str> {
+    VOLCANO_PLUGINS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, what)| *what)
+}
+
+fn volcano_action(name: &str) -> Option<&'static str> {
+    VOLCANO_ACTIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, what)| *what)
+}
+
+/// The name `wanted` was most likely meant to be, among `candidates`: equal but for case
+/// and separators ("numaaware", "Task_Topology"), else the closest within a few edits.
+fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let wanted_squashed = squash(wanted);
+    let most_edits = (wanted.chars().count() / 3).max(2);
+    candidates
+        .into_iter()
+        .map(|c| {
+            let distance = if squash(c) == wanted_squashed {
+                0
+            } else {
+                strsim::levenshtein(wanted, c)
+            };
+            (distance, c)
+        })
+        .filter(|(distance, _)| *distance <= most_edits)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+/// "; did you mean "x"?" (saying when "x" is a Volcano name rust-batch skips), or nothing.
+fn did_you_mean(wanted: &str, ours: &[&str], volcano: &[(&str, &str)]) -> String {
+    let candidates = ours.iter().copied().chain(
+        volcano
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !ours.contains(n)),
+    );
+    match closest(wanted, candidates) {
+        Some(c) if ours.contains(&c) => format!("; did you mean {c:?}?"),
+        Some(c) => format!(
+            "; did you mean {c:?}? (a Volcano name rust-batch does not have: it would be \
+             skipped with a warning)"
+        ),
+        None => String::new(),
+    }
+}
+
+impl SchedulerConf {
+    /// Checks every action and plugin name against what this program has (`actions`,
+    /// `plugins`: the registry's names) and Volcano v1.15.1's lists. A name only Volcano has
+    /// is dropped with a warning saying what is skipped (or refused when `strict`); a name
+    /// neither has is an error with a "did you mean". Then warns about the arguments Volcano
+    /// reads that rust-batch ignores.
+    pub fn resolve_names(&mut self, actions: &[&str], plugins: &[&str]) -> Result<(), ConfError> {
+        let invalid = |key: String, message: String| ConfError::Invalid {
+            file: self.source.clone(),
+            key,
+            message,
+        };
+        let refused = "refused by --strict-config (without it, skipped with a warning)";
+        let mut warnings = Vec::new();
+
+        let mut kept_actions = Vec::new();
+        for (i, name) in self.actions.iter().enumerate() {
+            if actions.contains(&name.as_str()) {
+                kept_actions.push(name.clone());
+            } else if let Some(what) = volcano_action(name) {
+                if self.strict {
+                    return Err(invalid(
+                        format!("actions[{i}]"),
+                        format!(
+                            "{name:?} is a Volcano action rust-batch does not have, {refused}: \
+                             {what}"
+                        ),
+                    ));
+                }
+                warnings.push(format!(
+                    "actions[{i}]: {name:?} is a Volcano action rust-batch does not have, \
+                     skipped: {what}"
+                ));
+            } else {
+                return Err(invalid(
+                    format!("actions[{i}]"),
+                    format!(
+                        "unknown action {name:?}; known actions: {}{}",
+                        actions.join(", "),
+                        did_you_mean(name, actions, VOLCANO_ACTIONS)
+                    ),
+                ));
+            }
+        }
+        if kept_actions.is_empty() {
+            return Err(invalid(
+                "actions".into(),
+                format!(
+                    "no action rust-batch has is listed, so nothing would be scheduled; known \
+                     actions: {}",
+                    actions.join(", ")
+                ),
+            ));
+        }
+
+        for (t, tier) in self.tiers.iter_mut().enumerate() {
+            let mut kept = Vec::new();
+            for (p, plugin) in std::mem::take(&mut tier.plugins).into_iter().enumerate() {
+                let name = plugin.name.as_str();
+                let at = format!("tiers[{t}].plugins[{p}].name");
+                if plugins.contains(&name) {
+                    kept.push(plugin);
+                } else if let Some(what) = volcano_plugin(name) {
+                    if self.strict {
+                        return Err(ConfError::Invalid {
+                            file: self.source.clone(),
+                            key: at,
+                            message: format!(
+                                "{name:?} is a Volcano plugin rust-batch does not have, \
+                                 {refused}: {what}"
+                            ),
+                        });
+                    }
+                    let arguments = if plugin.arguments.values.is_empty() {
+                        ""
+                    } else {
+                        " with its arguments"
+                    };
+                    warnings.push(format!(
+                        "{at}: {name:?} is a Volcano plugin rust-batch does not have, skipped\
+                         {arguments}: {what}"
+                    ));
+                } else {
+                    return Err(ConfError::Invalid {
+                        file: self.source.clone(),
+                        key: at,
+                        message: format!(
+                            "unknown plugin {name:?}; known plugins: {}{}",
+                            plugins.join(", "),
+                            did_you_mean(name, plugins, VOLCANO_PLUGINS)
+                        ),
+                    });
+                }
+            }
+            tier.plugins = kept;
+        }
+
+        let mut kept_configurations = std::collections::BTreeMap::new();
+        for (name, args) in std::mem::take(&mut self.configurations) {
+            let at = args
+                .path
+                .strip_suffix(".arguments")
+                .unwrap_or(&args.path)
+                .to_string();
+            if actions.contains(&name.as_str()) {
+                kept_configurations.insert(name, args);
+            } else if let Some(what) = volcano_action(&name) {
+                if self.strict {
+                    return Err(ConfError::Invalid {
+                        file: self.source.clone(),
+                        key: format!("{at}.name"),
+                        message: format!(
+                            "{name:?} is a Volcano action rust-batch does not have, {refused}: \
+                             {what}"
+                        ),
+                    });
+                }
+                warnings.push(format!(
+                    "{at}: arguments of {name:?}, a Volcano action rust-batch does not have, \
+                     skipped"
+                ));
+            } else {
+                return Err(ConfError::Invalid {
+                    file: self.source.clone(),
+                    key: format!("{at}.name"),
+                    message: format!(
+                        "unknown action {name:?}; known actions: {}{}",
+                        actions.join(", "),
+                        did_you_mean(&name, actions, VOLCANO_ACTIONS)
+                    ),
+                });
+            }
+        }
+
+        self.actions = kept_actions;
+        self.configurations = kept_configurations;
+        for plugin in self.tiers.iter().flat_map(|t| &t.plugins) {
+            warnings.extend(ignored_arguments(&plugin.name, &plugin.arguments));
+        }
+        for (name, args) in &self.configurations {
+            warnings.extend(ignored_arguments(name, args));
+        }
+        for w in warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Warnings for the arguments of `owner` that Volcano reads and rust-batch ignores.
+fn ignored_arguments(owner: &str, args: &Arguments) -> Vec<String> {
+    args.values
+        .keys()
+        .filter_map(|key| {
+            let rule = IGNORED_ARGUMENTS.iter().find(|r| {
+                r.owner == owner
+                    && (r.key == key || (r.key.ends_with('.') && key.starts_with(r.key)))
+            })?;
+            Some(format!(
+                "{}.{key}: ignored: {} (Volcano's {owner} reads it)",
+                args.path, rule.why
+            ))
+        })
+        .collect()
+}
+
+/// The scheduler configuration inside a Kubernetes ConfigMap, as Volcano ships it
+/// (`kubectl get configmap volcano-scheduler-configmap -o yaml`, or Volcano's installer
+/// manifest with its many documents): the text of `data.volcano-scheduler.conf`, or of the
+/// one `*.conf` key, and a description of where it came from. `Ok(None)` when `text` holds
+/// no ConfigMap (a bare configuration, or YAML that the bare parse will report on).
+pub(super) fn config_map_payload(text: &str) -> Result<Option<(String, String)>, String> {
+    // Only a file that could be a ConfigMap is read twice.
+    if !text.contains("ConfigMap") {
+        return Ok(None);
+    }
+    let mut documents = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        match Value::deserialize(document) {
+            Ok(v) => documents.push(v),
+            Err(_) => return Ok(None),
+        }
+    }
+    // A `kubectl get -o yaml` of several objects is a List with items.
+    let objects: Vec<&Value> = documents
+        .iter()
+        .flat_map(|d| match d.get("kind").and_then(Value::as_str) {
+            Some("List") => d
+                .get("items")
+                .and_then(Value::as_sequence)
+                .map(|items| items.iter().collect())
+                .unwrap_or_default(),
+            _ => vec![d],
+        })
+        .collect();
+    let config_maps: Vec<&Value> = objects
+        .into_iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ConfigMap"))
+        .collect();
+    let name = |cm: &Value| -> String {
+        let meta = cm.get("metadata");
+        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+        match (field("namespace"), field("name")) {
+            (Some(ns), Some(n)) => format!("{ns}/{n}"),
+            (None, Some(n)) => n.to_string(),
+            _ => "without a name".to_string(),
+        }
+    };
+    let conf_keys = |cm: &Value| -> Vec<String> {
+        let Some(data) = cm.get("data").and_then(Value::as_mapping) else {
+            return Vec::new();
+        };
+        let keys: Vec<String> = data
+            .keys()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        if keys.iter().any(|k| k == "volcano-scheduler.conf") {
+            vec!["volcano-scheduler.conf".to_string()]
+        } else {
+            keys.into_iter().filter(|k| k.ends_with(".conf")).collect()
+        }
+    };
+    let chosen = match config_maps.as_slice() {
+        [] => return Ok(None),
+        [only] => *only,
+        several => {
+            let with_conf: Vec<&&Value> = several
+                .iter()
+                .filter(|cm| conf_keys(cm).len() == 1)
+                .collect();
+            match with_conf.as_slice() {
+                [only] => **only,
+                _ => {
+                    let names: Vec<String> = several.iter().map(|cm| name(cm)).collect();
+                    return Err(format!(
+                        "{} ConfigMaps ({}), and not exactly one of them has a \
+                         volcano-scheduler.conf (or a single *.conf) key; give the one to use",
+                        several.len(),
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+    };
+    let keys = conf_keys(chosen);
+    let [key] = keys.as_slice() else {
+        let data: Vec<String> = chosen
+            .get("data")
+            .and_then(Value::as_mapping)
+            .map(|d| {
+                d.keys()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        return Err(format!(
+            "ConfigMap {}: data has {} (want volcano-scheduler.conf, or exactly one *.conf key)",
+            name(chosen),
+            if data.is_empty() {
+                "no keys".to_string()
+            } else {
+                format!("keys {}", data.join(", "))
+            }
+        ));
+    };
+    let payload = chosen
+        .get("data")
+        .and_then(|d| d.get(key.as_str()))
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("ConfigMap {}: data.{key} is not a string", name(chosen)))?;
+    Ok(Some((
+        payload.to_string(),
+        format!("ConfigMap {}, data.{key}", name(chosen)),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OURS_ACTIONS: &[&str] = &["enqueue", "allocate", "preempt", "reclaim", "backfill"];
+    const OURS_PLUGINS: &[&str] = &[
+        "binpack",
+        "capacity",
+        "conformance",
+        "drf",
+        "gang",
+        "gpu-affinity",
+        "nodeorder",
+        "overcommit",
+        "predicates",
+        "priority",
+        "proportion",
+    ];
+
+    fn resolve(text: &str, strict: bool) -> Result<SchedulerConf, ConfError> {
+        let mut conf = SchedulerConf::parse(text, "s.conf")?;
+        conf.strict = strict;
+        conf.resolve_names(OURS_ACTIONS, OURS_PLUGINS)?;
+        Ok(conf)
+    }
+
+    /// The names Volcano v1.15.1 registers, read off its factory files (see the lists'
+    /// docs): a new Volcano plugin or action must be added to the lists on purpose.
+    #[test]
+    fn lists_match_volcano_v1_15_1_factories() {
+        let plugins: Vec<&str> = VOLCANO_PLUGINS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            plugins,
+            [
+                "drf",
+                "gang",
+                "deviceshare",
+                "predicates",
+                "priority",
+                "nodeorder",
+                "conformance",
+                "binpack",
+                "resource-strategy-fit",
+                "tdm",
+                "overcommit",
+                "sla",
+                "task-topology",
+                "numa-aware",
+                "cdp",
+                "rescheduling",
+                "usage",
+                "pdb",
+                "nodegroup",
+                "network-topology-aware",
+                "proportion",
+                "capacity",
+                "extender",
+                "resourcequota",
+            ]
+        );
+        let actions: Vec<&str> = VOLCANO_ACTIONS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            actions,
+            [
+                "reclaim",
+                "allocate",
+                "backfill",
+                "preempt",
+                "gangpreempt",
+                "gangreclaim",
+                "enqueue",
+                "shuffle"
+            ]
+        );
+    }
+
+    #[test]
+    fn volcano_only_plugins_are_skipped_with_a_warning_naming_them() {
+        let text = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: sla\n    arguments: {sla-waiting-time: 1h}\n- plugins:\n  - name: task-topology\n  - name: numa-aware\n  - name: binpack\n";
+        let conf = resolve(text, false).unwrap();
+        let names: Vec<Vec<&str>> = conf
+            .tiers
+            .iter()
+            .map(|t| t.plugins.iter().map(|p| p.name.as_str()).collect())
+            .collect();
+        assert_eq!(names, [vec!["gang"], vec!["binpack"]]);
+        assert_eq!(conf.warnings.len(), 3, "{:?}", conf.warnings);
+        assert!(
+            conf.warnings[0].starts_with(
+                "tiers[0].plugins[1].name: \"sla\" is a Volcano plugin rust-batch does not \
+                 have, skipped with its arguments: per-job waiting-time limits"
+            ),
+            "{}",
+            conf.warnings[0]
+        );
+        assert!(
+            conf.warnings[1].starts_with("tiers[1].plugins[0].name: \"task-topology\""),
+            "{}",
+            conf.warnings[1]
+        );
+        assert!(conf.warnings[2].contains("NUMA"), "{}", conf.warnings[2]);
+    }
+
+    #[test]
+    fn every_volcano_name_rust_batch_lacks_loads() {
+        for (name, _) in VOLCANO_PLUGINS {
+            let text = format!("actions: allocate\ntiers:\n- plugins:\n  - name: {name}\n");
+            let conf = resolve(&text, false).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let kept = conf.plugin(name).is_some();
+            assert_eq!(kept, OURS_PLUGINS.contains(name), "{name}");
+            assert_eq!(
+                conf.warnings.is_empty(),
+                kept,
+                "{name}: {:?}",
+                conf.warnings
+            );
+        }
+        for (name, _) in VOLCANO_ACTIONS {
+            let other = if *name == "allocate" {
+                "enqueue"
+            } else {
+                "allocate"
+            };
+            let text = format!("actions: \"{other}, {name}\"\ntiers: []\n");
+            let conf = resolve(&text, false).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                conf.actions.contains(&name.to_string()),
+                OURS_ACTIONS.contains(name),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn volcano_only_actions_and_their_configurations_are_skipped() {
+        let text = "actions: \"enqueue, allocate, gangpreempt, shuffle, backfill\"\ntiers: []\nconfigurations:\n- name: gangpreempt\n  arguments: {maxDomains: 3}\n- name: allocate\n  arguments: {minNodesToFind: 50}\n";
+        let conf = resolve(text, false).unwrap();
+        assert_eq!(conf.actions, ["enqueue", "allocate", "backfill"]);
+        assert!(conf.configurations.contains_key("allocate"));
+        assert!(!conf.configurations.contains_key("gangpreempt"));
+        let all = conf.warnings.join("\n");
+        assert!(
+            all.contains("actions[2]: \"gangpreempt\" is a Volcano action rust-batch does not have, skipped: gang-aware"),
+            "{all}"
+        );
+        assert!(all.contains("actions[3]: \"shuffle\""), "{all}");
+        assert!(
+            all.contains("configurations[0]: arguments of \"gangpreempt\""),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn only_volcano_actions_is_an_error() {
+        let msg = resolve("actions: shuffle\ntiers: []\n", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("s.conf: actions: no action rust-batch has"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn strict_refuses_volcano_only_names() {
+        let msg = resolve(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: usage\n",
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.starts_with(
+                "s.conf: tiers[0].plugins[1].name: \"usage\" is a Volcano plugin rust-batch \
+                 does not have, refused by --strict-config (without it, skipped with a \
+                 warning): nodes filtered"
+            ),
+            "{msg}"
+        );
+        assert!(msg.contains("--strict-config"), "{msg}");
+        let msg = resolve("actions: \"allocate, shuffle\"\ntiers: []\n", true)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("s.conf: actions[1]: \"shuffle\""), "{msg}");
+        let msg = resolve(
+            "actions: allocate\ntiers: []\nconfigurations:\n- name: gangreclaim\n",
+            true,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.starts_with("s.conf: configurations[0].name: \"gangreclaim\""),
+            "{msg}"
+        );
+        // What rust-batch has passes strict mode unchanged.
+        let conf = resolve(super::super::DEFAULT_CONF, true).unwrap();
+        assert!(conf.warnings.is_empty(), "{:?}", conf.warnings);
+    }
+
+    #[test]
+    fn unknown_names_are_errors_with_did_you_mean() {
+        let msg = resolve(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: binpak\n",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.starts_with(
+                "s.conf: tiers[0].plugins[0].name: unknown plugin \"binpak\"; known plugins: \
+                 binpack, "
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(", proportion; did you mean \"binpack\"?"),
+            "{msg}"
+        );
+        // Volcano's directory name is not its plugin's name; the suggestion says what the
+        // right name would do here.
+        let msg = resolve(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: numaaware\n",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.ends_with("; did you mean \"numa-aware\"? (a Volcano name rust-batch does not have: it would be skipped with a warning)"),
+            "{msg}"
+        );
+        let msg = resolve("actions: \"allocate, alocate\"\ntiers: []\n", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("s.conf: actions[1]: unknown action \"alocate\"; known actions: ")
+                && msg.ends_with("; did you mean \"allocate\"?"),
+            "{msg}"
+        );
+        let msg = resolve(
+            "actions: allocate\ntiers: []\nconfigurations:\n- name: teleport\n",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.starts_with("s.conf: configurations[0].name: unknown action \"teleport\"; known")
+                && !msg.contains("did you mean"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn closest_needs_a_near_name() {
+        assert_eq!(closest("magic", ["binpack", "gang"]), None);
+        assert_eq!(
+            closest("Task_Topology", ["task-topology"]),
+            Some("task-topology")
+        );
+        assert_eq!(closest("drff", ["drf", "gang"]), Some("drf"));
+        assert_eq!(closest("", ["drf"]), None);
+    }
+
+    #[test]
+    fn volcano_arguments_rust_batch_ignores_are_warned() {
+        let text = "actions: \"allocate, preempt\"\ntiers:\n- plugins:\n  - name: predicates\n    arguments:\n      predicate.NodeAffinityEnable: false\n      predicate.CacheEnable: true\n  - name: nodeorder\n    arguments: {imagelocality.weight: 1, leastrequested.weight: 1}\nconfigurations:\n- name: allocate\n  arguments: {predicateErrorCacheEnable: true, minNodesToFind: 10}\n- name: preempt\n  arguments: {enableTopologyAwarePreemption: true}\n";
+        let conf = resolve(text, false).unwrap();
+        let all = conf.warnings.join("\n");
+        assert_eq!(conf.warnings.len(), 5, "{all}");
+        assert!(
+            all.contains(
+                "tiers[0].plugins[0].arguments.predicate.NodeAffinityEnable: ignored: Volcano's \
+                 switch for one of its filters"
+            ),
+            "{all}"
+        );
+        assert!(
+            all.contains("tiers[0].plugins[1].arguments.imagelocality.weight: ignored"),
+            "{all}"
+        );
+        assert!(
+            all.contains("configurations[0].arguments.predicateErrorCacheEnable: ignored"),
+            "{all}"
+        );
+        assert!(
+            all.contains("configurations[1].arguments.enableTopologyAwarePreemption: ignored"),
+            "{all}"
+        );
+        assert!(
+            !all.contains("leastrequested") && !all.contains("minNodesToFind"),
+            "{all}"
+        );
+    }
+
+    const CONFIG_MAP: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: volcano-scheduler-configmap
+  namespace: volcano-system
+data:
+  volcano-scheduler.conf: |
+    actions: "enqueue, allocate, backfill"
+    tiers:
+    - plugins:
+      - name: priority
+      - name: gang
+"#;
+
+    #[test]
+    fn a_config_map_is_unwrapped() {
+        let conf = SchedulerConf::parse(CONFIG_MAP, "cm.yaml").unwrap();
+        assert_eq!(conf.actions, ["enqueue", "allocate", "backfill"]);
+        assert_eq!(conf.tiers[0].plugins.len(), 2);
+        assert_eq!(
+            conf.source,
+            "cm.yaml (ConfigMap volcano-system/volcano-scheduler-configmap, \
+             data.volcano-scheduler.conf)"
+        );
+    }
+
+    #[test]
+    fn a_config_map_with_one_other_conf_key_is_unwrapped() {
+        let text = "kind: ConfigMap\nmetadata: {name: sched}\ndata:\n  README: hello\n  my.conf: \"actions: allocate\\ntiers: []\\n\"\n";
+        let conf = SchedulerConf::parse(text, "cm.yaml").unwrap();
+        assert_eq!(conf.actions, ["allocate"]);
+        assert_eq!(conf.source, "cm.yaml (ConfigMap sched, data.my.conf)");
+    }
+
+    #[test]
+    fn the_scheduler_config_map_is_found_among_other_objects() {
+        let text = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: volcano-system}}\n---\nkind: ConfigMap\nmetadata: {{name: admission}}\ndata: {{admission.yaml: x}}\n---\n{CONFIG_MAP}"
+        );
+        let conf = SchedulerConf::parse(&text, "installer.yaml").unwrap();
+        assert_eq!(conf.tiers[0].plugins.len(), 2);
+        let list = "apiVersion: v1\nkind: List\nitems:\n- kind: ConfigMap\n  metadata: {name: a}\n  data: {volcano-scheduler.conf: \"actions: enqueue\\n\"}\n";
+        let conf = SchedulerConf::parse(list, "list.yaml").unwrap();
+        assert_eq!(conf.actions, ["enqueue"]);
+    }
+
+    #[test]
+    fn config_maps_without_one_configuration_are_errors_naming_the_keys() {
+        let text = "kind: ConfigMap\nmetadata: {name: sched}\ndata: {a.conf: x, b.conf: y}\n";
+        let msg = SchedulerConf::parse(text, "cm.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("cm.yaml: not a valid scheduler configuration: ConfigMap sched: data has keys a.conf, b.conf"),
+            "{msg}"
+        );
+        let text = "kind: ConfigMap\nmetadata: {name: sched}\n";
+        let msg = SchedulerConf::parse(text, "cm.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("ConfigMap sched: data has no keys"), "{msg}");
+        let text =
+            "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: ConfigMap\nmetadata: {name: b}\n";
+        let msg = SchedulerConf::parse(text, "two.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("2 ConfigMaps (a, b)"), "{msg}");
+        let text = "kind: ConfigMap\nmetadata: {name: a}\ndata: {x.conf: [1]}\n";
+        let msg = SchedulerConf::parse(text, "cm.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("data.x.conf is not a string"), "{msg}");
+        // The payload's own mistakes name where it came from.
+        let text =
+            "kind: ConfigMap\nmetadata: {name: a}\ndata: {volcano-scheduler.conf: \"tiers: []\"}\n";
+        let msg = SchedulerConf::parse(text, "cm.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("cm.yaml (ConfigMap a, data.volcano-scheduler.conf): actions: missing"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn odd_inputs_are_errors_not_panics() {
+        for text in [
+            "ConfigMap",
+            "kind: ConfigMap",
+            "kind: List\nitems: 5\n",
+            "kind: List\nitems: [ConfigMap]\n",
+            "- kind: ConfigMap\n",
+            "kind: ConfigMap\ndata: 7\n",
+            "kind: ConfigMap\ndata: {volcano-scheduler.conf: \"kind: ConfigMap\"}\n",
+            "kind: ConfigMap\nmetadata: 3\ndata: {}\n",
+            "---\n---\nkind: ConfigMap\n",
+            "kind: [ConfigMap\n",
+        ] {
+            assert!(SchedulerConf::parse(text, "x").is_err(), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text, ConfigMaps and Volcano's names mixed in, is a configuration or an
+        /// error: never a panic.
+        #[test]
+        fn any_text_loads_or_is_an_error(
+            text in "(kind: (ConfigMap|List)\n|data:\n  |volcano-scheduler.conf: \\|\n|items:\n- |---\n|actions: \"(enqueue|shuffle|gangpreempt|x), allocate\"\n|tiers:\n- plugins:\n  - name: (sla|gang|numaaware|drf|)\n|    arguments: \\{a: 1\\}\n|configurations:\n- name: (gangreclaim|allocate|y)\n|[ -~\n]{0,8})*",
+            strict in proptest::bool::ANY,
+        ) {
+            if let Ok(conf) = SchedulerConf::parse(&text, "p.conf") {
+                let _ = conf.with_strict(strict).resolve_names(OURS_ACTIONS, OURS_PLUGINS);
+            }
+        }
+    }
+}
