@@ -11,7 +11,7 @@ Why not k8s-pb's core/v1: k8s-pb 0.9.0 (the newest published) was generated from
 Kubernetes 1.35's protos, and prost skips a field it does not know without a word. Decoding
 a 1.37 pod with it loses `spec.schedulingGroup` (a pod of a native gang would be scheduled
 as a lone pod), `spec.evictionResponders`, `status.nodeAllocatableResourceClaimStatuses`
-and 30 more fields. The meta/v1, resource and intstr messages still come from k8s-pb
+and 19 more fields of core/v1. The meta/v1, resource and intstr messages still come from k8s-pb
 (unchanged up to 1.37 but for ListMeta.shardInfo, which only a sharded list request gets).
 
 Only the messages a Pod, Node, PodList or NodeList reaches are written. Names follow
