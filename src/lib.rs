@@ -14,6 +14,7 @@ pub mod model;
 pub mod sim;
 pub mod snapshot;
 pub mod testkit;
+pub mod yaml;
 
 #[path = "../actions/mod.rs"]
 pub mod actions;
