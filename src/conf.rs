@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -248,13 +248,6 @@ pub struct SchedulerConf {
     pub strict: bool,
 }
 
-/// A list that may be written empty (`tiers:`, `- plugins:`): no items, as Volcano reads it.
-fn list_or_nothing<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Vec<T>, D::Error> {
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
-}
-
 // The values of `arguments` and of the switches are kept as the file gave them: a plugin
 // reads its arguments into its own struct (`Arguments::parse`) when it is built.
 // No deny_unknown_fields: it does not mix with `flatten`; switches are checked by hand.
@@ -270,7 +263,7 @@ struct RawPlugin {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTier {
-    #[serde(default, deserialize_with = "list_or_nothing")]
+    #[serde(default)]
     plugins: Vec<RawPlugin>,
 }
 
@@ -284,9 +277,9 @@ struct RawConfiguration {
 #[derive(Deserialize)]
 struct RawConf {
     actions: Option<String>,
-    #[serde(default, deserialize_with = "list_or_nothing")]
+    #[serde(default)]
     tiers: Vec<RawTier>,
-    #[serde(default, deserialize_with = "list_or_nothing")]
+    #[serde(default)]
     configurations: Vec<RawConfiguration>,
     #[serde(flatten)]
     other: BTreeMap<String, Value>,
@@ -617,6 +610,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("enableEverything: unknown key"), "{msg}");
+    }
+
+    /// Lists written empty are no items, as Volcano (and serde_yaml before) read them.
+    #[test]
+    fn empty_lists_load() {
+        let conf = SchedulerConf::parse(
+            "actions: allocate\ntiers:\n- plugins:\n- plugins:\n  - name: gang\n    arguments:\nconfigurations:\n",
+            "s.conf",
+        )
+        .unwrap();
+        assert_eq!(conf.tiers.len(), 2);
+        assert!(conf.tiers[0].plugins.is_empty());
+        assert!(conf.plugin("gang").unwrap().arguments.is_empty());
+        let conf = SchedulerConf::parse("actions: allocate\ntiers:\n", "s.conf").unwrap();
+        assert!(conf.tiers.is_empty());
+    }
+
+    /// Syntax errors give the line and column, and the path when there is one.
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let msg = SchedulerConf::parse("actions: allocate\ntiers: 5\n", "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("s.conf: not a valid scheduler configuration: tiers: ")
+                && msg.ends_with("at line 2, column 8"),
+            "{msg}"
+        );
     }
 
     #[test]

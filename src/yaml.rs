@@ -5,6 +5,9 @@
 //! - a value read without a type (a plugin's arguments, a switch, a ConfigMap) is a boolean
 //!   only when spelt true or false (`gpu-affinity.gpuModel: off` stays the string "off"),
 //!   and `010` or `1_000` stay strings;
+//! - a null (`key:` with nothing, `~`) where a list, a map or a struct is expected is an
+//!   empty one (`events:` with every event commented out), and where a string is
+//!   expected, its text (`name:` is "");
 //! - a key repeated in a map keeps its last value (a field repeated in a struct is an
 //!   error);
 //! - `.nan` and `.inf` read without a type are the strings ".nan" and ".inf" (a number
@@ -12,11 +15,21 @@
 //! - nesting is limited as serde_yaml limited it (128 levels); the other budgets (events,
 //!   nodes, aliases) stop pathological inputs long before they exhaust memory.
 //!
+//! Two leniencies of libyaml (the reader of Volcano, kube-scheduler and serde_yaml) are
+//! kept, which YAML 1.2 does not allow (see `repair`): a quoted value's continuation lines
+//! may start at the column of its key (`actions: "enqueue,⏎backfill"`), and a comment may
+//! follow a token without a space (`{cpu: 1}# note`).
+//!
 //! Errors carry the line and column, without a source snippet: they go into one-line
 //! messages that already name the file.
 
+use std::borrow::Cow;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+
+mod empty;
+use empty::NullAsEmpty;
 
 pub use serde_saphyr::{Error, SerializeError};
 
@@ -29,6 +42,7 @@ pub fn options() -> serde_saphyr::Options {
             max_nodes: 2_500_000,
         },
         strict_booleans: true,
+        null_as_string: true,
         leading_zero_numbers_as_strings: true,
         underscored_numbers_as_strings: true,
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
@@ -39,26 +53,36 @@ pub fn options() -> serde_saphyr::Options {
 
 /// One YAML document as a `T`.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    serde_saphyr::from_str_with_options(text, options())
+    relaxed(text, |text| {
+        serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
+            T::deserialize(NullAsEmpty(de))
+        })
+    })
 }
 
-/// Every document of a YAML stream (`---`-separated) as a `T`.
+/// Every document of a YAML stream (`---`-separated) as a `T`. (A null in place of a list
+/// or a map is an error here: this reads Kubernetes objects, which have none.)
 pub fn from_str_multiple<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, Error> {
-    serde_saphyr::from_multiple_with_options(text, options())
+    relaxed(text, |text| {
+        serde_saphyr::from_multiple_with_options(text, options())
+    })
 }
 
 /// One YAML document as a `T`; an error names the path of the value that failed
 /// (`jobs[0].submitAt: …`, nothing for the document itself) before the message, which
 /// carries the line and column.
 pub fn from_str_with_path<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    let mut path = String::new();
-    serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
-        serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
-            path = e.path().to_string();
-            e.into_inner()
+    let path = std::cell::RefCell::new(String::new());
+    relaxed(text, |text| {
+        serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
+            serde_path_to_error::deserialize::<_, T>(NullAsEmpty(de)).map_err(|e| {
+                *path.borrow_mut() = e.path().to_string();
+                e.into_inner()
+            })
         })
     })
     .map_err(|e| {
+        let path = path.borrow().clone();
         let e = message(&e);
         if path.is_empty() || path == "." {
             e
@@ -66,6 +90,77 @@ pub fn from_str_with_path<T: DeserializeOwned>(text: &str) -> Result<T, String> 
             format!("{path}: {e}")
         }
     })
+}
+
+/// `parse(text)`, and when it fails only where libyaml (Volcano's reader, and serde_yaml's)
+/// is lenient, `parse` again with a space inserted there (see `repair`): libyaml's reading
+/// of the text, now also YAML 1.2's. Gives up, with the first error, after as many tries
+/// as the text has bytes (each try adds one).
+fn relaxed<T>(text: &str, parse: impl Fn(&str) -> Result<T, Error>) -> Result<T, Error> {
+    let first = match parse(text) {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
+    let mut fixed = Cow::Borrowed(text);
+    let mut at = repair(&first, &fixed);
+    let mut tries = 0;
+    while let Some(i) = at {
+        tries += 1;
+        if tries > text.len() {
+            break;
+        }
+        fixed.to_mut().insert(i, ' ');
+        match parse(&fixed) {
+            Ok(value) => return Ok(value),
+            Err(e) => match repair(&e, &fixed) {
+                Some(next) => at = Some(next),
+                // Repaired, the text has another mistake: that one is the answer.
+                None => return Err(e),
+            },
+        }
+    }
+    Err(first)
+}
+
+/// Where a space makes YAML 1.2 read `text` as libyaml reads it, when `e` is one of:
+/// - a quoted value's continuation line not indented past its key
+///   (`actions: "enqueue,⏎backfill"`): indented by a space, the value is the same (a quoted
+///   value's line breaks fold, and its continuation lines' leading blanks are dropped);
+/// - a comment right after a token (`{cpu: 1}# note`), which libyaml takes as a comment.
+fn repair(e: &Error, text: &str) -> Option<usize> {
+    use serde_saphyr::granit_parser::ErrorKind;
+    let Error::ExternalMessage { source, .. } = e.without_snippet() else {
+        return None;
+    };
+    let serde_saphyr::ExternalMessageSource::Parser(scan) = &**source else {
+        return None;
+    };
+    match scan.kind() {
+        ErrorKind::InvalidQuotedScalarIndent => line_start(text, scan.marker().line()),
+        ErrorKind::CommentNotSeparated => scan
+            .marker()
+            .byte_offset()
+            .filter(|&i| text.as_bytes().get(i) == Some(&b'#')),
+        _ => None,
+    }
+}
+
+/// The byte offset where line `n` (1-based) of `text` starts; a line ends at "\n", "\r\n"
+/// or a lone "\r", as YAML counts them.
+fn line_start(text: &str, n: usize) -> Option<usize> {
+    let mut line = 1;
+    let mut bytes = text.bytes().enumerate().peekable();
+    while line < n {
+        let (i, b) = bytes.next()?;
+        let lone_cr = b == b'\r' && bytes.peek().map(|(_, b)| *b) != Some(b'\n');
+        if b == b'\n' || lone_cr {
+            line += 1;
+            if line == n {
+                return Some(i + 1);
+            }
+        }
+    }
+    Some(0)
 }
 
 /// An error's message, with its line and column; an unknown field or variant is named in
@@ -124,6 +219,48 @@ mod tests {
     }
 
     #[test]
+    fn nulls_are_empty_lists_maps_and_structs_and_empty_strings() {
+        #[derive(Deserialize, Debug, Default, PartialEq)]
+        #[serde(default)]
+        struct Inner {
+            a: Vec<u32>,
+            b: std::collections::BTreeMap<String, String>,
+            c: String,
+            d: Option<Vec<u32>>,
+        }
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct S {
+            items: Vec<Inner>,
+            one: Inner,
+            tuple: (u32, String),
+        }
+        let s: S = super::from_str(
+            "items:\n- a:\n  b: ~\n  c:\n  d:\n- a: [1]\n  b: {x:}\n  c: ~\none:\ntuple: [1, ~]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            S {
+                items: vec![
+                    Inner::default(),
+                    Inner {
+                        a: vec![1],
+                        b: [("x".to_string(), String::new())].into(),
+                        c: "~".into(),
+                        d: None,
+                    },
+                ],
+                one: Inner::default(),
+                tuple: (1, "~".into()),
+            }
+        );
+        // A value that is there but of the wrong kind is still an error.
+        assert!(super::from_str::<Inner>("a: 5\n").is_err());
+        let with_path = super::from_str_with_path::<Inner>("a:\nb: [1]\n").unwrap_err();
+        assert!(with_path.starts_with("b: "), "{with_path}");
+    }
+
+    #[test]
     fn repeated_map_keys_keep_the_last_value_and_repeated_fields_are_errors() {
         let v: std::collections::BTreeMap<String, u32> = super::from_str("a: 1\na: 2\n").unwrap();
         assert_eq!(v["a"], 2);
@@ -172,6 +309,29 @@ c: 2
             msg,
             "c: unknown field `c`, expected `a` or `b` at line 2, column 1"
         );
+    }
+
+    /// libyaml (Volcano's reader, and serde_yaml's) takes a quoted value whose continuation
+    /// lines start at its key's column; so does this, with the same value.
+    #[test]
+    fn what_libyaml_reads_reads_alike() {
+        let v: Value = super::from_str(
+            "actions: \"enqueue, allocate,\n\n backfill,\nreclaim\"\nb:\n  c: 'x\n  y'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"actions": "enqueue, allocate,\nbackfill, reclaim", "b": {"c": "x y"}})
+        );
+        let v: Value = super::from_str("a: \"1\r2\"\r\nb: \"3\r\n4\"\r\n").unwrap();
+        assert_eq!(v, json!({"a": "1 2", "b": "3 4"}));
+        let docs: Vec<Value> = super::from_str_multiple("a: \"1\n2\"\n---\nb: \"3\n4\"\n").unwrap();
+        assert_eq!(docs, [json!({"a": "1 2"}), json!({"b": "3 4"})]);
+        let v: Value = super::from_str("a: {b: 1}# note\nc: [1]#\n").unwrap();
+        assert_eq!(v, json!({"a": {"b": 1}, "c": [1]}));
+        // Another mistake after it is still reported, at its line.
+        let msg = super::from_str_with_path::<Value>("a: \"1\n2\"\nb: [\n").unwrap_err();
+        assert!(msg.contains("line 3") || msg.contains("line 4"), "{msg}");
     }
 
     #[test]
