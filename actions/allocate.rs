@@ -111,8 +111,10 @@ pub fn best_node(ssn: &Session, task: TaskRef, nodes: &[NodeId]) -> NodeId {
     best
 }
 
-/// Tries to place `tasks` of one gang within `stmt`. Once the gang can no longer reach
-/// its minimum, the remaining tasks are only checked, to say why they do not fit.
+/// Tries to place `tasks` of one gang within `stmt`, stopping once the gang is ready: an
+/// elastic gang's pods beyond its minimum wait for its next turn (Volcano's allocate ends a
+/// job's turn once it is ready), so queues take turns by share. Once the gang can no longer
+/// reach its minimum, the remaining tasks are only checked, to say why they do not fit.
 pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
     let Some(first) = tasks.first() else {
         return;
@@ -145,6 +147,10 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
                     stmt.pipeline(task, node);
                 }
                 placed += 1;
+                // Asked only once the minimum can be met: once per gang that binds whole.
+                if already + placed >= min && stmt.job_ready(job) {
+                    return;
+                }
             }
             Ok(_) => {}
         }
@@ -370,7 +376,17 @@ impl Action for Allocate {
             let mut stmt = Statement::new(ssn);
             let why_not = place_whole_gang(&mut stmt, id, &tasks, want_nodes, &mut budget);
             if stmt.job_ready(id) {
+                let placed = !stmt.is_empty();
                 stmt.commit();
+                // Elastic: the gang's further pods take another turn, after the queue with
+                // the lowest share has had its own, and only while its queue is not overused.
+                if placed && ssn.job(id).pending_count() > 0 {
+                    if let Some(jobs) = groups.get_mut(&queue) {
+                        // `jobs` is in reverse job order (pop takes the first).
+                        let at = jobs.partition_point(|&j| ssn.job_order(j, id).is_gt());
+                        jobs.insert(at, id);
+                    }
+                }
             } else if stmt.job_pipelined(id) {
                 stmt.keep();
             } else {
@@ -465,6 +481,32 @@ mod tests {
     use crate::testkit::*;
 
     const GPU_NODE: &[(&str, &str)] = &[("cpu", "8"), ("memory", "32Gi"), ("nvidia.com/gpu", "2")];
+
+    /// Two elastic jobs (minMember 1, eight 1-cpu pods each) in queues of weights 1 and 3 on
+    /// 8 cpu: past its minimum each job takes one pod a turn, and the queue with the lower
+    /// share goes next, so one cycle splits the cluster by weight (2 and 6) instead of
+    /// whichever queue came first taking all it could.
+    #[test]
+    fn elastic_jobs_take_pods_by_turns_so_queues_share_by_weight() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(QueueInfo::new("light", 1));
+        cache.apply_queue(QueueInfo::new("heavy", 3));
+        add_nodes(&mut cache, "n", 8, &[("cpu", "1")]);
+        let light = Gang::new("light", 1)
+            .queue("light")
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 8, &[("cpu", "1")])
+            .apply(&mut cache);
+        let heavy = Gang::new("heavy", 1)
+            .queue("heavy")
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 8, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, None);
+        let binds = binds_by_job(&result);
+        let n = |job: &str| binds.get(job).map_or(0, Vec::len);
+        assert_eq!((n(&light), n(&heavy)), (2, 6), "{binds:?}");
+    }
 
     fn tf_smoke(cache: &mut crate::cache::Cache) -> String {
         Gang::new("tf-smoke-gpu", 5)

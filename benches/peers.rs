@@ -20,8 +20,9 @@
 //!   RB_BENCH_SIZES=500 RB_BENCH_RUNS=null-64,rust-batch cargo bench --bench peers
 //!
 //! The peers are built first by tests/cluster/build-peers.sh (cached by version in
-//! ~/.cache/rust-batch; kube-scheduler from the control plane's wrapper module, Volcano
-//! v1.10.0 from tests/cluster/volcano/). Each run starts and stops its own control plane, so
+//! ~/.cache/rust-batch; kube-scheduler from the control plane's wrapper module, Volcano's
+//! scheduler v1.15.1 from Volcano's source snapshot, the release whose controllers the e2e
+//! suite runs). Each run starts and stops its own control plane, so
 //! the bench needs no with-cluster.sh (under one it runs the same; the ambient cluster idles).
 //!
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
@@ -193,8 +194,8 @@ impl Outcome {
     }
 }
 
-/// Installs Volcano's own CRDs (the module's config/crd/volcano/bases: PodGroup, Queue, Job,
-/// Command, Numatopology) and its queues `root` and `default`, both Open.
+/// Installs Volcano's own CRDs (its source's config/crd/volcano/bases: PodGroup, Queue, Job,
+/// Command, HyperNode, …) and its queues `root` and `default`, both Open.
 async fn volcano_setup(client: &Client, src: &Path) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());

@@ -1,6 +1,7 @@
 //! overcommit: admit a gang (enqueue) only while the minResources of admitted-but-not-
 //! running gangs fit in the cluster's idle resources times `overcommit-factor` (default
-//! 1.2), so admitted gangs do not block each other.
+//! 1.2), so admitted gangs do not block each other; counted only in the resources the gang
+//! asks for.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -62,9 +63,15 @@ impl Plugin for Overcommit {
                 if job.min_resources.is_none() {
                     return Vote::Permit;
                 }
-                let mut want = job.min_request().without_pods();
-                want.add(&q.borrow());
-                if want.fits(&idle) {
+                // Only in the resources the gang asks for (as Volcano's
+                // LessEqualWithDimensionAndResourcesName): a gang admitted and waiting for
+                // GPUs does not hold back one that needs none.
+                let need = job.min_request().without_pods();
+                let waiting = q.borrow();
+                let fits = need
+                    .dimensions()
+                    .all(|(name, v)| v + waiting.get(name) <= idle.get(name));
+                if fits {
                     Vote::Permit
                 } else {
                     Vote::Reject
@@ -130,6 +137,30 @@ mod tests {
         assert_eq!(admitted(&cache, "1.0"), [a.clone(), free.clone()]);
         // factor 1.5: 15 - 2 - 2 = 11 ≥ 5 + 3.
         assert_eq!(admitted(&cache, "1.5"), [a, b, free]);
+    }
+
+    #[test]
+    fn a_gang_admitted_and_waiting_for_gpus_holds_back_only_gangs_that_need_gpus() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(
+            &mut cache,
+            "n",
+            1,
+            &[("cpu", "10"), ("nvidia.com/gpu", "2")],
+        );
+        Gang::new("gpu-waiting", 1)
+            .phase(PodGroupPhase::Inqueue)
+            .min_resources(&[("cpu", "1"), ("nvidia.com/gpu", "8")])
+            .apply(&mut cache);
+        let cpu_only = Gang::new("cpu-only", 1)
+            .created(1)
+            .min_resources(&[("cpu", "4")])
+            .apply(&mut cache);
+        Gang::new("gpu-too", 1)
+            .created(2)
+            .min_resources(&[("cpu", "1"), ("nvidia.com/gpu", "1")])
+            .apply(&mut cache);
+        assert_eq!(admitted(&cache, "1.0"), [cpu_only]);
     }
 
     #[test]

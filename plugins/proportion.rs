@@ -345,10 +345,13 @@ impl Plugin for Proportion {
                     return Vote::Reject;
                 };
                 let min = job.min_request().without_pods();
-                let mut want = min.clone();
-                want.add(&share.allocated);
-                want.add(&share.inqueue);
-                if want.fits(&share.capability) && ancestors_allow(&queues, &t, &job.queue, &min) {
+                // Only in the resources the gang asks for (Volcano's
+                // LessEqualWithDimension): what the queue holds or waits for in others does
+                // not hold it back.
+                let within = min.dimensions().all(|(n, v)| {
+                    v + share.allocated.get(n) + share.inqueue.get(n) <= share.capability.get(n)
+                });
+                if within && ancestors_allow(&queues, &t, &job.queue, &min) {
                     Vote::Permit
                 } else {
                     Vote::Reject

@@ -41,6 +41,18 @@ fn documented() -> Vec<String> {
     names
 }
 
+/// A sample's value: the series of `name` that has every label pair of `labels`.
+fn sample_with(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .find_map(|l| l.rsplit_once("} ")?.1.trim().parse().ok())
+}
+
 /// A sample's value: `name{labels} value`, labels given as they appear.
 fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
     let prefix = if labels.is_empty() {
@@ -62,7 +74,7 @@ async fn every_documented_metric_is_served() {
     let q: Queue = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
         "metadata": {"name": QUEUE},
-        "spec": {"weight": 2, "capability": {"cpu": "3", "nvidia.com/gpu": "2"}, "reclaimable": true}
+        "spec": {"weight": 2, "capability": {"cpu": "3", "memory": "64Gi", "nvidia.com/gpu": "2"}, "reclaimable": true}
     }))
     .unwrap();
     Api::<Queue>::all(client.clone())
@@ -158,6 +170,11 @@ async fn every_documented_metric_is_served() {
         ),
         Some(2000.0)
     );
+    // Each dimension the capability names (one it does not name has no series).
+    assert_eq!(
+        sample(&text, "volcano_queue_capacity_memory_bytes", &q),
+        Some((64u64 << 30) as f64)
+    );
     assert_eq!(sample(&text, "volcano_queue_weight", &q), Some(2.0));
     assert!(sample(&text, "volcano_queue_deserved_milli_cpu", &q).is_some_and(|d| d > 0.0));
     assert_eq!(sample(&text, "rust_batch_leader", ""), Some(1.0));
@@ -171,6 +188,32 @@ async fn every_documented_metric_is_served() {
         .filter(|n| *n >= 1.0)
     })
     .await;
+    // Volcano's queue and gang metrics its dashboards query (tests/volcano_dashboards.rs
+    // checks every name; these, what they say): placed and pending requests, what the queue
+    // may hold (its 3 cpu), the pod `big` still waits for, how long `train` took to place.
+    wait_for(
+        Duration::from_secs(30),
+        "request, real capacity and big's count",
+        || async {
+            let (_, text) = http_get(port, "/metrics").await?;
+            let q = [("queue_name", QUEUE)];
+            let request = sample_with(&text, "volcano_queue_request_milli_cpu", &q);
+            let real = sample_with(&text, "volcano_queue_real_capacity_milli_cpu", &q);
+            let big = sample_with(&text, "volcano_unschedule_task_count", &[("job_id", "big")]);
+            (request == Some(6000.0) && real == Some(3000.0) && big == Some(1.0)).then_some(())
+        },
+    )
+    .await;
+    let train = [
+        ("job_name", "train"),
+        ("queue", QUEUE),
+        ("job_namespace", NS),
+    ];
+    assert!(
+        sample_with(&text, "volcano_e2e_job_scheduling_duration", &train)
+            .is_some_and(|ms| ms > 0.0),
+        "train's creation to its pods placed, ms"
+    );
     eprintln!(
         "{} documented metrics served; {unschedulable} unschedulable attempts",
         names.len()

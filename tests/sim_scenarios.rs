@@ -648,3 +648,28 @@ fn s9_pod_rules_hold_in_the_simulator() {
     let report = sim.run(&mut |_| {});
     assert!(report.invariants_hold(), "{:?}", report.invariants);
 }
+
+#[test]
+fn s10_subgroups_bind_only_whole_and_the_rest_when_room_comes() {
+    let mut sim = load("s10-subgroups.yaml");
+    let running_per_group = |sim: &Simulation| {
+        let mut per = [0usize; 2];
+        for p in sim.job_pods("lws") {
+            if p.status == TaskStatus::Running {
+                // Pods are named {job}-{role}-{replica}; groupSize 4.
+                let replica: usize = p.uid.rsplit('-').next().unwrap().parse().unwrap();
+                let group = replica / 4;
+                per[group] += 1;
+            }
+        }
+        per
+    };
+    sim.run_until(MINUTE, &mut |_| {});
+    let per = running_per_group(&sim);
+    assert!(per == [4, 0] || per == [0, 4], "one whole replica: {per:?}");
+    // Two more nodes at 2m: the other replica binds whole.
+    sim.run_until(2 * MINUTE + 5 * SECOND, &mut |_| {});
+    assert_eq!(running_per_group(&sim), [4, 4]);
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+}

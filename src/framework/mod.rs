@@ -34,7 +34,7 @@ pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use pod_fit::PodFit;
 pub use pod_index::{Domains, IndexedPod, PodView};
 pub use reservation::Reservation;
-pub use scheduler::Scheduler;
+pub use scheduler::{CycleObserver, Scheduler, SessionHook};
 pub use session::Session;
 pub use statement::Statement;
 pub use votes::*;

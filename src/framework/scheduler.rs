@@ -115,12 +115,22 @@ impl Scheduler {
 
     /// Opens a session on `snapshot`: every plugin registers its votes.
     pub fn open_session(&self, snapshot: Snapshot, now: Timestamp) -> Session {
+        self.open_session_observed(snapshot, now, &mut NoObserver)
+    }
+
+    fn open_session_observed(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+        observer: &mut dyn CycleObserver,
+    ) -> Session {
         Session::open(
             snapshot,
             self.conf.clone(),
             self.plugins.clone(),
             self.kept_static_fits.clone(),
             now,
+            observer,
         )
     }
 
@@ -139,13 +149,25 @@ impl Scheduler {
         now: Timestamp,
         observe: &mut dyn FnMut(&'static str, bool, &Session),
     ) -> SessionResult {
-        let mut ssn = self.open_session(snapshot, now);
+        self.run_cycle_traced(snapshot, now, &mut ActionsOnly(observe))
+    }
+
+    /// Like `run_cycle`, telling `observer` when each plugin's session hooks and each
+    /// action start and end (see `CycleObserver`).
+    pub fn run_cycle_traced(
+        &self,
+        snapshot: Snapshot,
+        now: Timestamp,
+        observer: &mut dyn CycleObserver,
+    ) -> SessionResult {
+        let mut ssn = self.open_session_observed(snapshot, now, observer);
+        observer.opened(&ssn);
         for action in &self.actions {
-            observe(action.name(), true, &ssn);
+            observer.action(action.name(), true, &ssn);
             action.execute(&mut ssn);
-            observe(action.name(), false, &ssn);
+            observer.action(action.name(), false, &ssn);
         }
-        ssn.close()
+        ssn.close_observed(observer)
     }
 
     /// Opens and closes a session without running actions (what "nothing to do" costs).
@@ -184,4 +206,48 @@ fn unread_arguments(read: &[(&str, &Arguments)], said: &[String]) -> Vec<String>
         }
     }
     warnings
+}
+
+/// Which of a plugin's session hooks runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionHook {
+    /// `on_session_open`: the plugin registers its votes.
+    Open,
+    /// `on_session_close`.
+    Close,
+}
+
+impl SessionHook {
+    /// Volcano's name for the hook (label `OnSession` of its plugin latency metric).
+    pub fn volcano_name(self) -> &'static str {
+        match self {
+            Self::Open => "OnSessionOpen",
+            Self::Close => "OnSessionClose",
+        }
+    }
+}
+
+/// Told where a cycle is as it runs: the engine reads no clock, so a driver that wants to
+/// time the steps (the metrics do) times them here. Every method does nothing by default.
+pub trait CycleObserver {
+    /// A plugin's session hook starts (`starting`) or ends.
+    fn plugin(&mut self, _plugin: &'static str, _hook: SessionHook, _starting: bool) {}
+    /// The session is open (every plugin registered its votes); the actions come next.
+    fn opened(&mut self, _ssn: &Session) {}
+    /// An action starts (`starting`) or ends.
+    fn action(&mut self, _action: &'static str, _starting: bool, _ssn: &Session) {}
+}
+
+/// Observes nothing.
+pub(super) struct NoObserver;
+
+impl CycleObserver for NoObserver {}
+
+/// Only the actions, to a closure (what `run_cycle_observed` takes).
+struct ActionsOnly<'a>(&'a mut dyn FnMut(&'static str, bool, &Session));
+
+impl CycleObserver for ActionsOnly<'_> {
+    fn action(&mut self, action: &'static str, starting: bool, ssn: &Session) {
+        (self.0)(action, starting, ssn)
+    }
 }

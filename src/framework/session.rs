@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::node_search::{KeptStaticFits, NodeSearch};
 use super::outcome::{Bind, Eviction, SessionResult};
 use super::plugin::ConfiguredPlugin;
+use super::scheduler::{CycleObserver, NoObserver, SessionHook};
 use super::verdicts::GangVerdicts;
 use super::votes::{Change, Event, Votes};
 use crate::conf::SchedulerConf;
@@ -54,13 +55,15 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens a session: each configured plugin registers its votes.
+    /// Opens a session: each configured plugin registers its votes, `observer` told when
+    /// each plugin's `on_session_open` starts and ends.
     pub(super) fn open(
         snapshot: ClusterState,
         conf: Arc<SchedulerConf>,
         plugins: Arc<[ConfiguredPlugin]>,
         kept_static_fits: Arc<KeptStaticFits>,
         now: Timestamp,
+        observer: &mut dyn CycleObserver,
     ) -> Session {
         #[cfg(debug_assertions)]
         snapshot.check_tally();
@@ -88,16 +91,26 @@ impl Session {
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
+            observer.plugin(configured.name, SessionHook::Open, true);
             configured.plugin.on_session_open(&mut ssn);
+            observer.plugin(configured.name, SessionHook::Open, false);
         }
         ssn.registering = None;
         ssn
     }
 
     /// Closes the session and reports what changed.
-    pub fn close(mut self) -> SessionResult {
+    pub fn close(self) -> SessionResult {
+        self.close_observed(&mut NoObserver)
+    }
+
+    /// Like `close`, telling `observer` when each plugin's `on_session_close` starts and
+    /// ends.
+    pub fn close_observed(mut self, observer: &mut dyn CycleObserver) -> SessionResult {
         for configured in self.plugins.clone().iter() {
+            observer.plugin(configured.name, SessionHook::Close, true);
             configured.plugin.on_session_close(&mut self);
+            observer.plugin(configured.name, SessionHook::Close, false);
         }
         // Only gangs the session decided about or whose members moved them on can have
         // changed (`JobInfo::unsettled`); in slot order, as every gang was once.

@@ -309,6 +309,9 @@ impl Binder {
             let err = match sent {
                 Ok(_) => {
                     tracing::trace!(pod = %b.name, took = ?started.elapsed(), "bind answered");
+                    self.metrics
+                        .volcano
+                        .observe_stage("Bind", started.elapsed());
                     return BindOutcome::Bound;
                 }
                 Err(e) => e,
@@ -362,11 +365,15 @@ impl Binder {
                     .with_label_values(&["scheduled"])
                     .inc();
                 if let Some(created) = ix.cache.pod(&b.task).map(|p| p.task.created) {
+                    let now = super::driver::now_ms();
                     if created > 0 {
                         self.metrics
                             .e2e_latency
-                            .observe((super::driver::now_ms() - created).max(0) as f64 / 1000.0);
+                            .observe((now - created).max(0) as f64 / 1000.0);
                     }
+                    self.metrics
+                        .volcano
+                        .observe_task_stage("Bound", created, now);
                 }
                 if self.pod_scheduled_events {
                     ix.events.send(Event {

@@ -28,12 +28,13 @@ use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::lean::Lean;
-use super::metrics::Metrics;
+use super::metrics::{CycleTimer, Metrics};
 use super::pacing::CyclePacer;
 use super::provision::{patch_claim, CalledOff, ClaimPatch, VOLUME_BINDING_FAILED};
 use super::recovery::{Release, ShortGangPolicy};
 use super::retry::{backoff, warn_limited, Failure, Gate};
 use super::status::StatusWriter;
+use super::supervise::Watches;
 use super::watch::{watch, watch_listing_protobuf, Feed, Sink};
 use crate::conf::SchedulerConf;
 use crate::framework::{
@@ -112,6 +113,7 @@ pub async fn run(
         leadership.clone(),
     );
     index.watch_lag = Some(metrics.watch_lag.clone());
+    index.watched = Some(metrics.volcano.task_stage("Watched"));
     index.recovery.timeout = opts.short_gang_timeout;
     index.recovery.policy = opts.short_gang_policy;
     index.provisioning.timeout = opts.volume_binding_timeout;
@@ -280,7 +282,7 @@ impl Cycles<'_> {
             if let Some(why) = self.leadership.lost() {
                 return Err(LeaderError::Lost(why).into());
             }
-            let (snapshot, releases, provisioned, clear) = {
+            let (snapshot, snapshot_took, releases, provisioned, clear) = {
                 let mut ix = lock(index);
                 let ready = ix.readiness.complete();
                 metrics
@@ -321,7 +323,15 @@ impl Cycles<'_> {
                     .provisioning
                     .review(&ixr.volume_objects, &ixr.cache, now_ms());
                 let clear = call_off(binder, &mut ix, review.called_off);
-                (ix.cache.snapshot(), evictions, review.ready, clear)
+                metrics.volcano.observe_pre_bound(
+                    &ix.cache,
+                    &review.ready,
+                    &review.waited,
+                    now_ms(),
+                );
+                let taking = Instant::now();
+                let snapshot = ix.cache.snapshot();
+                (snapshot, taking.elapsed(), evictions, review.ready, clear)
             };
             send_claim_patches(binder, clear);
             if !provisioned.is_empty() {
@@ -335,35 +345,15 @@ impl Cycles<'_> {
                 binder.send(Vec::new(), releases).await;
             }
             let (nodes, jobs) = (snapshot.node_count(), snapshot.job_count());
-            let cycle_start = Instant::now();
-            let mut action_start = Instant::now();
-            let mut observe =
-                |action: &'static str, starting: bool, _: &crate::framework::Session| {
-                    if starting {
-                        action_start = Instant::now();
-                    } else {
-                        let took = action_start.elapsed().as_secs_f64();
-                        metrics
-                            .action_latency
-                            .with_label_values(&[action])
-                            .observe(took);
-                        metrics
-                            .volcano
-                            .action_latency_ms
-                            .with_label_values(&[action])
-                            .observe(took * 1000.0);
-                    }
-                };
+            let mut timer = CycleTimer::start(metrics, snapshot_took);
             let result = off_the_io_threads(|| {
                 self.scheduler
-                    .run_cycle_observed(snapshot, now_ms(), &mut observe)
+                    .run_cycle_traced(snapshot, now_ms(), &mut timer)
             });
-            let took = cycle_start.elapsed().as_secs_f64();
+            let took = timer.finish();
             // Only a cycle that decides spaces the next: the lists' wake-ups at start
             // must not delay the first cycle.
             pacer.ran(started, started.elapsed());
-            metrics.cycle_latency.observe(took);
-            metrics.volcano.e2e_latency_ms.observe(took * 1000.0);
             let stuck: Vec<_> = result
                 .job_updates
                 .iter()
@@ -376,10 +366,6 @@ impl Cycles<'_> {
             let unschedulable = stuck.len();
             metrics.unschedulable_gangs.set(unschedulable as i64);
             metrics.placement_search(&result.placement_search);
-            metrics
-                .volcano
-                .unschedule_job_count
-                .set(unschedulable as i64);
             let unschedulable_pods: usize = stuck.iter().map(|u| u.task_reasons.len()).sum();
             metrics
                 .volcano
@@ -389,7 +375,13 @@ impl Cycles<'_> {
             if first_cycle {
                 // With the lists' log lines, what a (re)start costs before its first bind.
                 first_cycle = false;
-                info!(nodes, jobs, binds = result.binds.len(), took = ?cycle_start.elapsed(), "first cycle");
+                info!(
+                    nodes,
+                    jobs,
+                    binds = result.binds.len(),
+                    ?took,
+                    "first cycle"
+                );
             } else {
                 debug!(
                     nodes,
@@ -409,11 +401,15 @@ impl Cycles<'_> {
             let (binds, patches) = {
                 let mut ix = lock(index);
                 binder.assume(&mut ix, &binds, &evictions);
+                metrics.volcano.observe_assumed(&ix.cache, &binds, now_ms());
                 // Gangs with WaitForFirstConsumer claims bind once those are provisioned.
                 let ixr = &mut *ix;
                 let (binds, patches, conflicts) =
                     ixr.provisioning.hold(&ixr.cache, binds, now_ms());
                 call_off(binder, &mut ix, conflicts);
+                metrics
+                    .volcano
+                    .observe_pre_bound(&ix.cache, &binds, &[], now_ms());
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 (binds, patches)
@@ -440,6 +436,7 @@ impl Cycles<'_> {
             if gauges_at.is_none_or(|at| at.elapsed() >= QUEUE_GAUGES_EVERY) {
                 gauges_at = Some(Instant::now());
                 metrics.volcano.observe_queues(&seen, self.scheduler.conf());
+                metrics.volcano.observe_jobs(&seen, self.scheduler.conf());
             }
         }
     }
@@ -692,12 +689,17 @@ fn off_the_io_threads<T>(cycle: impl FnOnce() -> T) -> T {
 /// What is off while an optional PodGroup or Queue CRD is missing.
 const DIALECT: &str = "this gang dialect";
 
+/// Starts every watch under one supervisor (`supervise.rs`): a watch that ends or panics is
+/// logged, its kind counts as not listed, and it starts again after a back-off.
 fn spawn_watches(client: &Client, sink: &Sink) {
+    let mut watches = Watches::default();
     // Pods and nodes are read without their managedFields (see `lean`) and listed in
     // protobuf (see `proto`): the two long lists a (re)start waits for.
-    tokio::spawn(watch_listing_protobuf(
+    supervised(
+        &mut watches,
+        watch_listing_protobuf,
         Api::<Lean<Pod>>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "Pod",
             optional: None,
@@ -705,10 +707,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_pod,
             known: Index::pod_keys,
         },
-    ));
-    tokio::spawn(watch_listing_protobuf(
+    );
+    supervised(
+        &mut watches,
+        watch_listing_protobuf,
         Api::<Lean<Node>>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "Node",
             optional: None,
@@ -716,10 +720,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_node,
             known: Index::node_keys,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<PodGroup>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "scheduling.volcano.sh PodGroup",
             optional: Some(DIALECT),
@@ -727,10 +733,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: |ix, key| ix.delete_group(Dialect::Volcano, key),
             known: Index::group_keys::<PodGroup>,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<XK8sPodGroup>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "scheduling.x-k8s.io PodGroup",
             optional: Some(DIALECT),
@@ -738,10 +746,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: |ix, key| ix.delete_group(Dialect::XK8sPodGroup, key),
             known: Index::group_keys::<XK8sPodGroup>,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<SigsPodGroup>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "scheduling.sigs.k8s.io PodGroup",
             optional: Some(DIALECT),
@@ -749,10 +759,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: |ix, key| ix.delete_group(Dialect::SigsPodGroup, key),
             known: Index::group_keys::<SigsPodGroup>,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<Queue>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "Queue",
             optional: Some(DIALECT),
@@ -760,12 +772,14 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_queue,
             known: Index::queue_keys,
         },
-    ));
+    );
     // Volcano's network topology: without the CRD, HyperNode-based placement is off and
     // everything else is scheduled as before.
-    tokio::spawn(watch(
+    supervised(
+        &mut watches,
+        watch,
         Api::<HyperNode>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "topology.volcano.sh HyperNode",
             optional: Some("network topology from HyperNodes"),
@@ -776,10 +790,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_hypernode,
             known: Index::hypernode_keys,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<PodDisruptionBudget>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "PodDisruptionBudget",
             optional: None,
@@ -790,11 +806,13 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_budget,
             known: Index::budget_keys,
         },
-    ));
+    );
     // Namespace labels, for pod affinity terms that select namespaces by them.
-    tokio::spawn(watch(
+    supervised(
+        &mut watches,
+        watch,
         Api::<Namespace>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "Namespace",
             optional: None,
@@ -805,12 +823,14 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_namespace,
             known: Index::namespace_keys,
         },
-    ));
+    );
     // Claims, volumes and classes: what pods' volumes ask of their nodes, and when a
     // gang's WaitForFirstConsumer claims are bound.
-    tokio::spawn(watch(
+    supervised(
+        &mut watches,
+        watch,
         Api::<PersistentVolumeClaim>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "PersistentVolumeClaim",
             optional: None,
@@ -821,10 +841,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_claim,
             known: Index::claim_keys,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<PersistentVolume>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "PersistentVolume",
             optional: None,
@@ -835,10 +857,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_volume,
             known: Index::volume_keys,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<StorageClass>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "StorageClass",
             optional: None,
@@ -849,10 +873,12 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_class,
             known: Index::class_keys,
         },
-    ));
-    tokio::spawn(watch(
+    );
+    supervised(
+        &mut watches,
+        watch,
         Api::<PriorityClass>::all(client.clone()),
-        sink.clone(),
+        sink,
         Feed {
             kind: "PriorityClass",
             optional: None,
@@ -863,7 +889,20 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             delete: Index::delete_priority_class,
             known: Index::priority_class_keys,
         },
-    ));
+    );
+    let index = sink.index.clone();
+    tokio::spawn(watches.supervise(move |kind| lock(&index).readiness.expect(kind)));
+}
+
+/// Adds the watch `run(api, sink, feed)` (a `watch` function) to `watches`.
+fn supervised<K, F, Fut>(watches: &mut Watches, run: F, api: Api<K>, sink: &Sink, feed: Feed<K>)
+where
+    K: Clone + Send + Sync + 'static,
+    F: Fn(Api<K>, Sink, Feed<K>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let sink = sink.clone();
+    watches.add(feed.kind, move || run(api.clone(), sink.clone(), feed));
 }
 
 /// What identifies a version of the config file: its modification time and size (a

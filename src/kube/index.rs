@@ -171,6 +171,9 @@ pub struct Index {
     pub readiness: Readiness,
     /// New pods' creation → watch event (None in tests).
     pub watch_lag: Option<prometheus::Histogram>,
+    /// The same in milliseconds, Volcano's `task_scheduling_latency_milliseconds{stage="Watched"}`
+    /// (None in tests).
+    pub watched: Option<prometheus::Histogram>,
     pub events: Events,
     /// Gangs a refused bind left short of their minimum.
     pub recovery: Recovery,
@@ -333,6 +336,9 @@ impl Index {
             let created: std::time::SystemTime = created.0.into();
             if let Ok(lag) = std::time::SystemTime::now().duration_since(created) {
                 h.observe(lag.as_secs_f64());
+                if let Some(ms) = &self.watched {
+                    ms.observe(lag.as_secs_f64() * 1000.0);
+                }
             }
         }
     }

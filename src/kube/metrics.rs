@@ -1,27 +1,27 @@
 //! Prometheus metrics and the HTTP endpoints: /metrics, /healthz, /readyz.
 //!
-//! Two families: `rust_batch_*`, our own, and `volcano_*`, with Volcano's names, label sets
-//! and units (per-queue accounts, PodGroups per phase, schedule attempts, preemption), so
-//! dashboards built for Volcano keep working. README's "Metrics" list names every one; an
-//! e2e test scrapes a running scheduler for each name it lists.
+//! Two families: `rust_batch_*`, our own, and `volcano_*`, with the names, label sets, units
+//! and buckets of Volcano's scheduler (see `volcano`), so dashboards built for Volcano keep
+//! working. README's "Metrics" list names every one; an e2e test scrapes a running
+//! scheduler for each name it lists.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
-use crate::conf::SchedulerConf;
-use crate::model::resource::{CPU, MEMORY, PODS};
-use crate::model::Resource;
-use crate::snapshot::ClusterState;
+use crate::framework::{CycleObserver, Session, SessionHook};
+
+mod volcano;
+pub use volcano::{exponential_buckets_range, MetricInfo, VolcanoMetrics, STAGES, TASK_STAGES};
 
 /// Every metric rust-batch exports.
 pub struct Metrics {
@@ -263,6 +263,72 @@ impl Metrics {
     }
 }
 
+/// Times one cycle's steps for both families: each action, and Volcano's per-plugin
+/// session hooks, session opening and whole session. The engine reads no clock: it tells
+/// this observer where it is (see `CycleObserver`).
+pub struct CycleTimer<'a> {
+    metrics: &'a Metrics,
+    /// How long taking the snapshot the session opens on took: Volcano's session opening
+    /// and session include it.
+    snapshot_took: Duration,
+    started: Instant,
+    step: Instant,
+}
+
+impl<'a> CycleTimer<'a> {
+    /// A cycle starting now on a snapshot that took `snapshot_took` to take.
+    pub fn start(metrics: &'a Metrics, snapshot_took: Duration) -> Self {
+        let now = Instant::now();
+        CycleTimer {
+            metrics,
+            snapshot_took,
+            started: now,
+            step: now,
+        }
+    }
+
+    /// The cycle ended: how long it took (its snapshot not included).
+    pub fn finish(self) -> Duration {
+        let took = self.started.elapsed();
+        self.metrics.cycle_latency.observe(took.as_secs_f64());
+        self.metrics
+            .volcano
+            .observe_session(self.snapshot_took + took);
+        took
+    }
+}
+
+impl CycleObserver for CycleTimer<'_> {
+    fn plugin(&mut self, plugin: &'static str, hook: SessionHook, starting: bool) {
+        if starting {
+            self.step = Instant::now();
+        } else {
+            self.metrics
+                .volcano
+                .observe_plugin(plugin, hook, self.step.elapsed());
+        }
+    }
+
+    fn opened(&mut self, _: &Session) {
+        self.metrics
+            .volcano
+            .observe_open_session(self.snapshot_took + self.started.elapsed());
+    }
+
+    fn action(&mut self, action: &'static str, starting: bool, _: &Session) {
+        if starting {
+            self.step = Instant::now();
+        } else {
+            let took = self.step.elapsed();
+            self.metrics
+                .action_latency
+                .with_label_values(&[action])
+                .observe(took.as_secs_f64());
+            self.metrics.volcano.observe_action(action, took);
+        }
+    }
+}
+
 /// Every kind of API write the driver makes (label `kind` of `api_writes_total`), with its
 /// verb and resource: `binding` POST pods/binding, `eviction` POST pods/eviction, `podgroup
 /// status` PATCH podgroups (Volcano's, no status subresource) or podgroups/status,
@@ -291,317 +357,6 @@ fn result_label(error: Option<&::kube::Error>) -> String {
         Some(::kube::Error::Api(s)) => s.code.to_string(),
         Some(_) => "unreachable".to_string(),
     }
-}
-
-/// Volcano's scheduler metrics, by Volcano's names and labels: per queue (label
-/// `queue_name`) its allocated, deserved and capacity (capability) resources — CPU in
-/// millicores, memory in bytes, every other resource in milli-units with label `resource` —
-/// weight, share and whether it is overused, and its PodGroups per phase; schedule
-/// attempts by result; preemption victims and attempts; latencies in milliseconds.
-pub struct VolcanoMetrics {
-    queue_gauges: BTreeMap<&'static str, IntGaugeVec>,
-    queue_scalars: BTreeMap<&'static str, IntGaugeVec>,
-    queue_share: GaugeVec,
-    /// Queues (and scalar resources per queue) reported last time, to drop what is gone.
-    reported: Mutex<BTreeMap<String, BTreeSet<String>>>,
-    pub schedule_attempts: IntCounterVec,
-    pub preemption_victims: IntGauge,
-    pub preemption_attempts: IntCounter,
-    pub unschedule_job_count: IntGauge,
-    pub e2e_latency_ms: Histogram,
-    pub action_latency_ms: HistogramVec,
-}
-
-/// Volcano's per-queue gauges of one value per queue.
-const QUEUE_GAUGES: &[(&str, &str)] = &[
-    (
-        "queue_allocated_milli_cpu",
-        "Allocated CPU count for one queue",
-    ),
-    (
-        "queue_allocated_memory_bytes",
-        "Allocated memory for one queue",
-    ),
-    (
-        "queue_deserved_milli_cpu",
-        "Deserved CPU count for one queue",
-    ),
-    (
-        "queue_deserved_memory_bytes",
-        "Deserved memory for one queue",
-    ),
-    (
-        "queue_capacity_milli_cpu",
-        "Capacity CPU count for one queue",
-    ),
-    (
-        "queue_capacity_memory_bytes",
-        "Capacity memory for one queue",
-    ),
-    ("queue_weight", "Weight for one queue"),
-    ("queue_overused", "If one queue is overused"),
-    (
-        "queue_pod_group_pending_count",
-        "The number of Pending PodGroup in this queue",
-    ),
-    (
-        "queue_pod_group_inqueue_count",
-        "The number of Inqueue PodGroup in this queue",
-    ),
-    (
-        "queue_pod_group_running_count",
-        "The number of Running PodGroup in this queue",
-    ),
-    (
-        "queue_pod_group_unknown_count",
-        "The number of Unknown PodGroup in this queue",
-    ),
-    (
-        "queue_pod_group_completed_count",
-        "The number of Completed PodGroup in this queue",
-    ),
-];
-
-/// Volcano's per-queue gauges of extended resources (label `resource`).
-const QUEUE_SCALARS: &[(&str, &str)] = &[
-    (
-        "queue_allocated_scalar_resources",
-        "Allocated scalar resources for one queue",
-    ),
-    (
-        "queue_deserved_scalar_resources",
-        "Deserved scalar resources for one queue",
-    ),
-    (
-        "queue_capacity_scalar_resources",
-        "Capacity scalar resources for one queue",
-    ),
-];
-
-/// Volcano's latency buckets (milliseconds): 5 ms doubling, 15 buckets.
-fn volcano_buckets() -> Vec<f64> {
-    prometheus::exponential_buckets(5.0, 2.0, 15).unwrap_or_default()
-}
-
-/// One queue's accounts as the engine's queue plugin computes them.
-struct QueueAccount {
-    weight: u32,
-    allocated: Resource,
-    deserved: Resource,
-    capacity: Resource,
-    share: f64,
-    overused: bool,
-}
-
-impl VolcanoMetrics {
-    fn new() -> Result<Self, prometheus::Error> {
-        let name = |n: &str| format!("volcano_{n}");
-        let mut queue_gauges = BTreeMap::new();
-        for (n, help) in QUEUE_GAUGES {
-            queue_gauges.insert(
-                *n,
-                IntGaugeVec::new(Opts::new(name(n), *help), &["queue_name"])?,
-            );
-        }
-        let mut queue_scalars = BTreeMap::new();
-        for (n, help) in QUEUE_SCALARS {
-            queue_scalars.insert(
-                *n,
-                IntGaugeVec::new(Opts::new(name(n), *help), &["queue_name", "resource"])?,
-            );
-        }
-        let attempts = IntCounterVec::new(
-            Opts::new(
-                name("schedule_attempts_total"),
-                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod \
-                 could not be scheduled, while 'error' means an internal scheduler problem.",
-            ),
-            &["result"],
-        )?;
-        for result in ["scheduled", "unschedulable", "error"] {
-            attempts.with_label_values(&[result]);
-        }
-        Ok(VolcanoMetrics {
-            queue_gauges,
-            queue_scalars,
-            queue_share: GaugeVec::new(
-                Opts::new(name("queue_share"), "Share for one queue"),
-                &["queue_name"],
-            )?,
-            reported: Mutex::new(BTreeMap::new()),
-            schedule_attempts: attempts,
-            preemption_victims: IntGauge::new(
-                name("pod_preemption_victims"),
-                "Number of selected preemption victims",
-            )?,
-            preemption_attempts: IntCounter::new(
-                name("total_preemption_attempts"),
-                "Total preemption attempts in the cluster till now",
-            )?,
-            unschedule_job_count: IntGauge::new(
-                name("unschedule_job_count"),
-                "Number of jobs could not be scheduled",
-            )?,
-            e2e_latency_ms: Histogram::with_opts(
-                HistogramOpts::new(
-                    name("e2e_scheduling_latency_milliseconds"),
-                    "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
-                )
-                .buckets(volcano_buckets()),
-            )?,
-            action_latency_ms: HistogramVec::new(
-                HistogramOpts::new(
-                    name("action_scheduling_latency_milliseconds"),
-                    "Action scheduling latency in milliseconds",
-                )
-                .buckets(volcano_buckets()),
-                &["action"],
-            )?,
-        })
-    }
-
-    fn register(&self, r: &Registry) -> Result<(), prometheus::Error> {
-        for g in self
-            .queue_gauges
-            .values()
-            .chain(self.queue_scalars.values())
-        {
-            r.register(Box::new(g.clone()))?;
-        }
-        r.register(Box::new(self.queue_share.clone()))?;
-        r.register(Box::new(self.schedule_attempts.clone()))?;
-        r.register(Box::new(self.preemption_victims.clone()))?;
-        r.register(Box::new(self.preemption_attempts.clone()))?;
-        r.register(Box::new(self.unschedule_job_count.clone()))?;
-        r.register(Box::new(self.e2e_latency_ms.clone()))?;
-        r.register(Box::new(self.action_latency_ms.clone()))?;
-        Ok(())
-    }
-
-    fn set(&self, metric: &str, queue: &str, value: i64) {
-        if let Some(g) = self.queue_gauges.get(metric) {
-            g.with_label_values(&[queue]).set(value);
-        }
-    }
-
-    /// Every queue's accounts after a cycle: what the configured queue plugin (`capacity`,
-    /// else `proportion`'s water-filling) says it holds, deserves and may use, and its
-    /// PodGroups per phase. Queues and resources no longer there are dropped.
-    pub fn observe_queues(&self, state: &ClusterState, conf: &SchedulerConf) {
-        let accounts = queue_accounts(state, conf);
-        let scalars: BTreeSet<String> = state
-            .total_allocatable()
-            .dimensions()
-            .map(|(n, _)| n)
-            .filter(|n| ![CPU, MEMORY, PODS].contains(n))
-            .map(String::from)
-            .collect();
-        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-        for (queue, a) in &accounts {
-            let q: &str = queue;
-            for (prefix, r) in [
-                ("allocated", &a.allocated),
-                ("deserved", &a.deserved),
-                ("capacity", &a.capacity),
-            ] {
-                self.set(&format!("queue_{prefix}_milli_cpu"), q, r.get(CPU));
-                self.set(&format!("queue_{prefix}_memory_bytes"), q, r.get(MEMORY));
-                let key = format!("queue_{prefix}_scalar_resources");
-                if let Some(g) = self.queue_scalars.get(key.as_str()) {
-                    for name in &scalars {
-                        g.with_label_values(&[q, name]).set(r.get(name));
-                    }
-                }
-            }
-            self.set("queue_weight", q, i64::from(a.weight));
-            self.set("queue_overused", q, i64::from(a.overused));
-            self.queue_share.with_label_values(&[q]).set(a.share);
-            let counts = state.tally().queue(q).map(|s| s.phases).unwrap_or_default();
-            for (i, phase) in ["pending", "inqueue", "running", "unknown", "completed"]
-                .iter()
-                .enumerate()
-            {
-                self.set(
-                    &format!("queue_pod_group_{phase}_count"),
-                    q,
-                    i64::from(counts[i]),
-                );
-            }
-        }
-        for (queue, before) in reported.iter() {
-            let gone = !accounts.contains_key(queue.as_str());
-            if gone {
-                for g in self.queue_gauges.values() {
-                    let _ = g.remove_label_values(&[queue]);
-                }
-                let _ = self.queue_share.remove_label_values(&[queue]);
-            }
-            for name in before.iter().filter(|n| gone || !scalars.contains(*n)) {
-                for g in self.queue_scalars.values() {
-                    let _ = g.remove_label_values(&[queue, name]);
-                }
-            }
-        }
-        *reported = accounts
-            .keys()
-            .map(|q| (q.to_string(), scalars.clone()))
-            .collect();
-    }
-}
-
-/// Queue accounts from the configured plugin's own computation.
-fn queue_accounts(state: &ClusterState, conf: &SchedulerConf) -> BTreeMap<String, QueueAccount> {
-    let tree = crate::model::QueueTree::new(state.queues());
-    let capacity_plugin = conf
-        .tiers
-        .iter()
-        .flat_map(|t| &t.plugins)
-        .any(|p| p.name == "capacity");
-    let weights: BTreeMap<&str, u32> = state.queues().map(|q| (&*q.name, q.weight)).collect();
-    if capacity_plugin {
-        crate::plugins::capacity::session_attrs(state, &tree)
-            .into_iter()
-            .map(|(name, a)| {
-                let overused = a.deserved.dimensions().next().is_some()
-                    && a.deserved
-                        .dimensions()
-                        .all(|(n, d)| a.allocated.get(n) >= d);
-                let account = QueueAccount {
-                    weight: weights.get(&*name).copied().unwrap_or(0),
-                    share: share(&a.allocated, &a.deserved),
-                    overused,
-                    allocated: a.allocated,
-                    deserved: a.deserved,
-                    capacity: a.real_capability,
-                };
-                (name.to_string(), account)
-            })
-            .collect()
-    } else {
-        crate::plugins::proportion::queue_shares(state, &tree)
-            .into_iter()
-            .map(|(name, q)| {
-                let account = QueueAccount {
-                    weight: q.weight,
-                    share: q.share(),
-                    overused: q.overused(),
-                    allocated: q.allocated,
-                    deserved: q.deserved,
-                    capacity: q.capability,
-                };
-                (name.to_string(), account)
-            })
-            .collect()
-    }
-}
-
-/// The largest allocated / deserved ratio over the dimensions deserved names.
-fn share(allocated: &Resource, deserved: &Resource) -> f64 {
-    deserved
-        .dimensions()
-        .filter(|(_, d)| *d > 0)
-        .map(|(n, d)| allocated.get(n) as f64 / d as f64)
-        .fold(0.0, f64::max)
 }
 
 /// Ready once every watched kind is listed, leader or standby: a standby with a warm

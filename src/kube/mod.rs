@@ -33,6 +33,7 @@ pub mod readiness;
 pub mod recovery;
 pub mod retry;
 pub mod status;
+pub mod supervise;
 pub mod volumes;
 pub mod watch;
 

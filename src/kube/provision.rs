@@ -97,6 +97,8 @@ pub struct CalledOff {
 #[derive(Debug, Default, PartialEq)]
 pub struct Review {
     pub ready: Vec<Bind>,
+    /// How long each bind of `ready` waited for its gang's claims, ms (in the same order).
+    pub waited: Vec<i64>,
     pub called_off: Vec<CalledOff>,
 }
 
@@ -275,6 +277,7 @@ impl Provisioning {
                 });
             } else if unbound.is_empty() {
                 if let Some(w) = self.gangs.remove(&gang) {
+                    review.waited.extend(w.binds.iter().map(|_| now - w.since));
                     review.ready.extend(w.binds);
                 }
                 self.succeeded(&gang);

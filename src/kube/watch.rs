@@ -40,6 +40,15 @@ pub struct Feed<K> {
     pub known: fn(&Index) -> Vec<String>,
 }
 
+// Plain data (names and function pointers) whatever K is: a supervised watch starts again
+// with the same feed.
+impl<K> Clone for Feed<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for Feed<K> {}
+
 /// Where every watch delivers: the index, the cycle's wake-up, the write gate (told when
 /// the API server answers again), and how lists are read.
 #[derive(Clone)]

@@ -15,7 +15,7 @@ use priority_queue::PriorityQueue;
 
 use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
-use super::scenario::{JobDef, Scenario, ScenarioError};
+use super::scenario::{JobDef, Scenario, ScenarioError, GROUP_INDEX_LABEL};
 use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, Scheduler, SessionResult};
 use crate::model::pod_rules::HOSTNAME_LABEL;
@@ -247,7 +247,12 @@ impl Simulation {
             },
             origin: GangOrigin::Declared,
             topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
-            subgroups: Vec::new(),
+            subgroups: def
+                .sub_group_policy
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.to_policy(i))
+                .collect(),
         };
         let mut pods = Vec::new();
         // One draw per job: a gang's pods work together and finish together.
@@ -273,7 +278,14 @@ impl Simulation {
                     0,
                 );
                 let mut task = task;
-                task.labels = labels.clone();
+                task.labels = match t.group_size {
+                    Some(size) => {
+                        let mut own = (*labels).clone();
+                        own.insert(GROUP_INDEX_LABEL.into(), (r / size.max(1)).to_string());
+                        Arc::new(own)
+                    }
+                    None => labels.clone(),
+                };
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
                 task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
                 let runtime = t

@@ -195,6 +195,10 @@ pub struct TaskDef {
     /// Kubernetes driver does; other keys are carried and ignored.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// Replicas form groups of this many (as a LeaderWorkerSet's): replica `r` carries the
+    /// label `group-index: r / groupSize`, for a job's `subGroupPolicy` to match.
+    #[serde(default)]
+    pub group_size: Option<u32>,
 }
 
 /// A pod's `affinity`, with Kubernetes' field names.
@@ -419,8 +423,49 @@ pub struct JobDef {
     /// Volcano's PodGroup `spec.networkTopology`: keep the gang inside one network domain.
     #[serde(default)]
     pub network_topology: Option<NetworkTopologyDef>,
+    /// Volcano's PodGroup `spec.subGroupPolicy`: subgroups that bind only whole.
+    #[serde(default)]
+    pub sub_group_policy: Vec<SubGroupPolicyDef>,
     pub tasks: Vec<TaskDef>,
 }
+
+/// One entry of Volcano's `subGroupPolicy`, with its field names and defaults.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubGroupPolicyDef {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "one")]
+    pub sub_group_size: u32,
+    #[serde(default)]
+    pub min_sub_groups: u32,
+    #[serde(default)]
+    pub label_selector: Option<crate::model::pod_rules::LabelSelector>,
+    #[serde(default)]
+    pub match_label_keys: Vec<String>,
+}
+
+impl SubGroupPolicyDef {
+    /// The engine's rule; `index` names an unnamed policy by its position, as the
+    /// Kubernetes driver does.
+    pub fn to_policy(&self, index: usize) -> crate::model::SubGroupPolicy {
+        crate::model::SubGroupPolicy {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| index.to_string())
+                .into(),
+            size: self.sub_group_size,
+            min_groups: self.min_sub_groups,
+            selector: self.label_selector.clone(),
+            match_label_keys: self.match_label_keys.clone(),
+        }
+    }
+}
+
+/// The label the simulator gives each replica of a task with `groupSize`: its group's
+/// index (LeaderWorkerSet's `leaderworkerset.sigs.k8s.io/group-index` plays this part).
+pub const GROUP_INDEX_LABEL: &str = "group-index";
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -566,6 +611,24 @@ impl Scenario {
                 "schedulePeriod".into(),
                 "must be longer than 0s".into(),
             ));
+        }
+        for (j, job) in self.jobs.iter().enumerate() {
+            for (i, p) in job.sub_group_policy.iter().enumerate() {
+                if p.sub_group_size == 0 {
+                    return Err(invalid(
+                        format!("jobs[{j}].subGroupPolicy[{i}].subGroupSize"),
+                        "must be at least 1".into(),
+                    ));
+                }
+            }
+            for (i, t) in job.tasks.iter().enumerate() {
+                if t.group_size == Some(0) {
+                    return Err(invalid(
+                        format!("jobs[{j}].tasks[{i}].groupSize"),
+                        "must be at least 1".into(),
+                    ));
+                }
+            }
         }
         let mut groups = Vec::new();
         for (i, g) in self.node_groups.iter().enumerate() {

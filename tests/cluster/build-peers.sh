@@ -5,16 +5,17 @@
 #   kube-scheduler  k8s.io/kubernetes/cmd/kube-scheduler from the wrapper module k8s/ (the
 #                   control plane's: same version, same -ldflags as build.sh)
 #                   -> $RB_CACHE/bin/kube-scheduler-<K8S_VERSION>/kube-scheduler
-#   vc-scheduler    volcano.sh/volcano/cmd/scheduler from the wrapper module volcano/ (every
-#                   replace line of Volcano's go.mod; gen-volcano.sh writes it)
+#   vc-scheduler    ./cmd/scheduler of Volcano's source at VOLCANO_VERSION, from the git
+#                   snapshot lib.sh's rb_volcano_source extracts (the module proxy refuses
+#                   volcano.sh/volcano above v1.10.0), `go build -mod=mod` there
 #                   -> $RB_CACHE/bin/volcano-<VOLCANO_VERSION>/vc-scheduler
-# Like build.sh: needs only Go and the module proxy, `-mod=readonly` (the checked-in go.sum
-# must be complete), returns at once when cached, builds in a temp dir and renames (a
+# Like build.sh: needs Go and the module proxy (and Volcano's source snapshot), returns at
+# once when cached, builds in a temp dir and renames (a
 # killed build never leaves half a cache), a flock serialises concurrent callers.
 # The last stdout lines:
 #   KUBE_SCHEDULER=<binary>
 #   VOLCANO_SCHEDULER=<binary>
-#   VOLCANO_SRC=<volcano.sh/volcano's source in the Go module cache: CRDs, default config>
+#   VOLCANO_SRC=<Volcano's extracted source: CRDs, default config>
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -22,26 +23,17 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 
 KUBE_SCHEDULER_DIR="$RB_CACHE/bin/kube-scheduler-$K8S_VERSION"
 VOLCANO_DIR="$RB_CACHE/bin/volcano-$VOLCANO_VERSION"
-volcano_mod="$RB_CLUSTER_HOME/volcano"
 
-# volcano_src: the module's source directory (downloaded once, read-only in the module cache).
-volcano_src() {
-  local dir
-  dir="$(cd "$volcano_mod" && GOFLAGS=-mod=readonly go mod download -json volcano.sh/volcano \
-    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -n "$dir" && -f "$dir/go.mod" ]] || rb_die "go mod download volcano.sh/volcano gave no source directory"
-  echo "$dir"
-}
-
-# build NAME OUT_DIR MODDIR PKG LDFLAGS: go build PKG inside MODDIR into OUT_DIR/NAME.
+# build NAME OUT_DIR MODDIR PKG LDFLAGS [MODFLAG]: go build PKG inside MODDIR into
+# OUT_DIR/NAME (-mod=readonly unless MODFLAG says otherwise).
 build() {
-  local name="$1" out="$2" moddir="$3" pkg="$4" ldflags="$5"
+  local name="$1" out="$2" moddir="$3" pkg="$4" ldflags="$5" mod="${6:--mod=readonly}"
   [[ -x "$out/$name" ]] && return 0
   [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing"
   local t0=$SECONDS tmp="$out.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
   rb_log "go build $pkg -> $out/$name"
-  (cd "$moddir" && CGO_ENABLED=0 nice -n 10 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg") \
+  (cd "$moddir" && CGO_ENABLED=0 nice -n 10 go build "$mod" -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg") \
     || { rm -rf "$tmp"; rb_die "building $name ($pkg) failed; see the go output above"; }
   rm -rf "$out"; mv "$tmp" "$out"
   rb_log "built $name in $((SECONDS - t0))s"
@@ -53,22 +45,13 @@ if [[ ! -x "$KUBE_SCHEDULER_DIR/kube-scheduler" || ! -x "$VOLCANO_DIR/vc-schedul
   rb_lock "$RB_CACHE/.build-peers.lock"
   grep -q "k8s.io/kubernetes $K8S_VERSION\$" "$RB_CLUSTER_HOME/k8s/go.mod" \
     || rb_die "k8s/go.mod does not require k8s.io/kubernetes $K8S_VERSION: run gen-replaces.sh"
-  grep -q "^require volcano.sh/volcano $VOLCANO_VERSION\$" "$volcano_mod/go.mod" \
-    || rb_die "volcano/go.mod does not require volcano.sh/volcano $VOLCANO_VERSION: run gen-volcano.sh"
   build kube-scheduler "$KUBE_SCHEDULER_DIR" "$RB_CLUSTER_HOME/k8s" \
     k8s.io/kubernetes/cmd/kube-scheduler "$(rb_k8s_ldflags)"
-  # The variables Volcano's Makefile sets (Makefile.def): GitSHA and Built are the tag's
-  # commit and time as the module proxy reports them (the download's .info file).
-  info="$(cd "$volcano_mod" && GOFLAGS=-mod=readonly go mod download -json volcano.sh/volcano \
-    | sed -n 's/^[[:space:]]*"Info": "\(.*\)",\{0,1\}$/\1/p')"
-  sha="$(sed -n 's/.*"Hash":"\([0-9a-f]*\)".*/\1/p' "$info" 2>/dev/null || true)"
-  built="$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info" 2>/dev/null || true)"
-  vldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION"
-  vldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=${sha:-unknown}"
-  vldflags+=" -X volcano.sh/volcano/pkg/version.Built=${built:-unknown}"
-  build vc-scheduler "$VOLCANO_DIR" "$volcano_mod" volcano.sh/volcano/cmd/scheduler "$vldflags"
+  volcano_src="$(rb_volcano_source "$VOLCANO_VERSION")"
+  build vc-scheduler "$VOLCANO_DIR" "$volcano_src" ./cmd/scheduler \
+    "$(rb_volcano_ldflags "$volcano_src" "$VOLCANO_VERSION")" -mod=mod
 fi
 
 echo "KUBE_SCHEDULER=$KUBE_SCHEDULER_DIR/kube-scheduler"
 echo "VOLCANO_SCHEDULER=$VOLCANO_DIR/vc-scheduler"
-echo "VOLCANO_SRC=$(volcano_src)"
+echo "VOLCANO_SRC=$(rb_volcano_source "$VOLCANO_VERSION")"

@@ -44,3 +44,49 @@ rb_k8s_ldflags() {
   done
   echo "$flags"
 }
+
+# Volcano above v1.10.0 is not served by the Go module proxy (403), and its go.mod replaces
+# volcano.sh/apis with ./staging/src/volcano.sh/apis, which a module zip would not hold
+# anyway: its source comes from a git snapshot of github.com/volcano-sh/volcano (bare or not,
+# holding the tag), $VOLCANO_SRC_REPO, by default /work/.mirror/volcano-sh+volcano/repo.
+VOLCANO_SRC_REPO="${VOLCANO_SRC_REPO:-/work/.mirror/volcano-sh+volcano/repo}"
+
+# rb_volcano_source VERSION: prints the directory holding Volcano's source at tag VERSION,
+# extracted once (`git archive`) into $RB_CACHE/src/volcano-VERSION/: a temp dir renamed into
+# place under a lock, so a killed extraction never leaves half a tree. .rb-commit and
+# .rb-built record the tag's commit and its time (Volcano's Makefile stamps both).
+rb_volcano_source() {
+  local version="$1" src="$RB_CACHE/src/volcano-$1"
+  if [[ ! -f "$src/.rb-commit" ]]; then
+    command -v git >/dev/null || rb_die "git is not in PATH (needed to read Volcano's source snapshot)"
+    local commit
+    commit="$(git -C "$VOLCANO_SRC_REPO" rev-parse --verify -q "refs/tags/$version^{commit}" 2>/dev/null)" \
+      || rb_die "no Volcano source snapshot with tag $version at $VOLCANO_SRC_REPO. Get one with" \
+        "'git clone --bare https://github.com/volcano-sh/volcano.git <dir>' (or fetch a snapshot" \
+        "of github:volcano-sh/volcano) and set VOLCANO_SRC_REPO=<dir>"
+    mkdir -p "$RB_CACHE/src"
+    (
+      rb_lock "$RB_CACHE/.extract-volcano-$version.lock"
+      [[ -f "$src/.rb-commit" ]] && exit 0
+      local tmp="$src.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp"
+      rb_log "extracting Volcano $version ($commit) from $VOLCANO_SRC_REPO into $src"
+      git -C "$VOLCANO_SRC_REPO" archive "$commit" | tar -x -C "$tmp" \
+        || { rm -rf "$tmp"; rb_die "git archive $version from $VOLCANO_SRC_REPO failed"; }
+      [[ -f "$tmp/go.mod" ]] || { rm -rf "$tmp"; rb_die "$version from $VOLCANO_SRC_REPO has no go.mod"; }
+      echo "$commit" >"$tmp/.rb-commit"
+      git -C "$VOLCANO_SRC_REPO" log -1 --format=%cI "$commit" >"$tmp/.rb-built" 2>/dev/null \
+        || echo unknown >"$tmp/.rb-built"
+      rm -rf "$src"; mv "$tmp" "$src"
+    ) || exit 1
+  fi
+  echo "$src"
+}
+
+# rb_volcano_ldflags SRC VERSION: the -ldflags Volcano's Makefile (Makefile.def) builds with.
+rb_volcano_ldflags() {
+  local flags="-s -w -X volcano.sh/volcano/pkg/version.Version=$2"
+  flags+=" -X volcano.sh/volcano/pkg/version.GitSHA=$(cat "$1/.rb-commit")"
+  flags+=" -X volcano.sh/volcano/pkg/version.Built=$(cat "$1/.rb-built" 2>/dev/null || echo unknown)"
+  echo "$flags"
+}

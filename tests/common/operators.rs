@@ -66,6 +66,54 @@ impl Operator {
         dir: &Path,
         env: &[(&str, &str)],
     ) -> Operator {
+        Operator::spawn(name, Command::new(bin).args(args), kubeconfig, dir, env)
+    }
+
+    /// Like `start`, for an operator shared by every test of a test binary (kept in a
+    /// static, which is never dropped): it is tied to the test process. A small `sh` reads a
+    /// pipe from the test process and then `exec`s the operator (same pid: `running`, `stop`
+    /// and `Drop` act on the operator itself); a background subshell holds the pipe's read end
+    /// and sends the operator SIGTERM (SIGKILL 10 s later) when the pipe closes, which happens
+    /// when the test process exits however it exits (the write end is close-on-exec, so no
+    /// other child keeps it open).
+    pub fn start_tied(
+        name: &str,
+        bin: &Path,
+        args: &[&str],
+        kubeconfig: &Path,
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Operator {
+        // `ours` checks that the pid still runs the operator's binary (it may have exited
+        // and the pid been reused) before each signal.
+        const TIE: &str = r#"exec 3<&0
+ours() { [ "$(readlink -f /proc/$$/exe 2>/dev/null)" = "$(readlink -f "$1")" ]; }
+( while read -r _ <&3; do :; done
+  ours "$1" || exit 0
+  kill -TERM $$ 2>/dev/null
+  i=0; while [ $i -lt 20 ] && ours "$1"; do sleep 0.5; i=$((i + 1)); done
+  ours "$1" && kill -KILL $$ 2>/dev/null ) &
+exec "$@" 3<&- </dev/null"#;
+        Operator::spawn(
+            name,
+            Command::new("sh")
+                .args(["-c", TIE, "sh"])
+                .arg(bin)
+                .args(args)
+                .stdin(Stdio::piped()),
+            kubeconfig,
+            dir,
+            env,
+        )
+    }
+
+    fn spawn(
+        name: &str,
+        command: &mut Command,
+        kubeconfig: &Path,
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Operator {
         let log = std::env::temp_dir().join(format!(
             "rb-operator-{name}-{}-{}.log",
             std::process::id(),
@@ -75,15 +123,14 @@ impl Operator {
                 .as_millis()
         ));
         let file = std::fs::File::create(&log).expect("operator log file");
-        let child = Command::new(bin)
-            .args(args)
+        let child = command
             .current_dir(dir)
             .env("KUBECONFIG", kubeconfig)
             .envs(env.iter().copied())
             .stdout(Stdio::from(file.try_clone().unwrap()))
             .stderr(Stdio::from(file))
             .spawn()
-            .unwrap_or_else(|e| panic!("operator {name} ({}) starts: {e}", bin.display()));
+            .unwrap_or_else(|e| panic!("operator {name} ({command:?}) starts: {e}"));
         Operator {
             name: name.to_string(),
             child: Some(child),

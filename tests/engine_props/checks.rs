@@ -80,6 +80,32 @@ pub(crate) fn check_cycle(
             jm.min_member,
             binds
         );
+        // (a') only whole subgroups: a subgroup that gets a pod has all its size placed.
+        if let Some((size, members)) = &jm.subgroups {
+            let mut placed: BTreeMap<usize, u32> = BTreeMap::new();
+            // Churn between cycles deletes pods: a gone member counts for nothing.
+            for (uid, group) in members {
+                let Some(p) = model.pods.get(uid) else {
+                    continue;
+                };
+                let now = binds.iter().any(|(t, _)| t == uid);
+                if now || matches!(p.status, TaskStatus::Bound | TaskStatus::Running) {
+                    *placed.entry(*group).or_default() += 1;
+                }
+            }
+            for (task, _) in binds {
+                if let Some(group) = members.get(task) {
+                    prop_assert!(
+                        placed[group] >= *size,
+                        "partial subgroup {} of {}: {} placed, size {}",
+                        group,
+                        job,
+                        placed[group],
+                        size
+                    );
+                }
+            }
+        }
         for (role, min) in &jm.min_role {
             let have = by_role.get(role).copied().unwrap_or(0);
             prop_assert!(

@@ -32,6 +32,9 @@ pub(crate) struct JobModel {
     pub(crate) min_role: BTreeMap<String, u32>,
     pub(crate) queue: String,
     pub(crate) priority: i32,
+    /// A subgroup policy over role r0 (Volcano's subGroupPolicy): its size, and each
+    /// member pod's subgroup.
+    pub(crate) subgroups: Option<(u32, BTreeMap<String, usize>)>,
 }
 
 pub(crate) struct Model {
@@ -187,6 +190,24 @@ pub(crate) fn build(w: &World) -> (Cache, Model) {
         if cfg.min_resources {
             gang.spec.min_resources = Some(min_request);
         }
+        // One gang in five splits role r0 into subgroups of `size` pods (the last one may be
+        // short and so never whole), with 0 or 1 whole ones required.
+        let spin = w.seed.rotate_left(g as u32 * 3 + 5);
+        let first = cfg.roles[0].count;
+        let mut subgroups = None;
+        if spin % 5 == 1 && first >= 2 {
+            let size = 1 + (spin >> 8) as usize % first;
+            gang = gang.subgroups("r0", size as u32, ((spin >> 16) % 2) as u32);
+            let mut members = BTreeMap::new();
+            for (i, t) in gang.tasks[..first].iter_mut().enumerate() {
+                t.labels = std::sync::Arc::new(testkit::labels(&[
+                    ("role", "r0"),
+                    ("replica", &(i / size).to_string()),
+                ]));
+                members.insert(t.uid.to_string(), i / size);
+            }
+            subgroups = Some((size as u32, members));
+        }
         // Two gangs in three carry runtime estimates (0-4 ms, against cycles 1 ms apart), so
         // backfill's reservations and EASY placements are exercised too.
         let spin = w.seed.wrapping_add(g as u64 * 7);
@@ -230,6 +251,7 @@ pub(crate) fn build(w: &World) -> (Cache, Model) {
                 min_role,
                 queue,
                 priority: cfg.priority,
+                subgroups,
             },
         );
         gang.apply(&mut cache);

@@ -3,10 +3,12 @@
 # shellcheck shell=bash
 #
 # Each operators/NAME/build.sh builds one real operator from Go modules (the Go module
-# proxy, nothing else), caches it by version in $RB_CACHE/bin/NAME-VERSION/ and prints, as
-# its last lines on stdout:
+# proxy; Volcano's controllers from a git snapshot of its source, whose dependencies come
+# from the proxy), caches it by version in $RB_CACHE/bin/NAME-VERSION/ and prints, as its
+# last lines on stdout:
 #   BIN=<the operator's binary>
-#   SRC=<the module's source in the Go module cache: CRDs and RBAC are read from there>
+#   SRC=<the operator's source (the Go module cache, or the extracted snapshot): CRDs and
+#        RBAC are read from there>
 #   VERSION=<the version built>
 # An up-to-date cache answers at once. tests/common/operators.rs runs the script and reads
 # those lines, so a test finds its operator whether or not build-operators.sh ran first.
@@ -35,24 +37,32 @@ rb_operator_report() {
 # build per binary; the directory appears only once complete, so a killed build never
 # leaves half a cache. Prints the binary's path.
 rb_cached_binary() {
-  local name="$1" version="$2" what="$3" build_fn="$4"
-  shift 4
+  local name="$1"
+  shift
+  rb_cached_file "$name" "$1" "$name" "${@:2}"
+}
+
+# rb_cached_file NAME VERSION FILE WHAT BUILD_FN [ARGS...]: as rb_cached_binary, for a
+# binary named FILE (not NAME) in $RB_CACHE/bin/NAME-VERSION/.
+rb_cached_file() {
+  local name="$1" version="$2" file="$3" what="$4" build_fn="$5"
+  shift 5
   local out="$RB_CACHE/bin/$name-$version"
-  if [[ ! -x "$out/$name" ]]; then
+  if [[ ! -x "$out/$file" ]]; then
     command -v go >/dev/null || rb_die "go is not in PATH: install Go (the module proxy must be reachable)"
     mkdir -p "$RB_CACHE/bin"
     rb_lock "$RB_CACHE/.build-$name.lock"
-    if [[ ! -x "$out/$name" ]]; then
+    if [[ ! -x "$out/$file" ]]; then
       local t0=$SECONDS tmp="$out.tmp.$$"
       rm -rf "$tmp"; mkdir -p "$tmp"
       rb_log "building $name $version ($what) into $out"
       "$build_fn" "$tmp" "$@" || { rm -rf "$tmp"; rb_die "building $name $version ($what) failed; see the go output above"; }
-      [[ -x "$tmp/$name" ]] || { rm -rf "$tmp"; rb_die "building $name $version left no $tmp/$name"; }
+      [[ -x "$tmp/$file" ]] || { rm -rf "$tmp"; rb_die "building $name $version left no $tmp/$file"; }
       rm -rf "$out"; mv "$tmp" "$out"
       rb_log "built $name $version in $((SECONDS - t0))s"
     fi
   fi
-  echo "$out/$name"
+  echo "$out/$file"
 }
 
 # rb_go_build_cached NAME VERSION MODDIR PKG: `go build PKG` inside the wrapper module
