@@ -92,10 +92,13 @@ pub fn from_str_with_path<T: DeserializeOwned>(text: &str) -> Result<T, String> 
     })
 }
 
+/// How many spaces `relaxed` inserts at most: a file needs a few.
+const MAX_REPAIRS: usize = 1_000;
+
 /// `parse(text)`, and when it fails only where libyaml (Volcano's reader, and serde_yaml's)
 /// is lenient, `parse` again with a space inserted there (see `repair`): libyaml's reading
-/// of the text, now also YAML 1.2's. Gives up, with the first error, after as many tries
-/// as the text has bytes (each try adds one).
+/// of the text, now also YAML 1.2's. Gives up, with the first error, after `MAX_REPAIRS`
+/// tries (each reads the whole text again).
 fn relaxed<T>(text: &str, parse: impl Fn(&str) -> Result<T, Error>) -> Result<T, Error> {
     let first = match parse(text) {
         Ok(value) => return Ok(value),
@@ -106,7 +109,7 @@ fn relaxed<T>(text: &str, parse: impl Fn(&str) -> Result<T, Error>) -> Result<T,
     let mut tries = 0;
     while let Some(i) = at {
         tries += 1;
-        if tries > text.len() {
+        if tries > MAX_REPAIRS {
             break;
         }
         fixed.to_mut().insert(i, ' ');
