@@ -10,7 +10,9 @@
 //! for the gang (the HyperNodeOrder vote: topology domains, one GPU model), the gang is
 //! placed inside the first set that holds it; a hard rule allows nothing else.
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, Weight};
 use crate::framework::fit::TaskUnfit;
 use crate::framework::{Action, SearchBudget, SearchOutcome, Session, Statement};
 use std::collections::BTreeMap;
@@ -37,26 +39,36 @@ pub struct Allocate {
 const SEARCH_TRIES: u32 = 2_000;
 const SEARCH_CYCLE_TRIES: u32 = 200_000;
 
+/// allocate's arguments (`configurations: - name: allocate`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct AllocateArguments {
+    #[serde(rename = "minNodesToFind")]
+    pub min_nodes_to_find: Option<Weight>,
+    #[serde(rename = "percentageOfNodesToFind")]
+    pub percentage_of_nodes_to_find: Option<Weight>,
+    #[serde(rename = "placementSearchTries")]
+    pub placement_search_tries: Option<Weight>,
+    #[serde(rename = "placementSearchCycleTries")]
+    pub placement_search_cycle_tries: Option<Weight>,
+}
+
 pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
-    let min_nodes_to_find = args.get_weight("minNodesToFind")?.unwrap_or(100) as usize;
-    let percentage_of_nodes_to_find = args.get_weight("percentageOfNodesToFind")?.unwrap_or(5);
+    let a: AllocateArguments = args.parse()?;
+    let or = |w: Option<Weight>, default: u32| w.map_or(default, |w| w.0);
+    let min_nodes_to_find = or(a.min_nodes_to_find, 100) as usize;
+    let percentage_of_nodes_to_find = or(a.percentage_of_nodes_to_find, 5);
     if percentage_of_nodes_to_find > 100 {
         return Err(ArgError {
             key: format!("{}.percentageOfNodesToFind", args.path),
             message: format!("must be 0..=100, got {percentage_of_nodes_to_find}"),
         });
     }
-    let search_tries = args
-        .get_weight("placementSearchTries")?
-        .unwrap_or(SEARCH_TRIES);
-    let search_cycle_tries = args
-        .get_weight("placementSearchCycleTries")?
-        .unwrap_or(SEARCH_CYCLE_TRIES);
     Ok(Box::new(Allocate {
         min_nodes_to_find: min_nodes_to_find.max(1),
         percentage_of_nodes_to_find,
-        search_tries: u64::from(search_tries),
-        search_cycle_tries: u64::from(search_cycle_tries),
+        search_tries: u64::from(or(a.placement_search_tries, SEARCH_TRIES)),
+        search_cycle_tries: u64::from(or(a.placement_search_cycle_tries, SEARCH_CYCLE_TRIES)),
     }))
 }
 
@@ -892,11 +904,7 @@ tiers:
     #[test]
     fn arguments_are_validated() {
         use crate::conf::Arguments;
-        let args = |k: &str, v: u64| {
-            let mut a = Arguments::new("configurations[0].arguments", Default::default());
-            a.values.insert(k.into(), serde_yaml::Value::from(v));
-            a
-        };
+        let args = |k: &str, v: u64| Arguments::new("configurations[0].arguments").with(k, v);
         assert!(super::build(&args("percentageOfNodesToFind", 101)).is_err());
         assert!(super::build(&args("percentageOfNodesToFind", 100)).is_ok());
         assert!(

@@ -15,7 +15,9 @@
 //!
 //! A gang is committed only when it is ready; nothing partial is ever bound.
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, Flag};
 use crate::framework::fit::TaskUnfit;
 use crate::framework::{
     Action, NodeRule, NodeSet, Reservation, SearchBudget, SearchOutcome, Session, Statement,
@@ -26,9 +28,16 @@ use super::allocate::best_node;
 
 pub struct Backfill;
 
+/// backfill's argument: `reservation: false` turns EASY backfill's reservation off.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BackfillArguments {
+    pub reservation: Option<Flag>,
+}
+
 pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
     // Read by the session (`reservations_enabled`); checked here so a typo is an error.
-    args.get_bool("reservation")?;
+    args.parse::<BackfillArguments>()?;
     Ok(Box::new(Backfill))
 }
 

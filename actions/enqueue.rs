@@ -3,14 +3,16 @@
 //! training-operator create their pods only after this happens. Closed and Closing queues,
 //! and queues whose parent chain is broken, admit none (`Session::queue_blocked`).
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{Action, Session};
 use crate::model::resource::format_amount;
 use crate::model::{JobId, PodGroupPhase};
 
 pub struct Enqueue;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Enqueue))
 }
 

@@ -17,13 +17,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{Action, RunningIndex, Session, Statement, VictimKind};
 use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Preempt))
 }
 

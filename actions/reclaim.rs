@@ -3,7 +3,7 @@
 //! what keeps the victim's queue at or above its deserved share; gang and conformance as
 //! in preempt). The reclaiming gang's statement commits only if it becomes pipelined.
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{Action, Session, VictimKind};
 use crate::model::{JobId, TaskRef};
 
@@ -11,7 +11,9 @@ use super::preempt::{evict_or_nothing, starving_gangs, Rules};
 
 pub struct Reclaim;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Reclaim))
 }
 

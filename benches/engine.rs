@@ -243,7 +243,7 @@ fn cluster_at(scale: usize, topology: bool, stranded: usize, pod_rules: bool) ->
             _ => None,
         };
         if let Some(rule) = rule {
-            let rules: PodRules = serde_yaml::from_str(&rule).expect("rule YAML");
+            let rules: PodRules = rust_batch::yaml::from_str(&rule).expect("rule YAML");
             let labels = std::sync::Arc::new(testkit::labels(&[("job", &format!("job-{g}"))]));
             for t in &mut gang.tasks {
                 let mut placement = (*t.placement).clone();

@@ -205,7 +205,7 @@ async fn volcano_setup(client: &Client, src: &Path) {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "yaml") {
             let crd: CustomResourceDefinition =
-                serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap())
+                rust_batch::yaml::from_str(&std::fs::read_to_string(&path).unwrap())
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let name = crd.metadata.name.clone().unwrap();
             crds.patch(

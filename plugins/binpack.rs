@@ -3,7 +3,9 @@
 //! `binpack.memory`, `binpack.resources: nvidia.com/gpu, example.com/foo` and
 //! `binpack.resources.nvidia.com/gpu: 2`.
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, Text, Weight};
 use crate::framework::{vote, Plugin, Session};
 use crate::model::resource::{CPU, MEMORY};
 use crate::model::{NodeInfo, Resource, TaskInfo};
@@ -15,29 +17,37 @@ pub struct Binpack {
     pub resources: Vec<(String, f64)>,
 }
 
+/// binpack's arguments, as Volcano spells them (`binpack.resources.NAME` is read per
+/// resource listed in `binpack.resources`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BinpackArguments {
+    #[serde(rename = "binpack.weight")]
+    pub weight: Option<Weight>,
+    #[serde(rename = "binpack.cpu")]
+    pub cpu: Option<Weight>,
+    #[serde(rename = "binpack.memory")]
+    pub memory: Option<Weight>,
+    /// Other resources to pack, comma-separated.
+    #[serde(rename = "binpack.resources")]
+    pub resources: Option<Text>,
+}
+
+/// The weight of each resource in `binpack.resources`: `binpack.resources.nvidia.com/gpu`.
+const RESOURCE_WEIGHT: &str = "binpack.resources.";
+
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
-    let weight = args
-        .get_weight("binpack.weight")?
-        .map(f64::from)
-        .unwrap_or(1.0);
+    let a: BinpackArguments = args.parse()?;
+    args.declare_family(RESOURCE_WEIGHT);
+    let or_one = |w: Option<Weight>| w.map(Weight::as_f64).unwrap_or(1.0);
+    let weight = or_one(a.weight);
     let mut resources = vec![
-        (
-            CPU.to_string(),
-            args.get_weight("binpack.cpu")?
-                .map(f64::from)
-                .unwrap_or(1.0),
-        ),
-        (
-            MEMORY.to_string(),
-            args.get_weight("binpack.memory")?
-                .map(f64::from)
-                .unwrap_or(1.0),
-        ),
+        (CPU.to_string(), or_one(a.cpu)),
+        (MEMORY.to_string(), or_one(a.memory)),
     ];
-    if let Some(list) = args.get_str("binpack.resources")? {
+    if let Some(Text(list)) = a.resources {
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let key = format!("binpack.resources.{name}");
-            let w = args.get_weight(&key)?.map(f64::from).unwrap_or(1.0);
+            let w = or_one(args.get(&format!("{RESOURCE_WEIGHT}{name}"))?);
             resources.push((name.to_string(), w));
         }
     }
@@ -124,18 +134,6 @@ impl Plugin for Binpack {
             vote::NodeOrder,
             Box::new(move |t, n| score_with(weight, &dims, t, n)),
         );
-    }
-
-    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        args.unknown_keys(
-            &[
-                "binpack.weight",
-                "binpack.cpu",
-                "binpack.memory",
-                "binpack.resources",
-            ],
-            &["binpack.resources."],
-        )
     }
 }
 

@@ -1,12 +1,14 @@
 //! conformance: never evict system-critical pods or anything in kube-system.
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{vote, ClusterState, Plugin, Session};
 use crate::model::TaskRef;
 
 pub struct Conformance;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Conformance))
 }
 

@@ -1,13 +1,15 @@
 //! drf: dominant resource fairness between jobs — the job whose largest share of any
 //! cluster resource is smallest goes first.
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{vote, Plugin, Session};
 use crate::model::{JobInfo, Resource};
 
 pub struct Drf;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Drf))
 }
 

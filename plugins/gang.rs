@@ -5,14 +5,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{vote, ClusterState, GangReason, Invalid, Plugin, Session, Vote};
 use crate::model::subgroup::{subgroup_of, subgroups_broken, subgroups_invalid};
 use crate::model::{JobId, JobInfo, MatchPolicy, TaskRef, TaskStatus};
 
 pub struct Gang;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Gang))
 }
 

@@ -28,7 +28,9 @@ use std::rc::Rc;
 
 use std::sync::{Arc, Mutex};
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, List, Text, Weight};
 use crate::framework::{vote, GangDomains, NodeRule, NodeSet, Plugin, Session};
 use crate::model::topology::label_key_problem;
 use crate::model::{
@@ -85,14 +87,6 @@ pub struct GpuModels {
     models: Vec<(Arc<str>, Arc<Vec<NodeId>>)>,
 }
 
-const KEYS: &[&str] = &[
-    "gpu-affinity.topologyLevels",
-    "gpu-affinity.gpuResource",
-    "gpu-affinity.gpuModelLabel",
-    "gpu-affinity.gpuModel",
-    "gpu-affinity.weight",
-];
-
 /// The group of GPU nodes without the model label.
 const UNLABELLED: &str = "(unlabelled)";
 
@@ -101,31 +95,31 @@ const UNLABELLED: &str = "(unlabelled)";
 /// worse one.
 const DOMAINS_PER_LEVEL: usize = 8;
 
+/// gpu-affinity's arguments (see the module's doc).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct GpuAffinityArguments {
+    /// Node label keys, narrowest first: a list, or one comma-separated string.
+    #[serde(rename = "gpu-affinity.topologyLevels")]
+    pub topology_levels: Option<List>,
+    #[serde(rename = "gpu-affinity.gpuResource")]
+    pub gpu_resource: Option<Text>,
+    #[serde(rename = "gpu-affinity.gpuModelLabel")]
+    pub gpu_model_label: Option<Text>,
+    /// hard, soft or off.
+    #[serde(rename = "gpu-affinity.gpuModel")]
+    pub gpu_model: Option<Text>,
+    #[serde(rename = "gpu-affinity.weight")]
+    pub weight: Option<Weight>,
+}
+
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    let a: GpuAffinityArguments = args.parse()?;
     let err = |key: &str, message: String| ArgError {
         key: format!("{}.{key}", args.path),
         message,
     };
-    let levels = match args.values.get("gpu-affinity.topologyLevels") {
-        None | Some(serde_yaml::Value::Null) => Vec::new(),
-        Some(serde_yaml::Value::Sequence(items)) => items
-            .iter()
-            .map(|v| match v {
-                serde_yaml::Value::String(s) => Ok(s.trim().to_string()),
-                _ => Err(err(
-                    "gpu-affinity.topologyLevels",
-                    "expected node label keys".into(),
-                )),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => args
-            .get_str("gpu-affinity.topologyLevels")?
-            .unwrap_or_default()
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect(),
-    };
+    let levels = a.topology_levels.unwrap_or_default().0;
     for key in &levels {
         if let Some(why) = label_key_problem(key) {
             return Err(err(
@@ -134,16 +128,16 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
             ));
         }
     }
-    let model_label = args
-        .get_str("gpu-affinity.gpuModelLabel")?
-        .unwrap_or_else(|| "nvidia.com/gpu.product".into());
+    let model_label = a
+        .gpu_model_label
+        .map_or_else(|| "nvidia.com/gpu.product".into(), |t| t.0);
     if let Some(why) = label_key_problem(&model_label) {
         return Err(err(
             "gpu-affinity.gpuModelLabel",
             format!("{model_label:?} is not a node label key ({why})"),
         ));
     }
-    let model_rule = match args.get_str("gpu-affinity.gpuModel")?.as_deref() {
+    let model_rule = match a.gpu_model.as_ref().map(|t| t.0.as_str()) {
         None | Some("hard") => ModelRule::Hard,
         Some("soft") => ModelRule::Soft,
         Some("off") => ModelRule::Off,
@@ -156,15 +150,12 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
     };
     Ok(Box::new(GpuAffinity {
         levels,
-        gpu_resource: args
-            .get_str("gpu-affinity.gpuResource")?
-            .unwrap_or_else(|| "nvidia.com/gpu".into()),
+        gpu_resource: a
+            .gpu_resource
+            .map_or_else(|| "nvidia.com/gpu".into(), |t| t.0),
         model_label,
         model_rule,
-        weight: args
-            .get_weight("gpu-affinity.weight")?
-            .map(f64::from)
-            .unwrap_or(1.0),
+        weight: a.weight.map(Weight::as_f64).unwrap_or(1.0),
         models_kept: ModelsKept::default(),
     }))
 }
@@ -290,10 +281,6 @@ impl Plugin for GpuAffinity {
                 }),
             );
         }
-    }
-
-    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        args.unknown_keys(KEYS, &[])
     }
 }
 

@@ -4,7 +4,9 @@
 //! affinity, preferred inter-pod affinity and anti-affinity (-100..=100) and soft topology
 //! spread (ScheduleAnyway: fewer matching pods in the node's domain score higher).
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, Weight};
 use crate::framework::{vote, Plugin, Session};
 use crate::model::{NodeInfo, TaintEffect, TaskInfo};
 
@@ -19,29 +21,40 @@ pub struct NodeOrder {
     pub pod_topology_spread: f64,
 }
 
-const KNOWN: &[&str] = &[
-    "leastrequested.weight",
-    "mostrequested.weight",
-    "balancedresource.weight",
-    "tainttoleration.weight",
-    "nodeaffinity.weight",
-    "podaffinity.weight",
-    "podtopologyspread.weight",
-];
+/// nodeorder's arguments: the weights, as Volcano spells them. Volcano's other keys
+/// (`imagelocality.weight`, …) score what this engine does not model: they load with a
+/// warning that says so (`SchedulerConf::resolve_names`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeOrderArguments {
+    #[serde(rename = "leastrequested.weight")]
+    pub least_requested: Option<Weight>,
+    #[serde(rename = "mostrequested.weight")]
+    pub most_requested: Option<Weight>,
+    #[serde(rename = "balancedresource.weight")]
+    pub balanced: Option<Weight>,
+    #[serde(rename = "tainttoleration.weight")]
+    pub taint_toleration: Option<Weight>,
+    #[serde(rename = "nodeaffinity.weight")]
+    pub node_affinity: Option<Weight>,
+    #[serde(rename = "podaffinity.weight")]
+    pub pod_affinity: Option<Weight>,
+    #[serde(rename = "podtopologyspread.weight")]
+    pub pod_topology_spread: Option<Weight>,
+}
 
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
-    let w = |k: &str, default: f64| -> Result<f64, ArgError> {
-        Ok(args.get_weight(k)?.map(f64::from).unwrap_or(default))
-    };
+    let a: NodeOrderArguments = args.parse()?;
+    let w = |w: Option<Weight>, default: f64| w.map(Weight::as_f64).unwrap_or(default);
     Ok(Box::new(NodeOrder {
-        least_requested: w("leastrequested.weight", 1.0)?,
-        most_requested: w("mostrequested.weight", 0.0)?,
-        balanced: w("balancedresource.weight", 1.0)?,
-        taint_toleration: w("tainttoleration.weight", 1.0)?,
-        node_affinity: w("nodeaffinity.weight", 1.0)?,
-        pod_affinity: w("podaffinity.weight", 1.0)?,
+        least_requested: w(a.least_requested, 1.0),
+        most_requested: w(a.most_requested, 0.0),
+        balanced: w(a.balanced, 1.0),
+        taint_toleration: w(a.taint_toleration, 1.0),
+        node_affinity: w(a.node_affinity, 1.0),
+        pod_affinity: w(a.pod_affinity, 1.0),
         // kube-scheduler's default weight for PodTopologySpread.
-        pod_topology_spread: w("podtopologyspread.weight", 2.0)?,
+        pod_topology_spread: w(a.pod_topology_spread, 2.0),
     }))
 }
 
@@ -180,15 +193,6 @@ impl Plugin for NodeOrder {
                 }),
             );
         }
-    }
-
-    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        // Volcano's other weights (imagelocality, …) score things this engine does not
-        // model; they are accepted and have no effect.
-        args.unknown_keys(
-            KNOWN,
-            &["imagelocality.", "selectorspread.", "volumebinding."],
-        )
     }
 }
 

@@ -6,7 +6,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::conf::{ArgError, Arguments};
+use serde::Deserialize;
+
+use crate::conf::{ArgError, Arguments, Number};
 use crate::framework::{vote, Plugin, Session, Vote};
 use crate::model::Resource;
 
@@ -16,8 +18,17 @@ pub struct Overcommit {
 
 pub const DEFAULT_FACTOR: f64 = 1.2;
 
+/// overcommit's argument, as Volcano spells it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OvercommitArguments {
+    #[serde(rename = "overcommit-factor")]
+    pub factor: Option<Number>,
+}
+
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
-    let factor = args.get_f64("overcommit-factor")?.unwrap_or(DEFAULT_FACTOR);
+    let a: OvercommitArguments = args.parse()?;
+    let factor = a.factor.map_or(DEFAULT_FACTOR, |n| n.0);
     if !(1.0..=100.0).contains(&factor) {
         return Err(ArgError {
             key: format!("{}.overcommit-factor", args.path),
@@ -70,10 +81,6 @@ impl Plugin for Overcommit {
         ssn.add_job_enqueued_fn(Box::new(move |job| {
             inqueue.borrow_mut().add(&job.min_request().without_pods());
         }));
-    }
-
-    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        args.unknown_keys(&["overcommit-factor"], &[])
     }
 }
 
@@ -158,12 +165,8 @@ mod tests {
 
     #[test]
     fn the_factor_is_validated() {
-        let args = |v: f64| {
-            let mut a = Arguments::new("tiers[0].plugins[0].arguments", Default::default());
-            a.values
-                .insert("overcommit-factor".into(), serde_yaml::Value::from(v));
-            a
-        };
+        let args =
+            |v: f64| Arguments::new("tiers[0].plugins[0].arguments").with("overcommit-factor", v);
         assert!(super::build(&args(0.5)).is_err());
         assert!(super::build(&args(1.0)).is_ok());
         let err = crate::testkit::checked_conf(&conf("\"lots\""), "s.conf").unwrap_err();

@@ -13,7 +13,7 @@
 //! plugin (`framework::fit::resource_fit`): an over-committed node is never a matter of
 //! configuration.
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::fit::{PodMismatch, Unfit};
 use crate::framework::{vote, Plugin, Session};
 use crate::model::volumes::VolumeMismatch;
@@ -21,7 +21,11 @@ use crate::model::{NodeInfo, TaskInfo};
 
 pub struct Predicates;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments: Volcano's `predicate.*` switches (GPU sharing, proportional, …)
+/// turn off filters rust-batch always applies, and load with a warning that says so
+/// (`SchedulerConf::resolve_names`).
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Predicates))
 }
 
@@ -88,11 +92,6 @@ impl Plugin for Predicates {
                 }),
             );
         }
-    }
-
-    fn argument_warnings(&self, args: &Arguments) -> Vec<String> {
-        // Volcano's predicate.* switches (GPU sharing, proportional, …) are not needed here.
-        args.unknown_keys(&[], &["predicate."])
     }
 }
 

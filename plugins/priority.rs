@@ -1,12 +1,14 @@
 //! priority: higher PriorityClass value first, for jobs and for tasks; only tasks of strictly
 //! lower priority may be preempted.
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{vote, Plugin, Session};
 
 pub struct Priority;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Priority))
 }
 

@@ -9,14 +9,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::conf::{ArgError, Arguments};
+use crate::conf::{ArgError, Arguments, NoArguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::resource::PODS;
 use crate::model::{JobId, QueueInfo, QueueTree, Resource};
 
 pub struct Proportion;
 
-pub fn build(_: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
+    args.parse::<NoArguments>()?;
     Ok(Box::new(Proportion))
 }
 

@@ -8,10 +8,13 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_json::Value;
 use thiserror::Error;
 
+mod arguments;
 mod volcano;
+pub use arguments::{Arguments, Flag, List, NoArguments, Number, Text, UnknownArgument, Weight};
+pub(crate) use volcano::ignored_argument;
 pub use volcano::{VOLCANO_ACTIONS, VOLCANO_PLUGINS};
 
 /// Everything a plugin can vote on. Each maps to Volcano's `enable…` switch.
@@ -172,109 +175,30 @@ pub struct ArgError {
     pub message: String,
 }
 
-/// A plugin's or action's `arguments` map, with typed getters that name the key on error.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Arguments {
-    /// Where the map sits in the file, e.g. `tiers[1].plugins[5].arguments`.
-    pub path: String,
-    pub values: BTreeMap<String, Value>,
-}
-
-impl Arguments {
-    pub fn new(path: impl Into<String>, values: BTreeMap<String, Value>) -> Self {
-        Arguments {
-            path: path.into(),
-            values,
-        }
-    }
-
-    fn error(&self, key: &str, message: String) -> ArgError {
-        ArgError {
-            key: format!("{}.{key}", self.path),
-            message,
-        }
-    }
-
-    pub fn get_f64(&self, key: &str) -> Result<Option<f64>, ArgError> {
-        match self.values.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| self.error(key, format!("expected a number, got {n}"))),
-            // Volcano passes arguments through as strings in some deployments ("10").
-            Some(Value::String(s)) => s
-                .trim()
-                .parse::<f64>()
-                .map(Some)
-                .map_err(|_| self.error(key, format!("expected a number, got {s:?}"))),
-            Some(other) => {
-                Err(self.error(key, format!("expected a number, got {}", describe(other))))
-            }
-        }
-    }
-
-    /// A number that must be a whole number >= 0.
-    pub fn get_weight(&self, key: &str) -> Result<Option<u32>, ArgError> {
-        match self.get_f64(key)? {
-            None => Ok(None),
-            Some(v) if v >= 0.0 && v.fract() == 0.0 && v <= f64::from(u32::MAX) => {
-                Ok(Some(v as u32))
-            }
-            Some(v) => Err(self.error(key, format!("expected a whole number >= 0, got {v}"))),
-        }
-    }
-
-    pub fn get_bool(&self, key: &str) -> Result<Option<bool>, ArgError> {
-        match self.values.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
-            Some(other) => Err(self.error(
-                key,
-                format!("expected true or false, got {}", describe(other)),
-            )),
-        }
-    }
-
-    pub fn get_str(&self, key: &str) -> Result<Option<String>, ArgError> {
-        match self.values.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(Value::Number(n)) => Ok(Some(n.to_string())),
-            Some(other) => {
-                Err(self.error(key, format!("expected a string, got {}", describe(other))))
-            }
-        }
-    }
-
-    /// Keys with a prefix, e.g. `binpack.resources.` for per-resource weights.
-    pub fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.values
-            .keys()
-            .filter_map(move |k| k.strip_prefix(prefix))
-    }
-
-    /// Keys that are not in `known`: reported as warnings (Volcano ignores them too, and
-    /// newer Volcano configs carry arguments we need not act on).
-    pub fn unknown_keys(&self, known: &[&str], prefixes: &[&str]) -> Vec<String> {
-        self.values
-            .keys()
-            .filter(|k| !known.contains(&k.as_str()) && !prefixes.iter().any(|p| k.starts_with(p)))
-            .map(|k| format!("{}.{k}", self.path))
-            .collect()
+/// A switch's value: true or false, or YAML 1.1's other spellings of them (`no`, `off`,
+/// `yes`, `on`, `n`, `y`), which Volcano's YAML reader (gopkg.in/yaml.v2) takes as
+/// booleans for its switches.
+fn switch_value(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.as_str() {
+            "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+            "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
+/// How a message names a value the file gave: `true`, `10`, `"maybe"`, `a list`.
 fn describe(v: &Value) -> String {
     match v {
         Value::Null => "nothing".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a map".into(),
-        Value::Tagged(_) => "a tagged value".into(),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a map".into(),
     }
 }
 
@@ -324,6 +248,8 @@ pub struct SchedulerConf {
     pub strict: bool,
 }
 
+// The values of `arguments` and of the switches are kept as the file gave them: a plugin
+// reads its arguments into its own struct (`Arguments::parse`) when it is built.
 // No deny_unknown_fields: it does not mix with `flatten`; switches are checked by hand.
 #[derive(Deserialize)]
 struct RawPlugin {
@@ -415,7 +341,7 @@ impl SchedulerConf {
                 "the file is empty; it needs at least `actions:` and `tiers:`".into(),
             ));
         }
-        let raw: RawConf = serde_yaml::from_str(text).map_err(|e| syntax(e.to_string()))?;
+        let raw: RawConf = crate::yaml::from_str_with_path(text).map_err(syntax)?;
         let mut warnings = Vec::new();
         for key in raw.other.keys() {
             if !KNOWN_TOP_LEVEL.contains(&key.as_str()) {
@@ -487,18 +413,18 @@ impl SchedulerConf {
                             ),
                         ));
                     };
-                    match value {
-                        Value::Bool(true) => {}
-                        Value::Bool(false) => disabled.extend(kind),
-                        other => {
+                    match switch_value(value) {
+                        Some(true) => {}
+                        Some(false) => disabled.extend(kind),
+                        None => {
                             return Err(invalid(
                                 format!("{at}.{key}"),
-                                format!("expected true or false, got {}", describe(other)),
+                                format!("expected true or false, got {}", describe(value)),
                             ))
                         }
                     }
                 }
-                let arguments = Arguments::new(
+                let arguments = Arguments::from_values(
                     format!("{at}.arguments"),
                     raw_plugin.arguments.unwrap_or_default(),
                 );
@@ -519,7 +445,8 @@ impl SchedulerConf {
         let mut configurations = BTreeMap::new();
         for (i, c) in raw.configurations.into_iter().enumerate() {
             let at = format!("configurations[{i}]");
-            let args = Arguments::new(format!("{at}.arguments"), c.arguments.unwrap_or_default());
+            let args =
+                Arguments::from_values(format!("{at}.arguments"), c.arguments.unwrap_or_default());
             configurations.insert(c.name, args);
         }
 
@@ -534,12 +461,10 @@ impl SchedulerConf {
     }
 
     pub fn action_arguments(&self, action: &str) -> Arguments {
-        self.configurations.get(action).cloned().unwrap_or_else(|| {
-            Arguments::new(
-                format!("configurations[{action}].arguments"),
-                BTreeMap::new(),
-            )
-        })
+        self.configurations
+            .get(action)
+            .cloned()
+            .unwrap_or_else(|| Arguments::new(format!("configurations[{action}].arguments")))
     }
 
     pub fn plugin(&self, name: &str) -> Option<&PluginOption> {
@@ -685,6 +610,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("enableEverything: unknown key"), "{msg}");
+    }
+
+    /// Lists written empty are no items, as Volcano (and serde_yaml before) read them.
+    #[test]
+    fn empty_lists_load() {
+        let conf = SchedulerConf::parse(
+            "actions: allocate\ntiers:\n- plugins:\n- plugins:\n  - name: gang\n    arguments:\nconfigurations:\n",
+            "s.conf",
+        )
+        .unwrap();
+        assert_eq!(conf.tiers.len(), 2);
+        assert!(conf.tiers[0].plugins.is_empty());
+        assert!(conf.plugin("gang").unwrap().arguments.is_empty());
+        let conf = SchedulerConf::parse("actions: allocate\ntiers:\n", "s.conf").unwrap();
+        assert!(conf.tiers.is_empty());
+    }
+
+    /// Syntax errors give the line and column, and the path when there is one.
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let msg = SchedulerConf::parse("actions: allocate\ntiers: 5\n", "s.conf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("s.conf: not a valid scheduler configuration: tiers: ")
+                && msg.ends_with("at line 2, column 8"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -338,7 +338,7 @@ mod tests {
     use crate::testkit::*;
 
     fn anti_affinity() -> Placement {
-        let rules: PodRules = serde_yaml::from_str(
+        let rules: PodRules = crate::yaml::from_str(
             "podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: \
              [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}]}",
         )

@@ -60,9 +60,7 @@ fn checked_in_crds_are_up_to_date() {
 fn crd_yaml_holds_every_crd_and_is_deterministic() {
     let yaml = crd_yaml();
     assert_eq!(yaml, crd_yaml());
-    let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&yaml)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .collect();
+    let docs: Vec<CustomResourceDefinition> = rust_batch::yaml::from_str_multiple(&yaml).unwrap();
     let names: Vec<_> = docs
         .iter()
         .map(|d| d.metadata.name.clone().unwrap())
@@ -136,7 +134,7 @@ status:
 
 #[test]
 fn upstream_podgroup_round_trips_without_loss() {
-    let original: serde_json::Value = serde_yaml::from_str(UPSTREAM_PODGROUP).unwrap();
+    let original: serde_json::Value = rust_batch::yaml::from_str(UPSTREAM_PODGROUP).unwrap();
     let pg: PodGroup = serde_json::from_value(original.clone()).unwrap();
 
     assert_eq!(pg.metadata.namespace.as_deref(), Some("team-a"));
@@ -410,7 +408,7 @@ fn volcano_crd_schema(file: &str) -> serde_json::Value {
         .join("installer/helm/chart/volcano/crd/bases")
         .join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let crd: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let crd: serde_json::Value = rust_batch::yaml::from_str(&text).unwrap();
     let version = crd["spec"]["versions"]
         .as_array()
         .and_then(|v| v.iter().find(|v| v["name"] == "v1beta1"))

@@ -6,16 +6,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use rust_batch::conf::SchedulerConf;
-use serde::Deserialize;
 
-fn documents() -> Vec<serde_yaml::Value> {
+fn documents() -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/deploy/rust-batch.yaml"
     ))
     .unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML document"))
+    rust_batch::yaml::from_str_multiple::<serde_json::Value>(&text)
+        .expect("valid YAML document")
+        .into_iter()
         .collect()
 }
 
@@ -24,7 +24,7 @@ fn of_kind<T: serde::de::DeserializeOwned>(kind: &str) -> T {
         .into_iter()
         .find(|d| d["kind"] == kind)
         .unwrap_or_else(|| panic!("no {kind}"));
-    serde_yaml::from_value(doc).unwrap_or_else(|e| panic!("{kind} does not parse: {e}"))
+    serde_json::from_value(doc).unwrap_or_else(|e| panic!("{kind} does not parse: {e}"))
 }
 
 #[test]

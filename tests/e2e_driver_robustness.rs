@@ -506,24 +506,27 @@ async fn kubeconfig_and_context_flags_choose_the_cluster() {
     .await;
     // The file's current context points nowhere; --context picks the real one. $KUBECONFIG
     // names a file that does not exist, so only --kubeconfig can be what connects.
-    let mut config: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(scheduler_kubeconfig()).unwrap()).unwrap();
+    let mut config: serde_json::Value =
+        rust_batch::yaml::from_str(&std::fs::read_to_string(scheduler_kubeconfig()).unwrap())
+            .unwrap();
     let real = config["contexts"][0]["context"].clone();
-    config["clusters"].as_sequence_mut().unwrap().push(
-        serde_yaml::from_str("{name: nowhere, cluster: {server: 'https://127.0.0.1:1'}}").unwrap(),
+    config["clusters"].as_array_mut().unwrap().push(
+        rust_batch::yaml::from_str("{name: nowhere, cluster: {server: 'https://127.0.0.1:1'}}")
+            .unwrap(),
     );
     config["contexts"] =
-        serde_yaml::from_str("[{name: wrong, context: {cluster: nowhere, user: x}}]").unwrap();
-    let mut right = serde_yaml::Mapping::new();
+        rust_batch::yaml::from_str("[{name: wrong, context: {cluster: nowhere, user: x}}]")
+            .unwrap();
+    let mut right = serde_json::Map::new();
     right.insert("name".into(), "right".into());
     right.insert("context".into(), real);
     config["contexts"]
-        .as_sequence_mut()
+        .as_array_mut()
         .unwrap()
         .push(right.into());
     config["current-context"] = "wrong".into();
     let path = std::env::temp_dir().join(format!("rb-contexts-{}.kubeconfig", std::process::id()));
-    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    std::fs::write(&path, rust_batch::yaml::to_string(&config).unwrap()).unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_rust-batch"))
         .args(["run", "--scheduler-name", name, "--http-address", "off"])
         .args(["--kubeconfig", path.to_str().unwrap(), "--context", "right"])

@@ -16,19 +16,19 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde::Deserialize;
 use serde_json::json;
 
 const NAMESPACE: &str = "rust-batch-system";
 
-fn documents() -> Vec<serde_yaml::Value> {
-    serde_yaml::Deserializer::from_str(rendered_manifests())
-        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML"))
+fn documents() -> Vec<serde_json::Value> {
+    rust_batch::yaml::from_str_multiple::<serde_json::Value>(rendered_manifests())
+        .expect("valid YAML")
+        .into_iter()
         .filter(|d| !d.is_null())
         .collect()
 }
 
-fn of_kind(kind: &str) -> serde_yaml::Value {
+fn of_kind(kind: &str) -> serde_json::Value {
     documents()
         .into_iter()
         .find(|d| d["kind"] == kind)
@@ -38,7 +38,7 @@ fn of_kind(kind: &str) -> serde_yaml::Value {
 /// The render's Namespace, applied (server-side, idempotent): namespaced objects can only be
 /// dry-run into a namespace that exists.
 async fn ensure_namespace(client: &kube::Client) {
-    let ns: Namespace = serde_yaml::from_value(of_kind("Namespace")).unwrap();
+    let ns: Namespace = serde_json::from_value(of_kind("Namespace")).unwrap();
     Api::<Namespace>::all(client.clone())
         .patch(
             NAMESPACE,
@@ -92,7 +92,7 @@ async fn the_render_passes_a_server_side_dry_run() {
 async fn pod_security_restricted_admits_the_schedulers_pod() {
     let client = client().await;
     ensure_namespace(&client).await;
-    let ns: Namespace = serde_yaml::from_value(of_kind("Namespace")).unwrap();
+    let ns: Namespace = serde_json::from_value(of_kind("Namespace")).unwrap();
     assert_eq!(
         ns.metadata.labels.unwrap_or_default()["pod-security.kubernetes.io/enforce"],
         "restricted"
@@ -217,7 +217,7 @@ async fn the_deployments_command_config_and_rbac_bind_a_gang() {
 /// `lease` and reads its configuration from `conf`; every other argument as shipped.
 fn deployment_args(scheduler: &str, http: &str, lease: &str, conf: &str) -> Vec<String> {
     let container = of_kind("Deployment")["spec"]["template"]["spec"]["containers"][0].clone();
-    let shipped: Vec<String> = serde_yaml::from_value(container["args"].clone()).unwrap();
+    let shipped: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
     let mut args: Vec<String> = shipped
         .into_iter()
         .filter(|a| !a.starts_with("--scheduler-name="))

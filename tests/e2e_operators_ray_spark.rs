@@ -41,7 +41,6 @@ use kube::Client;
 use rust_batch::kube::convert::resource_list;
 use rust_batch::kube::dialects::volcano::PodGroup;
 use rust_batch::model::Resource;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The scheduler name both operators put on every pod they create.
@@ -63,8 +62,9 @@ fn apply(objects: &Value) {
 fn yaml_documents(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{} (operator source) reads: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| Value::deserialize(doc).expect("YAML document parses"))
+    rust_batch::yaml::from_str_multiple::<Value>(&text)
+        .expect("YAML document parses")
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -752,8 +752,7 @@ async fn install_spark_operator(client: &Client, spark: &Built, ns: &str) -> Pat
     );
     let rendered = String::from_utf8(out.stdout).unwrap();
     let mut account = None;
-    for doc in serde_yaml::Deserializer::from_str(&rendered) {
-        let doc = Value::deserialize(doc).unwrap();
+    for doc in rust_batch::yaml::from_str_multiple::<Value>(&rendered).unwrap() {
         let kind = doc["kind"].as_str().unwrap_or_default();
         if ![
             "ServiceAccount",
@@ -789,16 +788,16 @@ fn service_account_token_kubeconfig(namespace: &str, name: &str) -> PathBuf {
         "",
     );
     let admin = std::env::var("KUBECONFIG").expect("KUBECONFIG is set by with-cluster.sh");
-    let mut config: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
-    for user in config["users"].as_sequence_mut().expect("users") {
-        user["user"] = serde_yaml::to_value(json!({"token": token.trim()})).unwrap();
+    let mut config: serde_json::Value =
+        rust_batch::yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
+    for user in config["users"].as_array_mut().expect("users") {
+        user["user"] = serde_json::to_value(json!({"token": token.trim()})).unwrap();
     }
     let path = std::env::temp_dir().join(format!(
         "rb-token-{namespace}-{name}-{}.kubeconfig",
         std::process::id()
     ));
-    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    std::fs::write(&path, rust_batch::yaml::to_string(&config).unwrap()).unwrap();
     path
 }
 

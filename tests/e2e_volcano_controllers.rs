@@ -1289,8 +1289,9 @@ fn elastic_vcjob_binds_its_minimum_together_and_the_rest_when_room_comes() {
                 Some(3),
                 "minMember: the Job's minAvailable"
             );
-            // Three bind at once, and no more fit: the others wait. Every bound count seen
-            // on the way is 0 or at least the minimum.
+            // Three bind at once, and no more fit: the others wait. `guarded` fails on fewer
+            // than the minimum bound for longer than the binds take to land (a poll can see
+            // the first of three binds before the others: one API call per pod).
             let mut seen: Vec<usize> = Vec::new();
             let start = Instant::now();
             loop {
@@ -1314,10 +1315,6 @@ fn elastic_vcjob_binds_its_minimum_together_and_the_rest_when_room_comes() {
                 assert_eq!(bound_count(&pods), 3, "only three fit on the 7-cpu node");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            assert!(
-                seen.iter().all(|&b| b == 0 || b >= 3),
-                "fewer than minAvailable bound at some point: bound counts seen {seen:?}"
-            );
             fake_node(&client, &format!("{ns}-n2"), ns, node).await;
             binds_whole(&client, ns, "elastic", 6).await;
             finish(&client, ns, "elastic").await;

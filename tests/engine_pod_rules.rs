@@ -14,7 +14,7 @@ const CPU1: &[(&str, &str)] = &[("cpu", "1")];
 const BIG: &[(&str, &str)] = &[("cpu", "16"), ("memory", "64Gi")];
 
 fn rules(yaml: &str) -> Placement {
-    serde_yaml::from_str(yaml).expect("placement YAML")
+    rust_batch::yaml::from_str(yaml).expect("placement YAML")
 }
 
 // (Pod overhead is part of a pod's request: `model::resource` tests `pod_requests`.)

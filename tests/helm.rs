@@ -7,8 +7,6 @@ mod common;
 
 use std::process::Command;
 
-use serde::Deserialize;
-
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/helm/rust-batch");
 
 fn helm_binary() -> String {
@@ -46,7 +44,7 @@ fn helm(args: &[&str]) -> Result<String, String> {
 }
 
 /// The chart rendered (release `rust-batch` in rust-batch-system) with `sets`.
-fn render(sets: &[&str]) -> Vec<serde_yaml::Value> {
+fn render(sets: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec![
         "template",
         "rust-batch",
@@ -58,26 +56,27 @@ fn render(sets: &[&str]) -> Vec<serde_yaml::Value> {
         args.extend(["--set", s]);
     }
     let text = helm(&args).unwrap_or_else(|e| panic!("helm template {sets:?}: {e}"));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).expect("valid YAML"))
+    rust_batch::yaml::from_str_multiple::<serde_json::Value>(&text)
+        .expect("valid YAML")
+        .into_iter()
         .filter(|d| !d.is_null())
         .collect()
 }
 
-fn kinds(docs: &[serde_yaml::Value]) -> Vec<String> {
+fn kinds(docs: &[serde_json::Value]) -> Vec<String> {
     docs.iter()
         .map(|d| d["kind"].as_str().unwrap().to_string())
         .collect()
 }
 
-fn find<'a>(docs: &'a [serde_yaml::Value], kind: &str) -> &'a serde_yaml::Value {
+fn find<'a>(docs: &'a [serde_json::Value], kind: &str) -> &'a serde_json::Value {
     docs.iter()
         .find(|d| d["kind"] == kind)
         .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(docs)))
 }
 
-fn args(docs: &[serde_yaml::Value]) -> Vec<String> {
-    serde_yaml::from_value(
+fn args(docs: &[serde_json::Value]) -> Vec<String> {
+    serde_json::from_value(
         find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
     )
     .unwrap()
@@ -113,9 +112,10 @@ fn helm_lint_passes_with_default_and_optional_values() {
 
 #[test]
 fn the_chart_matches_the_crate_version() {
-    let chart: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(format!("{CHART}/Chart.yaml")).unwrap())
-            .unwrap();
+    let chart: serde_json::Value = rust_batch::yaml::from_str(
+        &std::fs::read_to_string(format!("{CHART}/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
     let docs = render(&[]);
     let image = find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]

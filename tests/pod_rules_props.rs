@@ -111,7 +111,7 @@ fn rules_of(gang: &str, rule: Rule) -> Placement {
     let selector = format!("{{matchLabels: {{gang: {gang}}}}}");
     let yaml = match rule {
         Rule::None => return Placement::default(),
-        Rule::Port(p) => return serde_yaml::from_str(&format!("hostPorts: [{{port: {p}}}]")).unwrap(),
+        Rule::Port(p) => return rust_batch::yaml::from_str(&format!("hostPorts: [{{port: {p}}}]")).unwrap(),
         Rule::HostAnti => format!(
             "podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: [{{topologyKey: kubernetes.io/hostname, labelSelector: {selector}}}]}}"
         ),
@@ -125,7 +125,7 @@ fn rules_of(gang: &str, rule: Rule) -> Placement {
             "topologySpreadConstraints: [{{maxSkew: {skew}, topologyKey: {ZONE}, labelSelector: {selector}}}]"
         ),
     };
-    let rules: PodRules = serde_yaml::from_str(&yaml).unwrap();
+    let rules: PodRules = rust_batch::yaml::from_str(&yaml).unwrap();
     Placement {
         pod_rules: Some(Box::new(rules)),
         ..Default::default()

@@ -69,7 +69,7 @@ fn check_config_reads_the_shipped_configuration_in_an_empty_root() {
     .unwrap();
     let conf = manifests
         .split("\n---")
-        .map(|d| serde_yaml::from_str::<serde_yaml::Value>(d).unwrap())
+        .map(|d| rust_batch::yaml::from_str::<serde_json::Value>(d).unwrap())
         .find(|d| d["kind"] == "ConfigMap")
         .expect("the ConfigMap")["data"]["volcano-scheduler.conf"]
         .as_str()

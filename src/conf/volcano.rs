@@ -6,8 +6,7 @@
 //! The lists are copied from the Volcano source at tag v1.15.1 (the module in
 //! `volcano.sh/volcano@v1.15.1`); each names the file it comes from.
 
-use serde::Deserialize;
-use serde_yaml::Value;
+use serde_json::Value;
 
 use super::{Arguments, ConfError, SchedulerConf};
 
@@ -252,7 +251,10 @@ fn volcano_action(name: &str) -> Option<&'static str> {
 
 /// The name `wanted` was most likely meant to be, among `candidates`: equal but for case
 /// and separators ("numaaware", "Task_Topology"), else the closest within a few edits.
-fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(super) fn closest<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let squash = |s: &str| -> String {
         s.chars()
             .filter(|c| c.is_ascii_alphanumeric())
@@ -367,7 +369,7 @@ impl SchedulerConf {
                             ),
                         });
                     }
-                    let arguments = if plugin.arguments.values.is_empty() {
+                    let arguments = if plugin.arguments.is_empty() {
                         ""
                     } else {
                         " with its arguments"
@@ -445,18 +447,25 @@ impl SchedulerConf {
     }
 }
 
+/// Why rust-batch ignores `key` of `owner`'s arguments, when Volcano reads it and
+/// rust-batch does not (`resolve_names` warns about it; the owner need not know it).
+pub(crate) fn ignored_argument(owner: &str, key: &str) -> Option<&'static str> {
+    IGNORED_ARGUMENTS
+        .iter()
+        .find(|r| {
+            r.owner == owner && (r.key == key || (r.key.ends_with('.') && key.starts_with(r.key)))
+        })
+        .map(|r| r.why)
+}
+
 /// Warnings for the arguments of `owner` that Volcano reads and rust-batch ignores.
 fn ignored_arguments(owner: &str, args: &Arguments) -> Vec<String> {
-    args.values
-        .keys()
+    args.keys()
         .filter_map(|key| {
-            let rule = IGNORED_ARGUMENTS.iter().find(|r| {
-                r.owner == owner
-                    && (r.key == key || (r.key.ends_with('.') && key.starts_with(r.key)))
-            })?;
+            let why = ignored_argument(owner, key)?;
             Some(format!(
-                "{}.{key}: ignored: {} (Volcano's {owner} reads it)",
-                args.path, rule.why
+                "{}.{key}: ignored: {why} (Volcano's {owner} reads it)",
+                args.path
             ))
         })
         .collect()
@@ -472,20 +481,16 @@ pub(super) fn config_map_payload(text: &str) -> Result<Option<(String, String)>,
     if !text.contains("ConfigMap") {
         return Ok(None);
     }
-    let mut documents = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        match Value::deserialize(document) {
-            Ok(v) => documents.push(v),
-            Err(_) => return Ok(None),
-        }
-    }
+    let Ok(documents) = crate::yaml::from_str_multiple::<Value>(text) else {
+        return Ok(None);
+    };
     // A `kubectl get -o yaml` of several objects is a List with items.
     let objects: Vec<&Value> = documents
         .iter()
         .flat_map(|d| match d.get("kind").and_then(Value::as_str) {
             Some("List") => d
                 .get("items")
-                .and_then(Value::as_sequence)
+                .and_then(Value::as_array)
                 .map(|items| items.iter().collect())
                 .unwrap_or_default(),
             _ => vec![d],
@@ -505,14 +510,10 @@ pub(super) fn config_map_payload(text: &str) -> Result<Option<(String, String)>,
         }
     };
     let conf_keys = |cm: &Value| -> Vec<String> {
-        let Some(data) = cm.get("data").and_then(Value::as_mapping) else {
+        let Some(data) = cm.get("data").and_then(Value::as_object) else {
             return Vec::new();
         };
-        let keys: Vec<String> = data
-            .keys()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect();
+        let keys: Vec<String> = data.keys().cloned().collect();
         if keys.iter().any(|k| k == "volcano-scheduler.conf") {
             vec!["volcano-scheduler.conf".to_string()]
         } else {
@@ -545,13 +546,8 @@ pub(super) fn config_map_payload(text: &str) -> Result<Option<(String, String)>,
     let [key] = keys.as_slice() else {
         let data: Vec<String> = chosen
             .get("data")
-            .and_then(Value::as_mapping)
-            .map(|d| {
-                d.keys()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
+            .and_then(Value::as_object)
+            .map(|d| d.keys().cloned().collect())
             .unwrap_or_default();
         return Err(format!(
             "ConfigMap {}: data has {} (want volcano-scheduler.conf, or exactly one *.conf key)",

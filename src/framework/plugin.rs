@@ -11,13 +11,11 @@ pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
     fn on_session_open(&self, ssn: &mut Session);
     fn on_session_close(&self, _ssn: &mut Session) {}
-    /// Arguments the plugin does not know (reported, not fatal: Volcano ignores them too).
-    fn argument_warnings(&self, _args: &Arguments) -> Vec<String> {
-        Vec::new()
-    }
 }
 
-/// Builds a plugin from its arguments; a bad argument is an error naming the key.
+/// Builds a plugin from its arguments, which it reads into its own struct
+/// (`Arguments::parse`, `NoArguments` for none): a bad argument is an error naming the key;
+/// the keys it did not read are then warned about (`Scheduler::new`).
 pub type PluginBuilder = fn(&Arguments) -> Result<Box<dyn Plugin>, ArgError>;
 
 /// An action runs once per session, in configured order, and changes the session only
@@ -27,6 +25,7 @@ pub trait Action: Send + Sync {
     fn execute(&self, ssn: &mut Session);
 }
 
+/// Builds an action from its arguments (`configurations:`), read as a plugin's are.
 pub type ActionBuilder = fn(&Arguments) -> Result<Box<dyn Action>, ArgError>;
 
 /// Every action and plugin a configuration may name, with its builder. The framework knows

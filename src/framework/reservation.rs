@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::fit::resource_fit;
 use super::outcome::ReservedNodes;
 use super::session::Session;
+use crate::conf::Flag;
 use crate::model::{JobId, NodeId, NodeInfo, NodeTask, Resource, TaskStatus, Timestamp};
 
 /// Where and when the head-of-line gang will fit.
@@ -58,11 +59,10 @@ impl Session {
         let conf = self.conf();
         conf.actions.iter().any(|a| a == "backfill")
             && conf
-                .action_arguments("backfill")
-                .get_bool("reservation")
-                .ok()
-                .flatten()
-                != Some(false)
+                .configurations
+                .get("backfill")
+                .and_then(|args| args.get::<Flag>("reservation").ok().flatten())
+                != Some(Flag(false))
     }
 
     /// The reservation in force this session, if any.

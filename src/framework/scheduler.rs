@@ -6,7 +6,7 @@ use super::node_search::KeptStaticFits;
 use super::outcome::SessionResult;
 use super::plugin::{Action, ConfiguredPlugin, Registry};
 use super::session::Session;
-use crate::conf::{ConfError, SchedulerConf};
+use crate::conf::{ignored_argument, Arguments, ConfError, SchedulerConf};
 use crate::model::Timestamp;
 use crate::snapshot::Snapshot;
 
@@ -23,8 +23,8 @@ impl Scheduler {
     /// Builds every configured action and plugin once, from `registry`: an unknown name or
     /// a bad argument is an error naming the key; a Volcano plugin or action the registry
     /// lacks is skipped with a warning (an error with `conf.strict`, see
-    /// `SchedulerConf::resolve_names`); arguments a plugin does not use are added to the
-    /// configuration's warnings.
+    /// `SchedulerConf::resolve_names`); arguments a plugin or action does not read are added
+    /// to the configuration's warnings, with the nearest one it reads.
     pub fn new(mut conf: SchedulerConf, registry: &Registry) -> Result<Self, ConfError> {
         conf.resolve_names(&registry.action_names(), &registry.plugin_names())?;
         let invalid = |key: String, message: String| ConfError::Invalid {
@@ -45,8 +45,10 @@ impl Scheduler {
             }
         }
 
+        // Each argument map is read by the plugin or action that owns it; the keys it did not
+        // read are warned about afterwards, with its owner's name.
         let mut plugins = Vec::new();
-        let mut warnings = Vec::new();
+        let mut read = Vec::new();
         for (t, tier) in conf.tiers.iter().enumerate() {
             for (p, option) in tier.plugins.iter().enumerate() {
                 let Some(build) = registry.plugin(&option.name) else {
@@ -60,7 +62,7 @@ impl Scheduler {
                     ));
                 };
                 let plugin = build(&option.arguments).map_err(|e| invalid(e.key, e.message))?;
-                warnings.extend(plugin.argument_warnings(&option.arguments));
+                read.push((option.name.as_str(), &option.arguments));
                 plugins.push(ConfiguredPlugin {
                     name: plugin.name(),
                     plugin,
@@ -85,22 +87,20 @@ impl Scheduler {
             if !conf.actions.contains(name) {
                 build(args).map_err(|e| invalid(e.key, e.message))?;
             }
+            read.push((name.as_str(), args));
         }
         let mut actions = Vec::new();
         for name in &conf.actions {
             let build = registry.action(name).expect("checked above");
-            let args = conf.action_arguments(name);
-            actions.push(build(&args).map_err(|e| invalid(e.key, e.message))?);
+            let built = match conf.configurations.get(name) {
+                Some(args) => build(args),
+                None => build(&conf.action_arguments(name)),
+            };
+            actions.push(built.map_err(|e| invalid(e.key, e.message))?);
         }
 
-        // A configuration checked twice (by a command, then by the driver) warns once, and
-        // a key `resolve_names` already warned about is not named again.
-        for w in warnings {
-            let said = |c: &String| *c == w || c.starts_with(&format!("{w}: "));
-            if !conf.warnings.iter().any(said) {
-                conf.warnings.push(w);
-            }
-        }
+        let warnings = unread_arguments(&read, &conf.warnings);
+        conf.warnings.extend(warnings);
         Ok(Scheduler {
             conf: Arc::new(conf),
             plugins: plugins.into(),
@@ -174,6 +174,38 @@ impl Scheduler {
     pub fn open_close(&self, snapshot: Snapshot, now: Timestamp) -> SessionResult {
         self.open_session(snapshot, now).close()
     }
+}
+
+/// Warnings for the keys each owner (plugin or action) did not read from its arguments
+/// (`Arguments::unknown`): the key's path, and when a key it reads is near, "did you mean"
+/// it. Keys Volcano reads and rust-batch deliberately ignores are left to
+/// `resolve_names`'s warning, and a key some warning in `said` already names is not named
+/// again (a configuration checked twice, by a command and then by the driver, warns once).
+fn unread_arguments(read: &[(&str, &Arguments)], said: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (owner, args) in read {
+        for unknown in args.unknown() {
+            let named = |w: &String| {
+                *w == unknown.path
+                    || w.strip_prefix(unknown.path.as_str())
+                        .is_some_and(|rest| rest.starts_with(": "))
+            };
+            if ignored_argument(owner, &unknown.key).is_some()
+                || said.iter().chain(&warnings).any(named)
+            {
+                continue;
+            }
+            warnings.push(match unknown.suggestion {
+                // The path alone, as the warnings have always named an unknown argument.
+                None => unknown.path,
+                Some(near) => format!(
+                    "{}: not an argument of {owner}, ignored; did you mean {near:?}?",
+                    unknown.path
+                ),
+            });
+        }
+    }
+    warnings
 }
 
 /// Which of a plugin's session hooks runs.

@@ -560,7 +560,7 @@ mod tests {
     use crate::testkit::labels;
 
     fn pod(yaml: &str) -> Pod {
-        serde_yaml::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     #[test]
@@ -985,7 +985,7 @@ spec:
 
     #[test]
     fn nodes_convert_with_taints_and_readiness() {
-        let n: Node = serde_yaml::from_str(
+        let n: Node = crate::yaml::from_str(
             r#"
 metadata: {name: n1, labels: {pool: gpu}}
 spec:
@@ -1004,7 +1004,7 @@ status:
 
     #[test]
     fn what_the_engine_does_not_model_is_named_and_the_rest_passes() {
-        let spec = |yaml: &str| -> PodSpec { serde_yaml::from_str(yaml).unwrap() };
+        let spec = |yaml: &str| -> PodSpec { crate::yaml::from_str(yaml).unwrap() };
         assert_eq!(
             unsupported_fields(&spec(
                 "containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n\

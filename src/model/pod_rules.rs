@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn selectors_match_like_kubernetes() {
-        let s: LabelSelector = serde_yaml::from_str(
+        let s: LabelSelector = crate::yaml::from_str(
             "{matchLabels: {app: x}, matchExpressions: [{key: tier, operator: NotIn, values: [db]}, {key: gpu, operator: Exists}]}",
         )
         .unwrap();
@@ -527,13 +527,13 @@ mod tests {
     #[test]
     fn bad_rules_name_their_field() {
         let rules: PodRules =
-            serde_yaml::from_str("{topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone}]}")
+            crate::yaml::from_str("{topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone}]}")
                 .unwrap();
         assert_eq!(
             rules.problem().as_deref(),
             Some("topologySpreadConstraints[0]: maxSkew must be at least 1, not 0")
         );
-        let rules: PodRules = serde_yaml::from_str(
+        let rules: PodRules = crate::yaml::from_str(
             "{podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: a, operator: In}]}}]}}",
         )
         .unwrap();

@@ -460,13 +460,13 @@ pub struct ResourceList(pub Resource);
 
 impl<'de> Deserialize<'de> for ResourceList {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw: std::collections::BTreeMap<String, serde_yaml::Value> =
+        let raw: std::collections::BTreeMap<String, serde_json::Value> =
             Deserialize::deserialize(d)?;
         let mut pairs = Vec::with_capacity(raw.len());
         for (name, value) in &raw {
             let text = match value {
-                serde_yaml::Value::String(s) => s.clone(),
-                serde_yaml::Value::Number(n) => n.to_string(),
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
                 other => {
                     return Err(serde::de::Error::custom(format!(
                         "resource {name}: expected a quantity, got {other:?}"

@@ -51,10 +51,10 @@ pub struct Millis(pub i64);
 
 impl<'de> Deserialize<'de> for Millis {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = serde_yaml::Value::deserialize(d)?;
+        let v = serde_json::Value::deserialize(d)?;
         let text = match &v {
-            serde_yaml::Value::String(s) => s.clone(),
-            serde_yaml::Value::Number(n) if n.as_u64() == Some(0) => "0s".into(),
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) if n.as_u64() == Some(0) => "0s".into(),
             other => {
                 return Err(serde::de::Error::custom(format!(
                     "expected a duration such as \"30s\" or \"10m\", got {other:?}"
@@ -564,29 +564,12 @@ impl Scenario {
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
-        // serde_path_to_error names the exact field ("jobs[0].submitAt"), which serde_yaml
-        // alone loses for values with their own deserializers (quantities, durations).
-        let scenario: Scenario = serde_path_to_error::deserialize(
-            serde_yaml::Deserializer::from_str(text),
-        )
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner().to_string();
-            // serde_yaml prefixes its own (shorter) path; keep ours.
-            let inner = inner
-                .split_once(": ")
-                .filter(|(p, _)| !p.contains(' '))
-                .map(|(_, m)| m.to_string())
-                .unwrap_or(inner);
-            ScenarioError::Parse {
+        // The error names the exact field ("jobs[0].submitAt: …"), with line and column.
+        let scenario: Scenario =
+            crate::yaml::from_str_with_path(text).map_err(|message| ScenarioError::Parse {
                 file: file.to_string(),
-                message: if path.is_empty() || path == "." {
-                    inner.to_string()
-                } else {
-                    format!("{path}: {inner}")
-                },
-            }
-        })?;
+                message,
+            })?;
         scenario.validate(file)?;
         Ok(scenario)
     }

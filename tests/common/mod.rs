@@ -45,7 +45,7 @@ pub async fn install_crds(client: &Client) {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     for (_, yaml) in crd_files() {
         let crd: CustomResourceDefinition =
-            serde_yaml::from_str(&yaml).expect("generated CRD parses");
+            rust_batch::yaml::from_str(&yaml).expect("generated CRD parses");
         let name = crd.metadata.name.clone().unwrap();
         api.patch(
             &name,
@@ -187,11 +187,11 @@ pub fn scheduler_kubeconfig() -> &'static std::path::Path {
 pub fn impersonating_kubeconfig(namespace: &str, name: &str) -> std::path::PathBuf {
     let admin = std::env::var("KUBECONFIG")
         .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
-    let mut config: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
-    for user in config["users"].as_sequence_mut().expect("users") {
+    let mut config: serde_json::Value =
+        rust_batch::yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
+    for user in config["users"].as_array_mut().expect("users") {
         user["user"]["as"] = format!("system:serviceaccount:{namespace}:{name}").into();
-        user["user"]["as-groups"] = serde_yaml::to_value([
+        user["user"]["as-groups"] = serde_json::to_value([
             "system:serviceaccounts".to_string(),
             format!("system:serviceaccounts:{namespace}"),
             "system:authenticated".to_string(),
@@ -202,7 +202,7 @@ pub fn impersonating_kubeconfig(namespace: &str, name: &str) -> std::path::PathB
         "rb-{namespace}-{name}-{}.kubeconfig",
         std::process::id()
     ));
-    std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    std::fs::write(&path, rust_batch::yaml::to_string(&config).unwrap()).unwrap();
     path
 }
 

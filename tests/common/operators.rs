@@ -234,14 +234,14 @@ pub fn report_field(name: &str, key: &str) -> String {
 /// the operator's Deployment, or what would get in the way here, such as a webhook
 /// registration the API server cannot reach). Waits until its CustomResourceDefinitions are
 /// established. Returns `Kind/name` of each object applied.
-pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool) -> Vec<String> {
-    use serde::Deserialize;
+pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_json::Value) -> bool) -> Vec<String> {
     let rendered = super::kubectl_admin(&["kustomize", &dir.display().to_string()], "");
     let mut applied = Vec::new();
     let mut crds: Vec<String> = Vec::new();
     let mut kept = String::new();
-    for document in serde_yaml::Deserializer::from_str(&rendered) {
-        let object = serde_yaml::Value::deserialize(document).expect("kustomize renders YAML");
+    let documents: Vec<serde_json::Value> =
+        rust_batch::yaml::from_str_multiple(&rendered).expect("kustomize renders YAML");
+    for object in documents {
         if object.is_null() || !keep(&object) {
             continue;
         }
@@ -255,7 +255,7 @@ pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_yaml::Value) -> bool
         }
         applied.push(format!("{kind}/{name}"));
         kept.push_str("---\n");
-        kept.push_str(&serde_yaml::to_string(&object).unwrap());
+        kept.push_str(&rust_batch::yaml::to_string(&object).unwrap());
     }
     assert!(!applied.is_empty(), "nothing kept from {}", dir.display());
     super::kubectl_admin(

@@ -319,11 +319,11 @@ mod tests {
     use crate::model::{GangMode, TaskInfo};
 
     fn x_k8s(yaml: &str) -> XK8sPodGroup {
-        serde_yaml::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     fn sigs(yaml: &str) -> SigsPodGroup {
-        serde_yaml::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     #[test]

@@ -337,7 +337,7 @@ pub fn crd_files() -> Vec<(&'static str, String)> {
     crd_list()
         .into_iter()
         .map(|(name, crd)| {
-            let yaml = serde_yaml::to_string(&crd).expect("a CRD serializes to YAML");
+            let yaml = crate::yaml::to_string(&crd).expect("a CRD serializes to YAML");
             (name, format!("{GENERATED_HEADER}{yaml}"))
         })
         .collect()
