@@ -26,8 +26,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::operators::{
-    apply_kustomization, built, group_of, placements, pod_group_named, volcano_name_lock, Built,
-    Operator,
+    apply_kustomization, built, group_of, guarded, placements, pod_group_named, volcano_name_lock,
+    Built, Operator,
 };
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
@@ -49,11 +49,6 @@ const TRAINING_OPERATOR_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs"
 /// The MPI operator's health endpoint: a constant in cmd/mpi-operator/app/server.go,
 /// bound on every interface, not a flag.
 const MPI_OPERATOR_HEALTH_PORT: u16 = 8080;
-/// Binding a gang is one API call per pod: for a moment an observer may see part of a gang
-/// bound while the rest of its binds are in flight. A gang still partial after this long
-/// was bound partially.
-const BIND_GRACE: Duration = Duration::from_secs(3);
-
 /// A kwok node with 4 cpus and no GPU (the MPI jobs here ask for cpu only).
 fn cpu_node() -> Value {
     json!({"cpu": "4", "memory": "32Gi"})
@@ -643,55 +638,6 @@ async fn runs_to_success(client: &Client, ns: &str, kind: &str, job: &str, role:
 // ---------------------------------------------------------------------------------------
 // The invariants, polled throughout
 // ---------------------------------------------------------------------------------------
-
-/// Runs `flow` while checking, every second, that no node is over-committed and no gang
-/// of `namespaces` stays bound partially for longer than binds take to land. A gang one of
-/// whose pods has finished is past placement (pods finish at their own pace, and operators
-/// delete what is left) and is not checked.
-async fn guarded<T>(client: &Client, namespaces: &[&str], flow: impl Future<Output = T>) -> T {
-    let mut partial_since: HashMap<(String, String), Instant> = HashMap::new();
-    // Once a second: each look lists every pod of the cluster (over-commit counts every
-    // scheduler's pods), thousands after the rest of the suite, and a tighter loop starved
-    // the scheduler under test of CPU. A partial gang must outlast BIND_GRACE (3 s) anyway.
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(flow);
-    loop {
-        tokio::select! {
-            out = &mut flow => return out,
-            _ = tick.tick() => {
-                let pods = Api::<Pod>::all(client.clone())
-                    .list(&ListParams::default())
-                    .await
-                    .unwrap()
-                    .items;
-                assert_not_over_committed(client, &pods).await;
-                let mut partial_now = Vec::new();
-                for ns in namespaces {
-                    for (gang, placed, min) in partial_gangs(client, ns).await {
-                        let finished = pods.iter().any(|p| {
-                            p.metadata.namespace.as_deref() == Some(*ns)
-                                && group_of(p) == Some(gang.as_str())
-                                && matches!(phase(p).as_str(), "Succeeded" | "Failed")
-                        });
-                        if finished {
-                            continue;
-                        }
-                        let key = (ns.to_string(), gang.clone());
-                        let since = *partial_since.entry(key.clone()).or_insert_with(Instant::now);
-                        assert!(
-                            since.elapsed() < BIND_GRACE,
-                            "gang {ns}/{gang} bound partially: {placed} of min {min} for {:.1} s",
-                            since.elapsed().as_secs_f64()
-                        );
-                        partial_now.push(key);
-                    }
-                }
-                partial_since.retain(|key, _| partial_now.contains(key));
-            }
-        }
-    }
-}
 
 /// A namespace of its own with `nodes` two-GPU kwok nodes in a pool named after it.
 async fn gpu_pool(client: &Client, ns: &str, nodes: usize) {

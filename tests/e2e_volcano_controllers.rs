@@ -23,13 +23,13 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::operators::{apply_paths, built, volcano_name_lock, Operator};
+use common::operators::{apply_paths, built, guarded, volcano_name_lock, Operator};
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -59,10 +59,6 @@ const VOLCANO_CRDS: [(&str, &str); 2] = [
 ];
 /// What the job controller logs once every informer it waits for has synced.
 const JOB_CONTROLLER_RUNNING: &str = "JobController is running";
-/// Binding a gang is one API call per pod: for a moment an observer may see part of a gang
-/// bound while the rest of its binds are in flight. A gang still partial after this long
-/// was bound partially.
-const BIND_GRACE: Duration = Duration::from_secs(3);
 /// The image of every vcjob's pods: kwok never pulls it.
 const IMAGE: &str = "registry.invalid/vcjob-e2e:never-pulled";
 
@@ -666,54 +662,6 @@ async fn deleted_group_warnings(client: &Client, ns: &str) -> Vec<(String, Strin
 // ---------------------------------------------------------------------------------------
 // The invariants, polled throughout
 // ---------------------------------------------------------------------------------------
-
-/// Runs `flow` while checking, every second, that no node is over-committed and no gang of
-/// `namespaces` stays bound partially for longer than binds take to land. A gang one of
-/// whose pods has finished is past placement (pods finish at their own pace) and is not
-/// checked.
-async fn guarded<T>(client: &Client, namespaces: &[&str], flow: impl Future<Output = T>) -> T {
-    let mut partial_since: HashMap<(String, String), Instant> = HashMap::new();
-    // Once a second: each look lists every pod of the cluster (over-commit counts every
-    // scheduler's pods); a partial gang must outlast BIND_GRACE (3 s) anyway.
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(flow);
-    loop {
-        tokio::select! {
-            out = &mut flow => return out,
-            _ = tick.tick() => {
-                let pods = Api::<Pod>::all(client.clone())
-                    .list(&ListParams::default())
-                    .await
-                    .unwrap()
-                    .items;
-                assert_not_over_committed(client, &pods).await;
-                let mut partial_now = Vec::new();
-                for ns in namespaces {
-                    for (gang, placed, min) in partial_gangs(client, ns).await {
-                        let finished = pods.iter().any(|p| {
-                            p.metadata.namespace.as_deref() == Some(*ns)
-                                && operators::group_of(p) == Some(gang.as_str())
-                                && matches!(phase(p).as_str(), "Succeeded" | "Failed")
-                        });
-                        if finished {
-                            continue;
-                        }
-                        let key = (ns.to_string(), gang.clone());
-                        let since = *partial_since.entry(key.clone()).or_insert_with(Instant::now);
-                        assert!(
-                            since.elapsed() < BIND_GRACE,
-                            "gang {ns}/{gang} bound partially: {placed} of min {min} for {:.1} s",
-                            since.elapsed().as_secs_f64()
-                        );
-                        partial_now.push(key);
-                    }
-                }
-                partial_since.retain(|key, _| partial_now.contains(key));
-            }
-        }
-    }
-}
 
 /// A namespace of its own with `nodes` kwok nodes of `shape` in a pool named after it.
 async fn pool(client: &Client, ns: &str, nodes: usize, shape: Value) {

@@ -283,7 +283,7 @@ fn parse_promql(expr: &str) -> Query {
         }
         k + 1
     };
-    // The index of the bracket closing the one at `j`, strings skipped.
+    // The index of the bracket closing the one at `j`, passing over strings.
     let closing = |j: usize, open: char, close: char| {
         let mut depth = 0;
         let mut k = j;

@@ -4,9 +4,18 @@
 //! process against the test control plane under its own ServiceAccount (impersonation), as
 //! it would in a cluster.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::Client;
+
+use super::{assert_not_over_committed, partial_gangs, phase};
 
 /// What an operator's build script reports.
 pub struct Built {
@@ -147,7 +156,7 @@ exec "$@" 3<&- </dev/null"#;
     /// Waits until it answers 200 on `127.0.0.1:port` `path` (its manager has started),
     /// failing with its log's tail if it exits first or `timeout` passes.
     pub async fn wait_probe(&mut self, port: u16, path: &str, timeout: std::time::Duration) {
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         loop {
             assert!(
                 self.running(),
@@ -176,8 +185,8 @@ exec "$@" 3<&- </dev/null"#;
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        let deadline = std::time::Instant::now() + grace;
-        while std::time::Instant::now() < deadline {
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
             }
@@ -273,7 +282,7 @@ pub fn apply_kustomization(dir: &Path, keep: impl Fn(&serde_json::Value) -> bool
         })
     };
     for crd in &crds {
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         while !established(crd) {
             assert!(
                 start.elapsed() < std::time::Duration::from_secs(60),
@@ -318,4 +327,56 @@ pub fn placements<'a>(
             ))
         })
         .collect()
+}
+
+/// How long a gang may look partially bound while its binds land (one API call per pod).
+pub const BIND_GRACE: Duration = Duration::from_secs(3);
+
+/// Runs `flow` while checking, every second, that no node is over-committed and no gang
+/// of `namespaces` stays bound partially for longer than binds take to land. A gang one of
+/// whose pods has finished is past placement (pods finish at their own pace, and operators
+/// delete what is left) and is not checked.
+pub async fn guarded<T>(client: &Client, namespaces: &[&str], flow: impl Future<Output = T>) -> T {
+    let mut partial_since: HashMap<(String, String), Instant> = HashMap::new();
+    // Once a second: each look lists every pod of the cluster (over-commit counts every
+    // scheduler's pods), thousands after the rest of the suite, and a tighter loop starved
+    // the scheduler under test of CPU. A partial gang must outlast BIND_GRACE (3 s) anyway.
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(flow);
+    loop {
+        tokio::select! {
+            out = &mut flow => return out,
+            _ = tick.tick() => {
+                let pods = Api::<Pod>::all(client.clone())
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items;
+                assert_not_over_committed(client, &pods).await;
+                let mut partial_now = Vec::new();
+                for ns in namespaces {
+                    for (gang, placed, min) in partial_gangs(client, ns).await {
+                        let finished = pods.iter().any(|p| {
+                            p.metadata.namespace.as_deref() == Some(*ns)
+                                && group_of(p) == Some(gang.as_str())
+                                && matches!(phase(p).as_str(), "Succeeded" | "Failed")
+                        });
+                        if finished {
+                            continue;
+                        }
+                        let key = (ns.to_string(), gang.clone());
+                        let since = *partial_since.entry(key.clone()).or_insert_with(Instant::now);
+                        assert!(
+                            since.elapsed() < BIND_GRACE,
+                            "gang {ns}/{gang} bound partially: {placed} of min {min} for {:.1} s",
+                            since.elapsed().as_secs_f64()
+                        );
+                        partial_now.push(key);
+                    }
+                }
+                partial_since.retain(|key, _| partial_now.contains(key));
+            }
+        }
+    }
 }
