@@ -52,7 +52,8 @@ impl Action for Enqueue {
 }
 
 /// Why a gang is not admitted, naming the minResources keys the schedulable nodes cannot
-/// hold at all, else those that do not fit what is free now; when every key fits, its
+/// hold at all (with their total, which changes only with nodes), else those that do not
+/// fit what is free now; when every key fits, its
 /// queue (capability, deserved share) or the gangs admitted before it hold it back.
 fn admission_blocker(ssn: &Session, id: JobId, queue: &str) -> String {
     let need = ssn.job(id).min_request();
@@ -69,11 +70,9 @@ fn admission_blocker(ssn: &Session, id: JobId, queue: &str) -> String {
                 amount(total.get(name))
             ));
         } else if want > free.get(name) {
-            not_now.push(format!(
-                "{name} {} ({} free)",
-                amount(want),
-                amount(free.get(name))
-            ));
+            // Not the free amount: it changes every cycle, and the message is written to
+            // the PodGroup whenever it changes.
+            not_now.push(format!("{name} {}", amount(want)));
         }
     }
     if !never.is_empty() {
