@@ -17,7 +17,7 @@ use crate::framework::fit::TaskUnfit;
 use crate::framework::{Action, SearchBudget, SearchOutcome, Session, Statement};
 use std::collections::BTreeMap;
 
-use crate::model::subgroup::subgroup_of;
+use crate::model::subgroup::{count_subgroups, subgroup_of};
 use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, SubGroupKey, TaskRef, TaskStatus};
 
 pub struct Allocate {
@@ -258,19 +258,18 @@ fn place_by_subgroups(stmt: &mut Statement, id: JobId, tasks: &[TaskRef], want_n
         let key = subgroup_of(&policies, &stmt.task(t).labels);
         groups.entry(key).or_default().push(t);
     }
+    // What each subgroup holds already, counted once (not once per subgroup).
+    let held = |s: TaskStatus| s.is_ready() || s == TaskStatus::Pipelined;
+    let before = count_subgroups(&policies, stmt.job(id).tasks(), held, |_| false);
     for (key, members) in groups {
         let mark = stmt.mark();
         place_gang(stmt, &members, want_nodes);
         let Some(key) = key else { continue };
-        let occupied = stmt
-            .job(id)
-            .tasks()
+        let placed_now = members
             .iter()
-            .filter(|t| {
-                (t.status.is_ready() || t.status == TaskStatus::Pipelined)
-                    && subgroup_of(&policies, &t.labels).as_ref() == Some(&key)
-            })
-            .count() as u32;
+            .filter(|&&t| held(stmt.task(t).status))
+            .count();
+        let occupied = before.get(&key).map_or(0, |c| c.placed) + placed_now as u32;
         if occupied < policies[key.policy].size {
             stmt.rollback_to(mark);
         }
