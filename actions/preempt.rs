@@ -408,6 +408,7 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
     let groups = ssn.jobs_by_queue(&pending, |s, id| {
         let job = s.job(id);
         job.pending_count() > 0
+            && !job.policy.never_preempts
             && !job
                 .tasks()
                 .iter()
