@@ -169,7 +169,12 @@ fn rbac_is_least_privilege_without_wildcards() {
             .rules
             .iter()
             .flatten()
-            .filter(|r| r.api_groups.iter().flatten().any(|g| g == "scheduling.k8s.io"))
+            .filter(|r| {
+                r.api_groups
+                    .iter()
+                    .flatten()
+                    .any(|g| g == "scheduling.k8s.io")
+            })
             .filter(|r| r.resources.iter().flatten().any(|x| x == resource))
             .flat_map(|r| r.verbs.clone())
             .collect();

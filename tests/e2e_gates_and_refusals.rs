@@ -363,12 +363,16 @@ async fn a_member_of_a_native_pod_group_waits_rather_than_binding_alone() {
         Some("trainers"),
         "the API server kept spec.schedulingGroup (GenericWorkload is on)"
     );
-    let event = wait_for(Duration::from_secs(30), "the missing-group event", || async {
-        pod_events(&client, NS, "member-0")
-            .await
-            .into_iter()
-            .find(|(r, _)| r == "FailedScheduling")
-    })
+    let event = wait_for(
+        Duration::from_secs(30),
+        "the missing-group event",
+        || async {
+            pod_events(&client, NS, "member-0")
+                .await
+                .into_iter()
+                .find(|(r, _)| r == "FailedScheduling")
+        },
+    )
     .await;
     assert_eq!(
         event.1,

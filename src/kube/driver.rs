@@ -21,9 +21,9 @@ use tracing::{debug, info, warn};
 
 use super::bind_limit::{BindLimit, LimitController};
 use super::binder::{Binder, InFlight};
-use super::dialects::KINDS;
 use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{HyperNode, Queue};
+use super::dialects::KINDS;
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};

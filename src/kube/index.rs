@@ -38,6 +38,8 @@ use crate::snapshot::{Slots, Snapshot};
 /// How long a pending pod's group must be missing before the pod is told (see
 /// `Index::report_missing_groups`).
 pub const MISSING_GROUP_GRACE_MS: i64 = 2_000;
+/// The event a pod gets when it declares two gangs (see `dialects::pod_gang`).
+pub const CONFLICTING_DECLARATIONS: &str = "ConflictingGangDeclarations";
 
 /// How soon a cycle should see a change a watch applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -532,16 +534,13 @@ impl Index {
 
     /// A pod declaring two gangs is told which one it joins and which it does not.
     fn report_overridden(&mut self, uid: &str, ns: &str, name: &str, decl: &GangDecl) {
-        if let Some(lost) = &decl.overrides {
+        if let Some(note) = &decl.overrides {
+            let r = pod_ref(ns, name, uid);
             self.report(
-                pod_ref(ns, name, uid),
+                r,
                 EventType::Warning,
-                "ConflictingGangDeclarations",
-                format!(
-                    "the pod joins PodGroup {} of scheduling.k8s.io (spec.schedulingGroup), \
-                     which takes precedence over its {lost}; that declaration is ignored",
-                    decl.name
-                ),
+                CONFLICTING_DECLARATIONS,
+                note.clone(),
             );
         }
     }
@@ -1397,7 +1396,10 @@ mod tests {
         st.apply_group(&with_uid("5"));
         st.apply_group_answer(&with_uid("6"));
         assert_eq!(
-            st.groups.typed::<PodGroup>()["ns/g"].metadata.resource_version.as_deref(),
+            st.groups.typed::<PodGroup>()["ns/g"]
+                .metadata
+                .resource_version
+                .as_deref(),
             Some("6"),
             "an answer updates the object the index has"
         );
@@ -1412,7 +1414,10 @@ mod tests {
         st.apply_group(&new);
         st.apply_group_answer(&with_uid("10"));
         assert_eq!(
-            st.groups.typed::<PodGroup>()["ns/g"].metadata.uid.as_deref(),
+            st.groups.typed::<PodGroup>()["ns/g"]
+                .metadata
+                .uid
+                .as_deref(),
             Some("other"),
             "an answer about the old object does not replace the new one"
         );
@@ -1689,6 +1694,56 @@ mod tests {
         let before = st.events.kept.len();
         st.report_missing_groups(5_000);
         assert_eq!(st.events.kept.len(), before, "said once");
+    }
+
+    #[test]
+    fn native_pod_groups_define_gangs_first_and_bad_ones_are_named_to_their_pods() {
+        use crate::kube::dialects::native::NativePodGroup;
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        let native = |spec: serde_json::Value| -> NativePodGroup {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "ns", "uid": "pg-g"}, "spec": spec
+            }))
+            .unwrap()
+        };
+        // A pod with both spec.schedulingGroup and Volcano's annotation (`pod` carries it).
+        let mut both = pod("a", false, "rust-batch");
+        both.spec.as_mut().unwrap().scheduling_group =
+            Some(serde_json::from_value(serde_json::json!({"podGroupName": "g"})).unwrap());
+        st.apply_pod(&both);
+        let note = st.events.last("a", CONFLICTING_DECLARATIONS).unwrap();
+        assert!(
+            note.contains("spec.schedulingGroup") && note.contains("scheduling.k8s.io/group-name"),
+            "{note}"
+        );
+        st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 3));
+        st.apply_group(&native(
+            serde_json::json!({"schedulingPolicy": {"gang": {"minCount": 1}},
+                               "resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}),
+        ));
+        assert_eq!(st.group_dialect("ns/g"), Some(Dialect("scheduling.k8s.io")));
+        assert!(st
+            .events
+            .last("pg-g", "Invalid")
+            .is_some_and(|m| m.contains("spec.resourceClaims")));
+        st.report_missing_groups(0);
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        let told = st.events.last("a", "FailedScheduling").unwrap();
+        assert!(
+            told.contains("(scheduling.k8s.io) cannot be used"),
+            "{told}"
+        );
+        st.apply_group(&native(
+            serde_json::json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+        ));
+        assert_eq!(
+            min_member(&st),
+            Some(2),
+            "the native PodGroup defines the gang"
+        );
+        st.delete_group(Dialect("scheduling.k8s.io"), "ns/g");
+        assert_eq!(min_member(&st), Some(3), "Volcano's takes over");
     }
 
     fn hypernode(name: &str, spec: serde_json::Value) -> HyperNode {

@@ -239,7 +239,9 @@ impl StatusWriter {
         match &previous {
             // The first look: everything.
             None => {
-                touched.groups.extend(ix.groups.all().flat_map(|s| s.keys()));
+                touched
+                    .groups
+                    .extend(ix.groups.all().flat_map(|s| s.keys()));
                 touched.queues.extend(ix.queues.keys().cloned());
                 touched.pods.extend(ix.pod_conditions.keys().cloned());
             }
@@ -882,7 +884,11 @@ mod tests {
         );
         // The stored object loses its status behind the scheduler's back (no event): with
         // nothing touched, no cycle computes its patch again.
-        ix.groups.typed_mut::<PodGroup>().get_mut("ns/g").unwrap().status = None;
+        ix.groups
+            .typed_mut::<PodGroup>()
+            .get_mut("ns/g")
+            .unwrap()
+            .status = None;
         w.mark_touched_at(&mut ix, 0, now);
         assert!(marked(&w).is_empty(), "nothing touched, nothing computed");
         // A new pending member changes the gang: its PodGroup is marked, paced.

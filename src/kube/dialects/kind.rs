@@ -68,6 +68,8 @@ pub trait GangKind:
     const OFF_WHEN_ABSENT: &'static str = "this gang dialect";
     /// Whether status goes through the status subresource (Volcano's PodGroup has none).
     const STATUS_SUBRESOURCE: bool = true;
+    /// The pod field `pod_declares` reads, for messages ("" when pods have none).
+    const POD_FIELD: &'static str = "";
 
     /// The engine's gang this object defines.
     fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError>;
@@ -147,7 +149,10 @@ impl<G: GangKind> GroupStore for Store<G> {
         now_ms: i64,
     ) -> Option<(Value, Option<String>)> {
         let g = self.0.get(key)?;
-        Some((g.status_patch(job, condition, now_ms)?, g.resource_version()))
+        Some((
+            g.status_patch(job, condition, now_ms)?,
+            g.resource_version(),
+        ))
     }
     fn stored_phase(&self, key: &str) -> Option<&str> {
         self.0.get(key)?.stored_phase()
@@ -191,6 +196,7 @@ pub struct Kind {
     /// the answer as the newest object.
     pub call: Call,
     pub pod_declares: fn(&Pod) -> Result<Option<GangDecl>, ConvertError>,
+    pub pod_field: &'static str,
 }
 
 /// The registration of kind `G` (one line in [`super::KINDS`]).
@@ -201,6 +207,7 @@ pub const fn kind<G: GangKind>() -> Kind {
         watch: add_watch::<G>,
         call: call::<G>,
         pod_declares: G::pod_declares,
+        pod_field: G::POD_FIELD,
     }
 }
 
@@ -218,7 +225,9 @@ fn add_watch<G: GangKind>(watches: &mut Watches, client: &Client, sink: &Sink) {
         delete: |ix: &mut Index, key: &str| ix.delete_group(G::DIALECT, key),
         known: Index::group_keys::<G>,
     };
-    watches.add(G::WATCH_NAME, move || watch(api.clone(), sink.clone(), feed));
+    watches.add(G::WATCH_NAME, move || {
+        watch(api.clone(), sink.clone(), feed)
+    });
 }
 
 fn call<'a, G: GangKind>(
@@ -256,10 +265,7 @@ impl Groups {
         self.0.iter().find(|s| s.contains(key)).map(|s| &**s)
     }
     pub fn of(&self, dialect: Dialect) -> Option<&dyn GroupStore> {
-        self.0
-            .iter()
-            .find(|s| s.dialect() == dialect)
-            .map(|s| &**s)
+        self.0.iter().find(|s| s.dialect() == dialect).map(|s| &**s)
     }
     pub fn of_mut(&mut self, dialect: Dialect) -> Option<&mut Box<dyn GroupStore>> {
         self.0.iter_mut().find(|s| s.dialect() == dialect)

@@ -52,8 +52,8 @@ pub struct GangDecl {
     /// The gang's policy, as the pod declares it (Koordinator annotations); the default
     /// (Volcano's semantics) otherwise.
     pub policy: GangPolicy,
-    /// Another declaration the pod carries that lost to this one, in words (its key and
-    /// group), for the event that tells the pod so.
+    /// Another declaration the pod carries that lost to this one: the event that tells the
+    /// pod so, naming both.
     pub overrides: Option<String>,
 }
 
@@ -89,7 +89,17 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
     for k in KINDS {
         if let Some(mut decl) = (k.pod_declares)(pod)? {
             let other = keyed_gang(pod).ok().flatten();
-            decl.overrides = other.map(|o| format!("{} {:?}", o.source, o.decl.name));
+            decl.overrides = other.map(|o| {
+                format!(
+                    "the pod joins PodGroup {} of {} ({}), which takes precedence over its \
+                     {} {:?}; that declaration is ignored",
+                    decl.name,
+                    k.dialect.api_group(),
+                    k.pod_field,
+                    o.source,
+                    o.decl.name
+                )
+            });
             return Ok(Some(decl));
         }
     }

@@ -33,6 +33,7 @@ impl GangKind for NativePodGroup {
     const WATCH_NAME: &'static str = "scheduling.k8s.io PodGroup";
     const OFF_WHEN_ABSENT: &'static str =
         "Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1 is not served)";
+    const POD_FIELD: &'static str = "spec.schedulingGroup";
 
     fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError> {
         to_job(self, ctx)
@@ -126,7 +127,10 @@ fn to_job(pg: &NativePodGroup, ctx: &KindContext) -> Result<JobSpec, ConvertErro
             format!("{p:?} is not Never or PreemptLowerPriority"),
         ));
     }
-    let disrupt_whole = spec.disruption_mode.as_ref().is_some_and(|d| d.all.is_some());
+    let disrupt_whole = spec
+        .disruption_mode
+        .as_ref()
+        .is_some_and(|d| d.all.is_some());
     let topology = spec
         .scheduling_constraints
         .as_ref()
@@ -248,8 +252,7 @@ fn status_patch(
         .into_iter()
         .flatten()
         .find(|c| c.type_ == INITIALLY_SCHEDULED);
-    if existing.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
-    {
+    if existing.is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
         return None;
     }
     let time = match existing {
@@ -321,7 +324,10 @@ mod tests {
             TopologyBound::LabelKey("topology.kubernetes.io/rack".into())
         );
         assert_eq!(t.problem, None);
-        let spec = convert(&pg("{schedulingPolicy: {gang: {minCount: 2}}, priority: 7, priorityClassName: high}")).unwrap();
+        let spec = convert(&pg(
+            "{schedulingPolicy: {gang: {minCount: 2}}, priority: 7, priorityClassName: high}",
+        ))
+        .unwrap();
         assert_eq!(spec.priority, 7, "spec.priority (set by admission) wins");
         assert!(!spec.policy.never_preempts && !spec.policy.disrupt_whole);
     }
@@ -369,7 +375,11 @@ mod tests {
         assert_eq!(decl.implicit_min, None, "waits for its PodGroup");
         assert_eq!(
             decl.overrides.as_deref(),
-            Some("annotation scheduling.k8s.io/group-name \"vc\"")
+            Some(
+                "the pod joins PodGroup trainers of scheduling.k8s.io (spec.schedulingGroup), \
+                 which takes precedence over its annotation scheduling.k8s.io/group-name \
+                 \"vc\"; that declaration is ignored"
+            )
         );
         let bad: Pod = crate::yaml::from_str(
             "metadata: {name: w0, namespace: ns}\nspec: {containers: [], schedulingGroup: {podGroupName: Bad_Name}}\n",
@@ -379,9 +389,23 @@ mod tests {
     }
 
     fn job(min: u32, statuses: &[TaskStatus]) -> JobInfo {
-        let mut job = JobInfo::new(convert(&pg(&format!("{{schedulingPolicy: {{gang: {{minCount: {min}}}}}}}"))).unwrap());
+        let mut job = JobInfo::new(
+            convert(&pg(&format!(
+                "{{schedulingPolicy: {{gang: {{minCount: {min}}}}}}}"
+            )))
+            .unwrap(),
+        );
         for (i, s) in statuses.iter().enumerate() {
-            let mut t = TaskInfo::new(format!("ns/p{i}"), "ns", format!("p{i}"), "", Default::default(), 0, Default::default(), 0);
+            let mut t = TaskInfo::new(
+                format!("ns/p{i}"),
+                "ns",
+                format!("p{i}"),
+                "",
+                Default::default(),
+                0,
+                Default::default(),
+                0,
+            );
             t.status = *s;
             if *s != TaskStatus::Pending {
                 t.node = Some("n".into());
@@ -398,9 +422,15 @@ mod tests {
         let unschedulable = JobCondition {
             kind: ConditionKind::Unschedulable,
             reason: GangReason::NotEnoughTasks,
-            message: "1/2 tasks in gang unschedulable: pod group is not ready, 1 Pending, 2 minAvailable".into(),
+            message:
+                "1/2 tasks in gang unschedulable: pod group is not ready, 1 Pending, 2 minAvailable"
+                    .into(),
         };
-        assert_eq!(status_patch(&object, &waiting, None, 0), None, "no verdict yet");
+        assert_eq!(
+            status_patch(&object, &waiting, None, 0),
+            None,
+            "no verdict yet"
+        );
         let patch = status_patch(&object, &waiting, Some(&unschedulable), 0).unwrap();
         let c = &patch["status"]["conditions"][0];
         assert_eq!(c["type"], INITIALLY_SCHEDULED);
@@ -409,12 +439,18 @@ mod tests {
         assert_eq!(c["message"], unschedulable.message.as_str());
         let mut written = object.clone();
         written.status = Some(serde_json::from_value(patch["status"].clone()).unwrap());
-        assert_eq!(status_patch(&written, &waiting, Some(&unschedulable), 5), None);
+        assert_eq!(
+            status_patch(&written, &waiting, Some(&unschedulable), 5),
+            None
+        );
 
         let bound = job(2, &[TaskStatus::Bound, TaskStatus::Running]);
         let patch = status_patch(&written, &bound, None, 10).unwrap();
         let c = &patch["status"]["conditions"][0];
-        assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some("Scheduled")));
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str()),
+            (Some("True"), Some("Scheduled"))
+        );
         written.status = Some(serde_json::from_value(patch["status"].clone()).unwrap());
         assert_eq!(
             status_patch(&written, &waiting, Some(&unschedulable), 20),
