@@ -410,12 +410,13 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
     let pending = ssn.state().tally().pending().clone();
     let groups = ssn.jobs_by_queue(&pending, |s, id| {
         let job = s.job(id);
-        job.pending_count() > 0
-            && !job.policy.never_preempts
-            && !job
+        let never = job.policy.never_preempts
+            || job
                 .tasks()
                 .iter()
-                .any(|t| t.never_preempts && t.status == TaskStatus::Pending)
+                .any(|t| t.never_preempts && t.status == TaskStatus::Pending);
+        job.pending_count() > 0
+            && !never
             && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
             && s.job_valid(id).is_none()
             && s.job_starving(id)
