@@ -491,7 +491,7 @@ fn every_volcano_podgroup_and_queue_field_is_decided_and_kept() {
         assert!(
             undecided.is_empty(),
             "{file}: Volcano fields neither modelled, refused nor irrelevant: {undecided:?} \
-             (decide each in src/kube/dialects/volcano/fields.rs)"
+             (decide each in crates/kube/src/dialects/volcano/fields.rs)"
         );
         let stale: Vec<&str> = table
             .iter()

@@ -161,7 +161,7 @@ pub fn scenario(data: &[u8]) {
     let _ = sim.report();
 }
 
-/// Every pod key a dialect reads (src/kube/convert.rs, src/kube/koordinator.rs).
+/// Every pod key a dialect reads (crates/kube/src/convert.rs, crates/kube/src/koordinator.rs).
 pub const POD_KEYS: &[&str] = &[
     dialects::GROUP_NAME_ANNOTATION,
     dialects::VOLCANO_GROUP_NAME,

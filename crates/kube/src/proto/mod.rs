@@ -30,7 +30,7 @@ pub(crate) mod pb {
     pub(crate) mod api {
         pub(crate) mod core {
             pub(crate) mod v1 {
-                pub(crate) use crate::kube::proto::core_v1::*;
+                pub(crate) use crate::proto::core_v1::*;
             }
         }
     }

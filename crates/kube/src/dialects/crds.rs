@@ -289,7 +289,7 @@ impl CustomResourceExt for HyperNode {
 // ---------------------------------------------------------------------------------------
 
 const GENERATED_HEADER: &str =
-    "# Generated from the types in src/kube/dialects by `rust-batch crds --write crds`. Do not edit.\n";
+    "# Generated from the types in crates/kube/src/dialects by `rust-batch crds --write crds`. Do not edit.\n";
 
 /// Every CRD we own, in a fixed order.
 pub fn crds() -> Vec<CustomResourceDefinition> {

@@ -7,7 +7,7 @@ repository root after changing the k8s-openapi, k8s-pb or Kubernetes version (an
 gen_proto.py first):
 
     go mod download k8s.io/api@v0.37.2 k8s.io/apimachinery@v0.37.2
-    python3 src/kube/proto/gen_convert.py > src/kube/proto/convert.rs && cargo fmt
+    python3 crates/kube/src/proto/gen_convert.py > crates/kube/src/proto/convert.rs && cargo fmt
 
 A field of the k8s-openapi types the protos lack would be left empty (a note at the top of
 convert.rs says which): the protos and the k8s-openapi feature must be of the same

@@ -855,7 +855,7 @@ fn share(allocated: &Resource, deserved: &Resource) -> f64 {
 mod tests {
     use super::*;
     use crate::framework::Bind;
-    use crate::kube::metrics::{CycleTimer, Metrics};
+    use crate::metrics::{CycleTimer, Metrics};
     use crate::model::TaskStatus;
     use crate::testkit::*;
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::model::{GangMode, GangPolicy, MatchPolicy};
 
 use super::is_dns_subdomain;
-use crate::kube::convert::ConvertError;
+use crate::convert::ConvertError;
 
 pub const NAME: &str = "gang.scheduling.koordinator.sh/name";
 pub const MIN_AVAILABLE: &str = "gang.scheduling.koordinator.sh/min-available";

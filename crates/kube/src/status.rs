@@ -233,7 +233,7 @@ impl StatusWriter {
     }
 
     fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) -> Option<Slots<JobInfo>> {
-        let current = ix.cache.state().jobs.clone();
+        let current = ix.cache.state().job_slots().clone();
         let previous = ix.status_seen.replace(current.clone());
         let mut touched = std::mem::take(&mut ix.status_touched);
         let mut losing = HashSet::new();

@@ -12,8 +12,15 @@
 //! are bound; `debug` and `metrics` serve HTTP; `client` builds the one API client they
 //! share (TCP_NODELAY, retries left to `retry`).
 //!
-//! Inside this module tree the name `kube` means this module; the external crate is
-//! `::kube`.
+//! The external kube crate is written `::kube`. This crate drives the engine
+//! (`rust-batch-engine`), which knows nothing of Kubernetes; the engine's modules are
+//! imported below under the names the driver's code uses.
+
+#[cfg(test)]
+pub(crate) use rust_batch_engine::testkit;
+pub(crate) use rust_batch_engine::{
+    cache, conf, framework, model, plugins, snapshot, yaml, REGISTRY,
+};
 
 pub mod bind_limit;
 pub mod binder;

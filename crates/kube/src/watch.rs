@@ -602,7 +602,7 @@ mod tests {
     use k8s_pb::api::core::v1 as pb;
     use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
 
-    use crate::kube::lean::Lean;
+    use crate::lean::Lean;
 
     /// A client whose API server is `answer`: (status code, content type, body) for a
     /// request's query string.

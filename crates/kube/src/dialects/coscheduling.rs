@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::koordinator;
 use super::volcano::QUEUE_NAME_ANNOTATION;
-use crate::kube::convert::{resource_list, ConvertError};
+use crate::convert::{resource_list, ConvertError};
 use crate::model::{
     GangOrigin, GangPolicy, JobInfo, JobSpec, MatchPolicy, PodGroupPhase, TaskStatus,
 };

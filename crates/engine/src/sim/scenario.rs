@@ -19,7 +19,7 @@ use crate::model::{
 };
 
 /// The bundled default scenario: S1 and S2 from docs/src/scenarios.md plus a mixed workload.
-pub const DEFAULT_SCENARIO: &str = include_str!("../../examples/scenarios/default.yaml");
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../examples/scenarios/default.yaml");
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

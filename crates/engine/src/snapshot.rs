@@ -144,6 +144,18 @@ impl ClusterState {
         &self.hypernodes
     }
 
+    /// The topology as shared between snapshots: the same `Arc` until HyperNodes change,
+    /// so a driver can tell "changed since I last looked" by pointer.
+    pub fn hypernodes_shared(&self) -> &Arc<Topology> {
+        &self.hypernodes
+    }
+
+    /// Every job slot as shared between snapshots (cloning is O(1); unchanged jobs stay
+    /// the same `Arc`), for a driver that compares one cycle's jobs with the last.
+    pub fn job_slots(&self) -> &Slots<JobInfo> {
+        &self.jobs
+    }
+
     /// How many more pods a PodDisruptionBudget lets go, as the cluster last said (None:
     /// no such budget).
     pub fn disruptions_allowed(&self, budget: &str) -> Option<u32> {

@@ -28,7 +28,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::api::Extra;
-use crate::kube::convert::ConvertError;
+use crate::convert::ConvertError;
 use crate::model;
 
 /// API group of HyperNode.

@@ -5,7 +5,7 @@ Run from the repository root after changing the Kubernetes version the protos co
 (K8S_GO below; the same version as k8s-openapi's feature, see gen_convert.py):
 
     go mod download k8s.io/api@v0.37.2
-    python3 src/kube/proto/gen_proto.py > src/kube/proto/core_v1.rs && cargo fmt
+    python3 crates/kube/src/proto/gen_proto.py > crates/kube/src/proto/core_v1.rs && cargo fmt
 
 Why not k8s-pb's core/v1: k8s-pb 0.9.0 (the newest published) was generated from
 Kubernetes 1.35's protos, and prost skips a field it does not know without a word. Decoding

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
+use crate::convert::ConvertError;
 use crate::framework::{ConditionKind, JobCondition};
-use crate::kube::convert::ConvertError;
 use crate::model::pod_rules::LabelSelector;
 use crate::model::resource::QuantityError;
 use crate::model::Resource;

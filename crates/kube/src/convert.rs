@@ -555,7 +555,7 @@ pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::dialects::{pod_gang, pod_group_name, GangDecl};
+    use crate::dialects::{pod_gang, pod_group_name, GangDecl};
     use crate::model::GangPolicy;
     use crate::testkit::labels;
 

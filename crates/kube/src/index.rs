@@ -985,7 +985,7 @@ impl Index {
     /// nothing in the cycles between. A HyperNode whose problems went is forgotten, so
     /// the same problem coming back is reported again.
     pub fn report_topology_problems(&mut self, snapshot: &Snapshot) {
-        let topology = &snapshot.hypernodes;
+        let topology = snapshot.hypernodes_shared();
         if self
             .topology_checked
             .as_ref()
