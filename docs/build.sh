@@ -9,7 +9,7 @@
 # needs), and cached by version (tests/tools/cargo-install-cached.sh). The book fails to
 # build when SUMMARY.md names a page that does not exist (build.create-missing = false in
 # docs/book.toml);
-# tests/docs_links.rs checks the links between pages and that every page is in SUMMARY.md.
+# tests/offline/docs_links.rs checks the links between pages and that every page is in SUMMARY.md.
 set -euo pipefail
 
 # The newest mdBook release; it needs Rust ≥ 1.88.
@@ -24,7 +24,7 @@ mdbook="$("$root/tests/tools/cargo-install-cached.sh" mdbook "$MDBOOK_VERSION" -
 
 # mdBook logs what it could not render as it wants (an unclosed HTML tag, say) as a
 # warning and builds anyway; here a warning fails the build, as a broken link fails
-# tests/docs_links.rs.
+# tests/offline/docs_links.rs.
 build_log="$(mktemp)"
 trap 'rm -f "$build_log"' EXIT
 if ! "$mdbook" build "$root/docs" --dest-dir "$out" >"$build_log" 2>&1; then

@@ -4,7 +4,7 @@
 # tests/cluster/build.sh and cached by version outside the tree; the default Kubernetes
 # version, then a compatibility subset on the oldest supported one), plus the Helm chart's (helm
 # from tests/cluster/build-helm.sh, cached too), the static binary's in an empty root, and
-# the docs book's build (docs/build.sh) and links (tests/docs_links.rs), and the code's
+# the docs book's build (docs/build.sh) and links (tests/offline/docs_links.rs), and the code's
 # hygiene (tests/hygiene.sh: fmt, clippy, cargo-deny). A fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
 # several minutes.
 set -euo pipefail
@@ -39,7 +39,7 @@ tests/cluster/build-helm.sh
 echo "==> the statically linked binary of the image (its own target dir, dev profile without debug info)"
 deploy/static-build.sh
 
-echo "==> the docs book (mdBook, installed once and cached by version; tests/docs_links.rs checks its links)"
+echo "==> the docs book (mdBook, installed once and cached by version; tests/offline/docs_links.rs checks its links)"
 docs/build.sh
 
 echo "==> hygiene: cargo fmt --check, clippy -D warnings, cargo-deny (tests/hygiene.sh)"

@@ -1,6 +1,6 @@
 //! The bodies of the fuzz targets: each takes the raw bytes libFuzzer hands it and calls the
 //! library functions a user's input reaches. The cargo-fuzz binaries in `fuzz_targets/` call
-//! these, and so does the stable test `tests/fuzz_corpus.rs` (which includes this file with
+//! these, and so does the stable test `tests/offline/fuzz_corpus.rs` (which includes this file with
 //! `#[path]`) on every file of `fuzz/corpus/<target>/`. A body returns normally on any
 //! input; a panic (or an assertion below) is a bug.
 

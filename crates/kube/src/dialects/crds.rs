@@ -3,7 +3,7 @@
 //! PodGroups (scheduler-plugins, legacy).
 //!
 //! `rust-batch crds` prints [`crd_yaml`]; `rust-batch crds --write crds` runs [`write_crds`];
-//! `tests/crds.rs` fails when `crds/` differs from [`crd_files`].
+//! `tests/offline/crds.rs` fails when `crds/` differs from [`crd_files`].
 
 use std::path::Path;
 

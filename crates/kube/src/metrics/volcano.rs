@@ -2,7 +2,7 @@
 //! labels, units and histogram buckets, so the dashboards Volcano ships work on rust-batch
 //! unchanged. What each one measures here, and why the few Volcano has that rust-batch does
 //! not export are left out, is in `docs/src/volcano-metrics.md`;
-//! `tests/volcano_dashboards.rs` checks `catalogue` against the dashboards and against
+//! `tests/offline/volcano_dashboards.rs` checks `catalogue` against the dashboards and against
 //! Volcano's own definitions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -1,6 +1,6 @@
 //! How rust-batch treats every field of Volcano's PodGroup and Queue (v1.15.1): modelled,
 //! refused with a reason (the object says so, and nothing is placed against it), or
-//! irrelevant to placement with why. `tests/crds.rs` reads Volcano's own CRDs and fails on
+//! irrelevant to placement with why. `tests/offline/crds.rs` reads Volcano's own CRDs and fails on
 //! a field this table does not decide, so a field Volcano adds is never ignored silently.
 //!
 //! A path names a field from the object's root (`spec.minMember`); `[]` steps into the

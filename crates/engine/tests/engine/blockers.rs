@@ -3,12 +3,12 @@
 //! autoscalers act on); a gang its queue holds back, one not admitted yet and one still
 //! forming say so with reasons of their own. Pure engine.
 
-use rust_batch::framework::{Blocker, SessionResult};
-use rust_batch::model::QueueInfo;
-use rust_batch::testkit::*;
+use rust_batch_engine::framework::{Blocker, SessionResult};
+use rust_batch_engine::model::QueueInfo;
+use rust_batch_engine::testkit::*;
 
 const CONF: &str =
-    rust_batch::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
+    rust_batch_engine::conf_yaml!("enqueue, allocate"; ["gang", "proportion", "predicates"]);
 
 fn blocker(result: &SessionResult, job: &str) -> Option<Blocker> {
     result

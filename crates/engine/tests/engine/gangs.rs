@@ -3,10 +3,10 @@
 //! match policies; Volcano's subgroup gangs. Pure engine: a cache, the default
 //! configuration, virtual time.
 
-use rust_batch::cache::{Cache, PodUpdate};
-use rust_batch::framework::{GangReason, SessionResult};
-use rust_batch::model::{GangMode, MatchPolicy, PodGroupPhase};
-use rust_batch::testkit::*;
+use rust_batch_engine::cache::{Cache, PodUpdate};
+use rust_batch_engine::framework::{GangReason, SessionResult};
+use rust_batch_engine::model::{GangMode, MatchPolicy, PodGroupPhase};
+use rust_batch_engine::testkit::*;
 
 const CPU2: &[(&str, &str)] = &[("cpu", "2"), ("memory", "8Gi")];
 const ONE_CPU: &[(&str, &str)] = &[("cpu", "1")];

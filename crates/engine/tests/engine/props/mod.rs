@@ -41,9 +41,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
-use rust_batch::framework::Statement;
-use rust_batch::model::{TaskRef, TaskStatus};
-use rust_batch::testkit;
+use rust_batch_engine::framework::Statement;
+use rust_batch_engine::model::{TaskRef, TaskStatus};
+use rust_batch_engine::testkit;
 
 use checks::*;
 use model::*;
@@ -89,9 +89,9 @@ fn run_world(w: &World) -> Result<Exercised, TestCaseError> {
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: 64,
-        // Seeds of past failures live next to this file, in main.proptest-regressions. The
-        // default (SourceParallel) would look for tests/proptest-regressions/main.txt, since
-        // this folder has a main.rs.
+        // Seeds of past failures live next to this file, in mod.proptest-regressions. The
+        // default (SourceParallel) would look for them under tests/proptest-regressions/,
+        // since the test's folder has a main.rs.
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
             "proptest-regressions",
         ))),
@@ -190,7 +190,7 @@ proptest! {
         let actions: Vec<_> = conf
             .actions
             .iter()
-            .map(|a| rust_batch::REGISTRY.action(a).unwrap()(&conf.action_arguments(a)).unwrap())
+            .map(|a| rust_batch_engine::REGISTRY.action(a).unwrap()(&conf.action_arguments(a)).unwrap())
             .collect();
         for a in &actions {
             a.execute(&mut ssn);

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use rust_batch::cache::Cache;
-use rust_batch::framework::{ConditionKind, Scheduler, Session, SessionResult};
-use rust_batch::model::{Resource, TaskStatus};
-use rust_batch::testkit;
+use rust_batch_engine::cache::Cache;
+use rust_batch_engine::framework::{ConditionKind, Scheduler, Session, SessionResult};
+use rust_batch_engine::model::{Resource, TaskStatus};
+use rust_batch_engine::testkit;
 
-use crate::model::*;
-use crate::world::*;
+use super::model::*;
+use super::world::*;
 
 /// Checks one cycle's result against the model, then applies it to model and cache.
 pub(crate) fn check_cycle(
@@ -359,12 +359,12 @@ pub(crate) fn deserved_by_queue(
 ) -> BTreeMap<String, (Resource, bool)> {
     let (state, tree) = (ssn.state(), ssn.queue_tree());
     if conf.is_some_and(|c| c.contains("capacity")) {
-        rust_batch::plugins::capacity::session_attrs(state, tree)
+        rust_batch_engine::plugins::capacity::session_attrs(state, tree)
             .into_iter()
             .map(|(q, a)| (q.to_string(), (a.deserved, true)))
             .collect()
     } else {
-        rust_batch::plugins::proportion::queue_shares(state, tree)
+        rust_batch_engine::plugins::proportion::queue_shares(state, tree)
             .into_iter()
             .map(|(q, s)| (q.to_string(), (s.deserved, false)))
             .collect()

@@ -5,13 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use rust_batch::model::resource::GPU;
-use rust_batch::model::TaskStatus;
-use rust_batch::sim::{Scenario, Simulation, DEFAULT_SCENARIO};
+use rust_batch_engine::model::resource::GPU;
+use rust_batch_engine::model::TaskStatus;
+use rust_batch_engine::sim::{Scenario, Simulation, DEFAULT_SCENARIO};
 
 fn load(file: &str) -> Simulation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/scenarios")
+        .join("../../examples/scenarios")
         .join(file);
     let scenario = Scenario::load(&path).expect("scenario parses");
     Simulation::new(scenario, file).expect("scenario builds")
@@ -136,7 +136,7 @@ fn report_formats_render() {
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["invariants"]["partial_gangs"], 0);
     assert_eq!(json["jobs"].as_array().unwrap().len(), 2);
-    let svg = rust_batch::sim::plot::render(&report);
+    let svg = rust_batch_engine::sim::plot::render(&report);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("default/job1"));
 }
@@ -195,7 +195,8 @@ fn s5_queue_shares_converge_to_weights() {
     let mut sim = load("s5-queue-shares.yaml");
     let report = sim.run(&mut |_| {});
     assert!(report.invariants_hold(), "{:?}", report.invariants);
-    let share = |s: &rust_batch::sim::report::Sample, q: &str| s.queue_share[q]["cpu"] * 32.0;
+    let share =
+        |s: &rust_batch_engine::sim::report::Sample, q: &str| s.queue_share[q]["cpu"] * 32.0;
     for s in &report.samples {
         assert!(
             share(s, "q-a") <= 16.0 + 1e-9,
@@ -307,7 +308,7 @@ fn s4b_a_non_strict_gang_holds_until_its_waiting_time_then_releases_and_retries(
 fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
     let file = "s7-backfill-starvation.yaml";
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/scenarios")
+        .join("../../examples/scenarios")
         .join(file);
     let scenario = Scenario::load(&path).expect("scenario parses");
     let big = scenario.jobs.iter().find(|j| j.name == "big").unwrap();
@@ -335,7 +336,7 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
         scenario.config.is_none(),
         "runs the default configuration, which has backfill"
     );
-    assert!(rust_batch::conf::SchedulerConf::default_conf()
+    assert!(rust_batch_engine::conf::SchedulerConf::default_conf()
         .actions
         .iter()
         .any(|a| a == "backfill"));
@@ -350,7 +351,7 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
         );
         report
     };
-    let job = |r: &rust_batch::sim::Report, name: &str| {
+    let job = |r: &rust_batch_engine::sim::Report, name: &str| {
         r.jobs.iter().find(|j| j.name == name).unwrap().clone()
     };
 
@@ -408,7 +409,8 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
     // GPU and the gang waits until the stream dries up.
     let mut greedy_scenario = scenario.clone();
     greedy_scenario.config = Some(
-        rust_batch::conf::DEFAULT_CONF.replace("enqueue, allocate, backfill", "enqueue, allocate"),
+        rust_batch_engine::conf::DEFAULT_CONF
+            .replace("enqueue, allocate, backfill", "enqueue, allocate"),
     );
     let greedy = run(greedy_scenario);
     let greedy_big = job(&greedy, "default/big");
@@ -425,7 +427,7 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
         j.estimate = None;
     }
     let blind = run(blind);
-    let starts = |r: &rust_batch::sim::Report| {
+    let starts = |r: &rust_batch_engine::sim::Report| {
         r.jobs
             .iter()
             .map(|j| (j.name.clone(), j.started))
@@ -434,7 +436,7 @@ fn s7_backfill_reservation_bounds_the_wait_of_a_large_gang_behind_a_stream() {
     assert_eq!(starts(&blind), starts(&greedy));
 
     // Utilization stays within 10% of greedy filling.
-    let gpu = |r: &rust_batch::sim::Report| r.summary.mean_utilization[GPU];
+    let gpu = |r: &rust_batch_engine::sim::Report| r.summary.mean_utilization[GPU];
     assert!(
         gpu(&easy) >= 0.9 * gpu(&greedy),
         "GPU utilization {} vs greedy {}",
@@ -448,7 +450,7 @@ fn s5b_hierarchical_queues_never_exceed_a_parent_capability_and_converge_to_dese
     let mut sim = load("s5b-capacity-hierarchy.yaml");
     let report = sim.run(&mut |_| {});
     assert!(report.invariants_hold(), "{:?}", report.invariants);
-    let cpu = |s: &rust_batch::sim::report::Sample, q: &str| {
+    let cpu = |s: &rust_batch_engine::sim::report::Sample, q: &str| {
         s.queue_share
             .get(q)
             .and_then(|r| r.get("cpu"))
@@ -519,10 +521,10 @@ fn without_plugin(conf: &str, plugin: &str) -> String {
 /// label) and with the same configuration without gpu-affinity.
 #[test]
 fn s8_gpu_affinity_keeps_gangs_on_one_gpu_model_and_more_of_them_in_one_rack() {
-    use rust_batch::conf::{SchedulerConf, DEFAULT_CONF};
+    use rust_batch_engine::conf::{SchedulerConf, DEFAULT_CONF};
     let file = "s8-topology.yaml";
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/scenarios")
+        .join("../../examples/scenarios")
         .join(file);
     let scenario = Scenario::load(&path).expect("scenario parses");
     let conf = scenario
@@ -582,7 +584,7 @@ fn s8_gpu_affinity_keeps_gangs_on_one_gpu_model_and_more_of_them_in_one_rack() {
     assert!(plain.summary.mixed_gpu_model_gangs > 0);
 
     // More multi-node gangs within one rack, and fewer racks per gang.
-    let rack = |r: &rust_batch::sim::Report| r.summary.topology[0].clone();
+    let rack = |r: &rust_batch_engine::sim::Report| r.summary.topology[0].clone();
     let (a, p) = (rack(&affine), rack(&plain));
     assert_eq!(a.level, "example.com/rack");
     assert!(a.multi_node_gangs > 0 && p.multi_node_gangs > 0);
@@ -597,7 +599,7 @@ fn s8_gpu_affinity_keeps_gangs_on_one_gpu_model_and_more_of_them_in_one_rack() {
         Some(1.0)
     );
     // Keeping gangs together costs no GPU time here: utilization within 2 points.
-    let gpu = |r: &rust_batch::sim::Report| r.summary.mean_utilization[GPU];
+    let gpu = |r: &rust_batch_engine::sim::Report| r.summary.mean_utilization[GPU];
     assert!((gpu(&affine) - gpu(&plain)).abs() < 0.02);
 }
 

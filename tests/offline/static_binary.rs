@@ -4,7 +4,7 @@
 //! --version and check-config. A dynamically linked binary fails here: its loader is missing.
 //! Root uses chroot(8); anyone else a user namespace (unshare --map-root-user --root).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rust_batch::cache::{Cache, PodUpdate};
-use rust_batch::model::{
+use rust_batch_engine::cache::{Cache, PodUpdate};
+use rust_batch_engine::model::{
     NodeSpec, Placement, PodGroupPhase, QueueInfo, QueueState, Resource, Taint, TaintEffect,
     TaskStatus, Toleration,
 };
-use rust_batch::testkit::{self, Gang};
+use rust_batch_engine::testkit::{self, Gang};
 
-use crate::world::*;
+use super::world::*;
 
 #[derive(Clone, Debug)]
 pub(crate) struct PodModel {

@@ -5,16 +5,16 @@
 
 use std::collections::BTreeMap;
 
-use rust_batch::cache::Cache;
-use rust_batch::framework::SessionResult;
-use rust_batch::model::Placement;
-use rust_batch::testkit::*;
+use rust_batch_engine::cache::Cache;
+use rust_batch_engine::framework::SessionResult;
+use rust_batch_engine::model::Placement;
+use rust_batch_engine::testkit::*;
 
 const CPU1: &[(&str, &str)] = &[("cpu", "1")];
 const BIG: &[(&str, &str)] = &[("cpu", "16"), ("memory", "64Gi")];
 
 fn rules(yaml: &str) -> Placement {
-    rust_batch::yaml::from_str(yaml).expect("placement YAML")
+    rust_batch_engine::yaml::from_str(yaml).expect("placement YAML")
 }
 
 // (Pod overhead is part of a pod's request: `model::resource` tests `pod_requests`.)

@@ -3,7 +3,7 @@
 //! built from Go modules by tests/cluster/build-helm.sh (cached by version). No cluster:
 //! tests/e2e_helm.rs applies the render to the API server.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

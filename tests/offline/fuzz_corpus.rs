@@ -3,7 +3,7 @@
 //! `cargo test`: whatever the fuzzers found interesting (crashes fixed since included)
 //! must never panic again. See fuzz/README.md to run the fuzzers themselves.
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod fuzz_bodies;
 
 use std::path::Path;

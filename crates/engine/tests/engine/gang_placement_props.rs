@@ -18,9 +18,11 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use rust_batch::cache::Cache;
-use rust_batch::model::{HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, NodeSpec};
-use rust_batch::testkit::*;
+use rust_batch_engine::cache::Cache;
+use rust_batch_engine::model::{
+    HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, NodeSpec,
+};
+use rust_batch_engine::testkit::*;
 
 const RACKS: [&str; 2] = ["r0", "r1"];
 const MODELS: [&str; 2] = ["A100", "H100"];
@@ -154,7 +156,7 @@ fn build(w: &World) -> (Cache, String) {
         }
         cache.apply_node(NodeSpec {
             labels: labels(&l),
-            ..rust_batch::testkit::node(&node_name(i), &alloc)
+            ..rust_batch_engine::testkit::node(&node_name(i), &alloc)
         });
         if n.used_cpu > 0 || n.used_gpus > 0 {
             let (c, g) = (n.used_cpu.to_string(), n.used_gpus.to_string());

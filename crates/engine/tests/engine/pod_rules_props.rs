@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use rust_batch::cache::{Cache, PodUpdate};
-use rust_batch::model::pod_rules::{HostPort, Labels, PodRules};
-use rust_batch::model::{Placement, Resource, Taint, TaintEffect, TaskInfo, TaskStatus};
-use rust_batch::testkit::*;
+use rust_batch_engine::cache::{Cache, PodUpdate};
+use rust_batch_engine::model::pod_rules::{HostPort, Labels, PodRules};
+use rust_batch_engine::model::{Placement, Resource, Taint, TaintEffect, TaskInfo, TaskStatus};
+use rust_batch_engine::testkit::*;
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -111,7 +111,7 @@ fn rules_of(gang: &str, rule: Rule) -> Placement {
     let selector = format!("{{matchLabels: {{gang: {gang}}}}}");
     let yaml = match rule {
         Rule::None => return Placement::default(),
-        Rule::Port(p) => return rust_batch::yaml::from_str(&format!("hostPorts: [{{port: {p}}}]")).unwrap(),
+        Rule::Port(p) => return rust_batch_engine::yaml::from_str(&format!("hostPorts: [{{port: {p}}}]")).unwrap(),
         Rule::HostAnti => format!(
             "podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: [{{topologyKey: kubernetes.io/hostname, labelSelector: {selector}}}]}}"
         ),
@@ -125,7 +125,7 @@ fn rules_of(gang: &str, rule: Rule) -> Placement {
             "topologySpreadConstraints: [{{maxSkew: {skew}, topologyKey: {ZONE}, labelSelector: {selector}}}]"
         ),
     };
-    let rules: PodRules = rust_batch::yaml::from_str(&yaml).unwrap();
+    let rules: PodRules = rust_batch_engine::yaml::from_str(&yaml).unwrap();
     Placement {
         pod_rules: Some(Box::new(rules)),
         ..Default::default()
@@ -422,7 +422,14 @@ fn run(w: &World) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // Seeds of past failures live next to this file (pod_rules_props.proptest-regressions).
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn committed_placements_satisfy_every_required_pod_rule(w in world()) {
