@@ -1696,56 +1696,6 @@ mod tests {
         assert_eq!(st.events.kept.len(), before, "said once");
     }
 
-    #[test]
-    fn native_pod_groups_define_gangs_first_and_bad_ones_are_named_to_their_pods() {
-        use crate::dialects::native::NativePodGroup;
-        let mut st = Index::new(vec!["rust-batch".into()]);
-        let native = |spec: serde_json::Value| -> NativePodGroup {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": "g", "namespace": "ns", "uid": "pg-g"}, "spec": spec
-            }))
-            .unwrap()
-        };
-        // A pod with both spec.schedulingGroup and Volcano's annotation (`pod` carries it).
-        let mut both = pod("a", false, "rust-batch");
-        both.spec.as_mut().unwrap().scheduling_group =
-            Some(serde_json::from_value(serde_json::json!({"podGroupName": "g"})).unwrap());
-        st.apply_pod(&both);
-        let note = st.events.last("a", CONFLICTING_DECLARATIONS).unwrap();
-        assert!(
-            note.contains("spec.schedulingGroup") && note.contains("scheduling.k8s.io/group-name"),
-            "{note}"
-        );
-        st.apply_group::<PodGroup>(&object("scheduling.volcano.sh/v1beta1", 3));
-        st.apply_group(&native(
-            serde_json::json!({"schedulingPolicy": {"gang": {"minCount": 1}},
-                               "resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}),
-        ));
-        assert_eq!(st.group_dialect("ns/g"), Some(Dialect("scheduling.k8s.io")));
-        assert!(st
-            .events
-            .last("pg-g", "Invalid")
-            .is_some_and(|m| m.contains("spec.resourceClaims")));
-        st.report_missing_groups(0);
-        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
-        let told = st.events.last("a", "FailedScheduling").unwrap();
-        assert!(
-            told.contains("(scheduling.k8s.io) cannot be used"),
-            "{told}"
-        );
-        st.apply_group(&native(
-            serde_json::json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
-        ));
-        assert_eq!(
-            min_member(&st),
-            Some(2),
-            "the native PodGroup defines the gang"
-        );
-        st.delete_group(Dialect("scheduling.k8s.io"), "ns/g");
-        assert_eq!(min_member(&st), Some(3), "Volcano's takes over");
-    }
-
     fn hypernode(name: &str, spec: serde_json::Value) -> HyperNode {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",

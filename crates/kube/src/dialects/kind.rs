@@ -20,12 +20,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::GangDecl;
-use crate::framework::JobCondition;
 use crate::convert::ConvertError;
+use crate::framework::JobCondition;
 use crate::index::{lock, Index};
+use crate::model::{JobInfo, JobSpec};
 use crate::supervise::Watches;
 use crate::watch::{watch, Feed, Sink};
-use crate::model::{JobInfo, JobSpec};
 
 /// Which kind of object defines a gang, by API group. When several kinds name the same
 /// `namespace/name`, the first in [`super::KINDS`] defines the gang.

@@ -20,8 +20,8 @@ use serde_json::{json, Value};
 use super::kind::{Dialect, GangKind, KindContext};
 use super::volcano::api::DEFAULT_QUEUE;
 use super::{check_name, GangDecl, QUEUE_NAME_ANNOTATION};
-use crate::framework::{ConditionKind, JobCondition};
 use crate::convert::ConvertError;
+use crate::framework::{ConditionKind, JobCondition};
 use crate::model::topology::{label_key_problem, TopologyBound, TopologyMode, TopologyRequest};
 use crate::model::{GangOrigin, GangPolicy, JobInfo, JobSpec, PodGroupPhase, TaskStatus};
 
@@ -386,6 +386,70 @@ mod tests {
         )
         .unwrap();
         assert!(super::super::pod_gang(&bad).is_err());
+    }
+
+    /// In the index: a pod declaring two gangs is told; the native PodGroup defines a gang
+    /// before Volcano's of the same name; a PodGroup it refuses is named to its pods.
+    #[test]
+    fn in_the_index_native_groups_come_first_and_bad_ones_are_named_to_their_pods() {
+        use crate::index::{Index, CONFLICTING_DECLARATIONS, MISSING_GROUP_GRACE_MS};
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        let both: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "a",
+                         "annotations": {"scheduling.k8s.io/group-name": "g"}},
+            "spec": {"schedulerName": "rust-batch", "schedulingGroup": {"podGroupName": "g"},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap();
+        st.apply_pod(&both);
+        let note = st.events.last("a", CONFLICTING_DECLARATIONS).unwrap();
+        assert!(
+            note.contains("spec.schedulingGroup") && note.contains("scheduling.k8s.io/group-name"),
+            "{note}"
+        );
+        let volcano: super::super::volcano::PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 3}
+        }))
+        .unwrap();
+        st.apply_group(&volcano);
+        let native = |spec: Value| -> NativePodGroup {
+            serde_json::from_value(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "ns", "uid": "pg-g"}, "spec": spec
+            }))
+            .unwrap()
+        };
+        st.apply_group(&native(
+            json!({"schedulingPolicy": {"gang": {"minCount": 1}},
+            "resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}),
+        ));
+        assert_eq!(st.group_dialect("ns/g"), Some(NativePodGroup::DIALECT));
+        assert!(st
+            .events
+            .last("pg-g", "Invalid")
+            .is_some_and(|m| m.contains("spec.resourceClaims")));
+        st.report_missing_groups(0);
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        let told = st.events.last("a", "FailedScheduling").unwrap();
+        assert!(
+            told.contains("(scheduling.k8s.io) cannot be used"),
+            "{told}"
+        );
+        let min_member = |st: &Index| {
+            let s = st.cache.state();
+            s.job_by_uid("ns/g").map(|id| s.job(id).min_member)
+        };
+        st.apply_group(&native(
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}}}),
+        ));
+        assert_eq!(
+            min_member(&st),
+            Some(2),
+            "the native PodGroup defines the gang"
+        );
+        st.delete_group(NativePodGroup::DIALECT, "ns/g");
+        assert_eq!(min_member(&st), Some(3), "Volcano's takes over");
     }
 
     fn job(min: u32, statuses: &[TaskStatus]) -> JobInfo {
