@@ -441,3 +441,171 @@ async fn conflicting_declarations_and_refused_claims_are_named() {
     let pods = check_invariants(&client, ns).await;
     assert!(node_of(&pods["claimer"]).is_none(), "waits");
 }
+
+const PREEMPT_CONF: &str = "actions: \"enqueue, allocate, preempt, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+";
+
+/// A member of a PriorityClass `class` (the Priority admission plugin sets its priority).
+async fn classed_member(
+    client: &Client,
+    ns: &str,
+    scheduler: &str,
+    name: &str,
+    group: &str,
+    class: &str,
+) {
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulerName": scheduler,
+            "priorityClassName": class,
+            "nodeSelector": {"pool": ns},
+            "schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]
+        }
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("pod created");
+}
+
+/// Pods of `ns` whose name starts with `prefix`, bound and not on their way out.
+fn holding(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usize {
+    pods.iter()
+        .filter(|(n, p)| {
+            n.starts_with(prefix) && node_of(p).is_some() && p.metadata.deletion_timestamp.is_none()
+        })
+        .count()
+}
+
+/// With the `preempt` action: a higher-priority group whose PodGroup says
+/// `preemptionPolicy: Never` (from its PriorityClass; its pods' class says
+/// PreemptLowerPriority) waits for room and evicts nobody; one that may preempt, facing
+/// a group of `disruptionMode: All` with two members above its minCount, evicts that whole
+/// group — not only the surplus, as it would for `Single`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let client = client().await;
+    let name = "rb-native-preempt";
+    let conf = std::env::temp_dir().join(format!("{name}-{}.conf", std::process::id()));
+    std::fs::write(&conf, PREEMPT_CONF).unwrap();
+    let conf = conf.display().to_string();
+    let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
+    let ns = "e2e-native-preempt";
+    namespace(&client, ns).await;
+    let classes = Api::<PriorityClass>::all(client.clone());
+    // The Priority admission plugin checks a PodGroup's preemptionPolicy against its class
+    // (1.37.2 defaults an unset one to PreemptLowerPriority first, so a class saying Never
+    // needs the field set to Never too): `e2e-native-polite` says Never.
+    for (class, value, policy) in [
+        ("e2e-native-low", 10, "PreemptLowerPriority"),
+        ("e2e-native-high", 1000, "PreemptLowerPriority"),
+        ("e2e-native-polite", 1000, "Never"),
+    ] {
+        let pc: PriorityClass = serde_json::from_value(
+            json!({"metadata": {"name": class}, "value": value, "preemptionPolicy": policy}),
+        )
+        .unwrap();
+        let _ = classes.create(&PostParams::default(), &pc).await; // kept from an earlier run
+    }
+    nodes(&client, ns, ns, 2, "2", json!({})).await;
+    native_group(
+        &client,
+        ns,
+        "low",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-low", "disruptionMode": {"all": {}}}),
+    )
+    .await;
+    for i in 0..4 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("low-{i}"),
+            "low",
+            "e2e-native-low",
+        )
+        .await;
+    }
+    all_bound(&client, ns, 4, "the low group bound").await;
+
+    native_group(
+        &client,
+        ns,
+        "polite",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-polite", "preemptionPolicy": "Never"}),
+    )
+    .await;
+    for i in 0..2 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("polite-{i}"),
+            "polite",
+            "e2e-native-high",
+        )
+        .await;
+    }
+    for _ in 0..8 {
+        let pods = check_invariants(&client, ns).await;
+        assert_eq!(
+            holding(&pods, "low-"),
+            4,
+            "preemptionPolicy Never evicts nobody"
+        );
+        assert_eq!(holding(&pods, "polite-"), 0);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    for i in 0..2 {
+        pods_api
+            .delete(&format!("polite-{i}"), &Default::default())
+            .await
+            .expect("pending pod deleted");
+    }
+
+    native_group(
+        &client,
+        ns,
+        "high",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-high"}),
+    )
+    .await;
+    for i in 0..2 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("high-{i}"),
+            "high",
+            "e2e-native-high",
+        )
+        .await;
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "the low group evicted whole and the high group bound",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (holding(&pods, "low-") == 0 && holding(&pods, "high-") == 2).then_some(())
+        },
+    )
+    .await;
+}
