@@ -581,6 +581,7 @@ impl Session {
                 }
                 // Another pod's coming or going elsewhere in a domain may change this.
                 Err(Unfit::Pod(m)) if !m.until_release() => {}
+                Err(Unfit::Devices(m)) if !m.until_release() => {}
                 Err(_) => dropped.push(pos),
             }
         }

@@ -596,6 +596,7 @@ pub(super) fn dynamic_fit(
     n: &NodeInfo,
 ) -> Result<(), Unfit> {
     resource_fit(t, n)?;
+    super::device_fit::device_fit(pods.state, t, n)?;
     votes.predicate.all().try_for_each(|f| f(t, n))?;
     votes
         .pod_predicate
