@@ -17,6 +17,7 @@ use crate::model::{
     GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
     NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
+use crate::model::devices::TaskClaim;
 use crate::snapshot::{ClusterState, Snapshot};
 
 /// A pod as a driver reports it.
@@ -598,6 +599,18 @@ impl Cache {
         let mut update = record.reported.clone();
         update.task.status = status;
         update.task.node = node;
+        self.apply_pod(update);
+        true
+    }
+
+    /// Changes a known pod's ResourceClaims (a driver that is the truth, like the
+    /// simulator, recording the allocations a bind carried).
+    pub fn set_pod_claims(&mut self, uid: &str, claims: Arc<[TaskClaim]>) -> bool {
+        let Some(record) = self.pods.get(uid) else {
+            return false;
+        };
+        let mut update = record.reported.clone();
+        update.task.claims = claims;
         self.apply_pod(update);
         true
     }
