@@ -13,11 +13,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use crate::model::devices::TaskClaim;
 use crate::model::{
     GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
     NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
 };
-use crate::model::devices::TaskClaim;
 use crate::snapshot::{ClusterState, Snapshot};
 
 /// A pod as a driver reports it.

@@ -96,8 +96,15 @@ fn devices_of(result: &SessionResult) -> BTreeMap<String, Vec<String>> {
     let mut by_claim: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for b in &result.binds {
         for c in b.claims.iter() {
-            let a = c.allocation.as_ref().expect("a bound pod's claim is allocated");
-            assert_eq!(a.node, b.node, "claim {} allocated off its pod's node", c.name);
+            let a = c
+                .allocation
+                .as_ref()
+                .expect("a bound pod's claim is allocated");
+            assert_eq!(
+                a.node, b.node,
+                "claim {} allocated off its pod's node",
+                c.name
+            );
             if by_claim.contains_key(&*c.name) {
                 continue;
             }
@@ -129,7 +136,11 @@ fn a_gang_of_four_pods_with_two_gpus_each_in_one_clique_binds_whole() {
             .iter()
             .map(|d| d.rsplit('-').next().unwrap().parse().unwrap())
             .collect();
-        assert_eq!(idx[0] / 4, idx[1] / 4, "{claim}: {devices:?} span two cliques");
+        assert_eq!(
+            idx[0] / 4,
+            idx[1] / 4,
+            "{claim}: {devices:?} span two cliques"
+        );
     }
 }
 
@@ -210,10 +221,7 @@ fn devices_allocated_in_the_api_by_anyone_are_never_given_again() {
     let got = devices_of(&r);
     assert_eq!(
         got.values().next().unwrap(),
-        &vec![
-            format!("{DRIVER}/n0/gpu-2"),
-            format!("{DRIVER}/n0/gpu-3")
-        ]
+        &vec![format!("{DRIVER}/n0/gpu-2"), format!("{DRIVER}/n0/gpu-3")]
     );
 }
 
@@ -233,7 +241,11 @@ fn a_shared_claim_is_allocated_once_and_its_pods_go_to_its_node() {
     let r = cycle_at(&mut cache, None, 0);
     assert_eq!(bound(&r, &job), 3, "{:?}", condition_message(&r, &job));
     let nodes: BTreeSet<_> = r.binds.iter().map(|b| b.node.clone()).collect();
-    assert_eq!(nodes.len(), 1, "every pod of the claim on its node: {nodes:?}");
+    assert_eq!(
+        nodes.len(),
+        1,
+        "every pod of the claim on its node: {nodes:?}"
+    );
     let allocations: BTreeSet<_> = r
         .binds
         .iter()
@@ -310,10 +322,7 @@ fn request_selectors_choose_devices_by_attribute_and_capacity() {
     assert_eq!(bound(&r, &job), 1, "{:?}", condition_message(&r, &job));
     assert_eq!(
         devices_of(&r).values().next().unwrap(),
-        &vec![
-            format!("{DRIVER}/n0/gpu-1"),
-            format!("{DRIVER}/n0/gpu-3")
-        ]
+        &vec![format!("{DRIVER}/n0/gpu-1"), format!("{DRIVER}/n0/gpu-3")]
     );
 }
 
@@ -414,5 +423,8 @@ fn a_slice_with_a_device_twice_is_refused_by_name() {
     let r = cycle_at(&mut cache, None, 0);
     assert_eq!(bound(&r, &job), 0);
     let msg = condition_message(&r, &job).unwrap();
-    assert!(msg.contains("publishes device gpu-0 more than once"), "{msg}");
+    assert!(
+        msg.contains("publishes device gpu-0 more than once"),
+        "{msg}"
+    );
 }

@@ -261,3 +261,241 @@ pub fn attribute<'d>(device: &'d Device, qualified: &str) -> Option<&'d AttrValu
             .flatten()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::devices::{ClaimSpec, DeviceChoice, DeviceRequest, MatchAttribute};
+
+    fn device(name: &str, attrs: &[(&str, AttrValue)]) -> Device {
+        Device {
+            driver: "gpu.example.com".into(),
+            pool: "p".into(),
+            name: name.into(),
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            capacity: BTreeMap::from([("gpu.example.com/memory".into(), 80_000)]),
+        }
+    }
+
+    fn s(v: &str) -> AttrValue {
+        AttrValue::String(v.into())
+    }
+
+    fn inventory() -> NodeDevices {
+        let d = |n: &str, model: &str, clique: &str| {
+            device(
+                n,
+                &[
+                    ("gpu.example.com/model", s(model)),
+                    ("clique", s(clique)),
+                    (
+                        "gpu.example.com/index",
+                        AttrValue::Int(n[1..].parse().unwrap()),
+                    ),
+                ],
+            )
+        };
+        NodeDevices::new(
+            vec![
+                d("g0", "a100", "x"),
+                d("g1", "h100", "x"),
+                d("g2", "h100", "y"),
+                d("g3", "h100", "y"),
+            ],
+            &BTreeMap::new(),
+        )
+    }
+
+    fn catalog() -> DeviceCatalog {
+        DeviceCatalog::new(BTreeMap::from([
+            (
+                "gpu".into(),
+                vec!["device.driver == \"gpu.example.com\"".into()],
+            ),
+            ("any".into(), vec![]),
+        ]))
+    }
+
+    fn request(name: &str, count: u32, selectors: &[&str]) -> DeviceRequest {
+        DeviceRequest {
+            name: name.into(),
+            choices: vec![DeviceChoice {
+                name: String::new(),
+                device_class_name: "gpu".into(),
+                selectors: selectors.iter().map(|s| s.to_string()).collect(),
+                mode: AllocationMode::ExactCount(count),
+            }],
+        }
+    }
+
+    fn claim(requests: Vec<DeviceRequest>, constraints: Vec<MatchAttribute>) -> TaskClaim {
+        TaskClaim::new(
+            "ns/c",
+            ClaimSpec {
+                requests,
+                constraints,
+            },
+        )
+    }
+
+    fn names(inv: &NodeDevices, got: &ClaimDevices) -> Vec<String> {
+        got.iter()
+            .map(|(_, i)| inv.devices[*i as usize].name.to_string())
+            .collect()
+    }
+
+    fn one(c: &TaskClaim, held: &[u16]) -> Result<Vec<String>, DeviceMismatch> {
+        let inv = inventory();
+        allocate_claims(&catalog(), &inv, held, &[c]).map(|mut v| names(&inv, &v.remove(0)))
+    }
+
+    #[test]
+    fn selectors_read_attributes_by_domain_capacity_and_driver() {
+        let by_model = claim(
+            vec![request(
+                "g",
+                2,
+                &[r#"device.attributes["gpu.example.com"].model == "h100""#],
+            )],
+            vec![],
+        );
+        assert_eq!(one(&by_model, &[0; 4]).unwrap(), ["g1", "g2"]);
+        let by_index = claim(
+            vec![request(
+                "g",
+                1,
+                &[r#"device.attributes["gpu.example.com"].index > 2"#],
+            )],
+            vec![],
+        );
+        assert_eq!(one(&by_index, &[0; 4]).unwrap(), ["g3"]);
+        let by_memory = claim(
+            vec![request(
+                "g",
+                4,
+                &[r#"device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("79"))"#],
+            )],
+            vec![],
+        );
+        assert_eq!(one(&by_memory, &[0; 4]).unwrap().len(), 4);
+        let none = claim(
+            vec![request(
+                "g",
+                1,
+                &[r#"device.capacity["gpu.example.com"].memory.compareTo(quantity("81")) >= 0"#],
+            )],
+            vec![],
+        );
+        assert_eq!(one(&none, &[0; 4]), Err(DeviceMismatch::Unavailable));
+    }
+
+    #[test]
+    fn held_devices_are_skipped() {
+        let two = claim(vec![request("g", 2, &[])], vec![]);
+        assert_eq!(one(&two, &[1, 1, 0, 0]).unwrap(), ["g2", "g3"]);
+        assert_eq!(one(&two, &[1, 1, 1, 0]), Err(DeviceMismatch::Unavailable));
+    }
+
+    #[test]
+    fn match_attribute_backtracks_to_one_value_across_requests() {
+        // g0 and g1 share clique x, but the claim wants three h100 in one clique: none.
+        let three = claim(
+            vec![request("g", 3, &[])],
+            vec![MatchAttribute {
+                requests: vec![],
+                attribute: "gpu.example.com/clique".into(),
+            }],
+        );
+        assert_eq!(one(&three, &[0; 4]), Err(DeviceMismatch::Unavailable));
+        // Two requests bound by one constraint: after g0 (x) for "a", "b" must be g1 (x).
+        let split = claim(
+            vec![request("a", 1, &[]), request("b", 1, &[])],
+            vec![MatchAttribute {
+                requests: vec!["a".into(), "b".into()],
+                attribute: "gpu.example.com/clique".into(),
+            }],
+        );
+        assert_eq!(one(&split, &[0; 4]).unwrap(), ["g0", "g1"]);
+        // With g1 held, "a" must move to clique y.
+        assert_eq!(one(&split, &[0, 1, 0, 0]).unwrap(), ["g2", "g3"]);
+        // A device without the attribute never satisfies the constraint.
+        let missing = claim(
+            vec![request("a", 1, &[])],
+            vec![MatchAttribute {
+                requests: vec![],
+                attribute: "example.com/none".into(),
+            }],
+        );
+        assert_eq!(one(&missing, &[0; 4]), Err(DeviceMismatch::Unavailable));
+        // A constraint on other requests leaves this one free.
+        let other = claim(
+            vec![request("a", 2, &[])],
+            vec![MatchAttribute {
+                requests: vec!["b".into()],
+                attribute: "example.com/none".into(),
+            }],
+        );
+        assert_eq!(one(&other, &[0; 4]).unwrap(), ["g0", "g1"]);
+    }
+
+    #[test]
+    fn claims_of_one_pod_never_share_a_device() {
+        let inv = inventory();
+        let a = claim(vec![request("g", 2, &[])], vec![]);
+        let got = allocate_claims(&catalog(), &inv, &[0; 4], &[&a, &a]).unwrap();
+        assert_eq!(names(&inv, &got[0]), ["g0", "g1"]);
+        assert_eq!(names(&inv, &got[1]), ["g2", "g3"]);
+        assert!(allocate_claims(&catalog(), &inv, &[0; 4], &[&a, &a, &a]).is_err());
+    }
+
+    #[test]
+    fn selector_errors_name_their_origin_as_kube_scheduler_does() {
+        let bad = claim(vec![request("g", 1, &["device.driver =="])], vec![]);
+        let Err(DeviceMismatch::Blocked(why)) = one(&bad, &[0; 4]) else {
+            panic!("a selector that does not compile blocks the claim")
+        };
+        assert!(
+            why.starts_with("claim ns/c: selector #0: CEL compile error: "),
+            "{why}"
+        );
+        let not_bool = claim(vec![request("g", 1, &["device.driver"])], vec![]);
+        let Err(DeviceMismatch::Runtime(why)) = one(&not_bool, &[0; 4]) else {
+            panic!("a selector that is not a bool fails at runtime")
+        };
+        assert!(
+            why.starts_with("claim ns/c: selector #0: CEL runtime error: "),
+            "{why}"
+        );
+        let mut no_class = request("g", 1, &[]);
+        no_class.choices[0].device_class_name = "missing".into();
+        let Err(DeviceMismatch::Blocked(why)) = one(&claim(vec![no_class], vec![]), &[0; 4]) else {
+            panic!("a missing class blocks the claim")
+        };
+        assert_eq!(why, "request g: device class missing does not exist");
+    }
+
+    #[test]
+    fn matching_is_worked_out_once_per_inventory() {
+        let cat = catalog();
+        let inv = Arc::new(inventory());
+        let choice = &request(
+            "g",
+            1,
+            &["device.attributes[\"gpu.example.com\"].model == \"a100\""],
+        )
+        .choices[0];
+        let first = cat.matching(choice, &inv).unwrap();
+        let again = cat.matching(choice, &inv).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the second answer is the memo's"
+        );
+        assert_eq!(&*first, &[0]);
+    }
+}
