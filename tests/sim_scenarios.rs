@@ -1,5 +1,5 @@
 //! The bundled scenario files (examples/scenarios: docs/src/scenarios.md: S1, S2, S4, S4b, S5, S5b, S6,
-//! S7, S8 and S9, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! S7, S8, S9, S10 and S11, and the default) in the simulator, asserting exactly what the scenarios say, plus
 //! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
