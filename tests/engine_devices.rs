@@ -428,3 +428,49 @@ fn a_slice_with_a_device_twice_is_refused_by_name() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_discarded_statement_gives_every_device_back_exactly() {
+    use rust_batch::framework::Statement;
+    let mut cache = cluster(&[
+        ("n0", gpus("n0", 4, |_| "c".into())),
+        ("n1", gpus("n1", 4, |_| "c".into())),
+    ]);
+    let mut g = Gang::new("g", 3).tasks("", 3, CPU);
+    let mut team = TaskClaim::new("default/team", one_clique(1));
+    team.shared = true;
+    for (i, t) in g.tasks.iter_mut().enumerate() {
+        let own = TaskClaim::new(format!("default/g-{i}-gpu"), one_clique(1));
+        t.set_claims(vec![own, team.clone()]);
+    }
+    g.apply(&mut cache);
+    let snapshot = cache.snapshot();
+    let tasks: Vec<_> = (0..3)
+        .map(|i| task_ref(&snapshot, &format!("default/g-{i}")).unwrap())
+        .collect();
+    let mut ssn = open_session(&cache, None);
+    let before = ssn.fingerprint();
+    let n0 = ssn.state().node_by_name("n0").unwrap();
+    {
+        let mut stmt = Statement::new(&mut ssn);
+        for &t in &tasks {
+            stmt.allocate(t, n0);
+        }
+        let node = stmt.node(n0);
+        assert_eq!(
+            node.device_claims.len(),
+            4,
+            "three own claims and the shared one"
+        );
+        assert_eq!(node.device_holds.iter().filter(|h| **h > 0).count(), 4);
+        assert_eq!(node.device_claims["default/team"].users, 3);
+        assert_eq!(stmt.state().claims_placed()["default/team"].1, 3);
+        stmt.discard();
+    }
+    assert_eq!(
+        ssn.fingerprint(),
+        before,
+        "devices, claims and tasks as they were"
+    );
+    assert!(ssn.state().claims_placed().is_empty());
+}

@@ -381,17 +381,15 @@ impl Session {
         let t = self.state.task(task);
         let mut claims = None;
         if !t.claims.is_empty() {
+            // One entry per placement, changed or not, so that each undo pops its own.
+            self.claims_before
+                .entry(task)
+                .or_default()
+                .push(t.claims.clone());
             // Actions place a task only on a node it fits (devices included); should one
             // not, the task goes there without new devices rather than with a device twice.
             match super::device_fit::claims_on(&self.state, &t.claims, self.state.node(node)) {
-                Ok(Some(placed)) => {
-                    self.claims_before
-                        .entry(task)
-                        .or_default()
-                        .push(t.claims.clone());
-                    claims = Some(placed);
-                }
-                Ok(None) => {}
+                Ok(placed) => claims = placed,
                 Err(e) => debug_assert!(false, "placed where its claims do not fit: {e}"),
             }
         }
