@@ -75,6 +75,10 @@ impl SelectorError {
 
 type Matches = Result<Arc<[u32]>, SelectorError>;
 
+/// The most inventories and choice-inventory answers a catalog remembers before it starts
+/// over (a node's inventory is new whenever its slices change).
+const MEMO_LIMIT: usize = 200_000;
+
 /// The DeviceClasses by name, with compiled selectors and what they matched so far.
 pub struct DeviceCatalog {
     classes: BTreeMap<String, Vec<String>>,
@@ -85,6 +89,10 @@ pub struct DeviceCatalog {
 struct Memo {
     programs: HashMap<String, Result<Arc<Program>, String>>,
     matches: HashMap<(DeviceChoiceKey, u64), Matches>,
+    /// The functions selectors may call, registered once per catalog.
+    root: Option<Context<'static, 'static>>,
+    /// Each inventory's devices as CEL values, built once for every choice.
+    values: HashMap<u64, Arc<[Value]>>,
 }
 
 /// A choice as far as matching goes (its class and its selectors).
@@ -132,6 +140,11 @@ impl DeviceCatalog {
         if let Some(m) = memo.matches.get(&(key.clone(), inv.id)) {
             return m.clone();
         }
+        if memo.matches.len() >= MEMO_LIMIT || memo.values.len() >= MEMO_LIMIT {
+            // Inventories replaced by newer slices leave entries no one asks for again.
+            memo.matches.clear();
+            memo.values.clear();
+        }
         let found = self.evaluate(&mut memo, &key, inv);
         memo.matches.insert((key, inv.id), found.clone());
         found
@@ -166,11 +179,16 @@ impl DeviceCatalog {
                 }
             }
         }
-        let root = root_context();
+        let values = memo
+            .values
+            .entry(inv.id)
+            .or_insert_with(|| inv.devices.iter().map(device_value).collect())
+            .clone();
+        let root = memo.root.get_or_insert_with(root_context);
         let mut found = Vec::new();
-        'devices: for (i, device) in inv.devices.iter().enumerate() {
+        'devices: for (i, value) in values.iter().enumerate() {
             let mut scope = root.new_inner_scope();
-            scope.add_variable_from_value("device", device_value(device));
+            scope.add_variable_from_value("device", value.clone());
             for (class, index, program) in &programs {
                 match program.execute(&scope) {
                     Ok(Value::Bool(true)) => {}
