@@ -16,21 +16,13 @@ use k8s_openapi::api::resource::v1::{
 use serde_json::{json, Value};
 
 use crate::model::devices::{
-    AllocatedDevice, AllocationMode, AttrValue, ClaimAllocation, ClaimSpec, Device, DeviceChoice,
-    DeviceRequest, MatchAttribute, NodeDevices,
+    qualified_name, AllocatedDevice, AllocationMode, AttrValue, ClaimAllocation, ClaimSpec, Device,
+    DeviceChoice, DeviceRequest, MatchAttribute, NodeDevices,
 };
 use crate::model::resource::parse_milli;
 
 /// The field kube-scheduler's node selector of a node-local allocation matches on.
 const NODE_NAME_FIELD: &str = "metadata.name";
-
-fn qualified(name: &str, driver: &str) -> String {
-    if name.contains('/') {
-        name.to_string()
-    } else {
-        format!("{driver}/{name}")
-    }
-}
 
 /// The devices of a node-local slice, with the node's name; or why the slice is left out
 /// (a network-attached pool, which the engine does not model).
@@ -65,7 +57,7 @@ pub fn slice_devices(slice: &ResourceSlice) -> Result<(String, Vec<Device>), Str
                     } else {
                         AttrValue::Version(a.version.clone()?)
                     };
-                    Some((qualified(k, &spec.driver), v))
+                    Some((qualified_name(k, &spec.driver), v))
                 })
                 .collect();
             let capacity = d
@@ -74,7 +66,7 @@ pub fn slice_devices(slice: &ResourceSlice) -> Result<(String, Vec<Device>), Str
                 .flatten()
                 .filter_map(|(k, c)| {
                     let milli = i64::try_from(parse_milli(&c.value.0).ok()?).ok()?;
-                    Some((qualified(k, &spec.driver), milli))
+                    Some((qualified_name(k, &spec.driver), milli))
                 })
                 .collect();
             Device {

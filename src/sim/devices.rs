@@ -33,8 +33,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::model::devices::{
-    AllocationMode, AttrValue, ClaimSpec, Device, DeviceChoice, DeviceRequest, MatchAttribute,
-    NodeDevices, TaskClaim,
+    qualified_name, AllocationMode, AttrValue, ClaimSpec, Device, DeviceChoice, DeviceRequest,
+    MatchAttribute, NodeDevices, TaskClaim,
 };
 use crate::model::resource::parse_milli;
 
@@ -109,14 +109,6 @@ pub struct ClaimDef {
     pub constraints: Vec<ConstraintDef>,
 }
 
-fn qualified(name: &str, driver: &str) -> String {
-    if name.contains('/') {
-        name.to_string()
-    } else {
-        format!("{driver}/{name}")
-    }
-}
-
 fn attr(v: &serde_json::Value) -> Result<AttrValue, String> {
     match v {
         serde_json::Value::Bool(b) => Ok(AttrValue::Bool(*b)),
@@ -148,7 +140,7 @@ impl DeviceSetDef {
         let mut attributes: BTreeMap<String, AttrValue> = BTreeMap::new();
         for (k, v) in &self.attributes {
             if let Ok(a) = attr(v) {
-                attributes.insert(qualified(k, &self.driver), a);
+                attributes.insert(qualified_name(k, &self.driver), a);
             }
         }
         let capacity: BTreeMap<String, i64> = self
@@ -156,7 +148,7 @@ impl DeviceSetDef {
             .iter()
             .filter_map(|(k, q)| {
                 let milli = i64::try_from(parse_milli(q).ok()?).ok()?;
-                Some((qualified(k, &self.driver), milli))
+                Some((qualified_name(k, &self.driver), milli))
             })
             .collect();
         let driver: Arc<str> = Arc::from(self.driver.as_str());
@@ -165,7 +157,7 @@ impl DeviceSetDef {
             let mut attributes = attributes.clone();
             if let Some(g) = &self.groups {
                 attributes.insert(
-                    qualified(&g.attribute, &self.driver),
+                    qualified_name(&g.attribute, &self.driver),
                     AttrValue::String(format!("{node}-{}", i / g.size.max(1))),
                 );
             }

@@ -55,6 +55,16 @@ impl Device {
     }
 }
 
+/// An attribute or capacity name as the engine keys it: `domain/name`; a name a slice gives
+/// unqualified belongs to its driver.
+pub fn qualified_name(name: &str, driver: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("{driver}/{name}")
+    }
+}
+
 /// A device in a claim's allocation (`status.allocation.devices.results[]`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
