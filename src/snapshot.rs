@@ -46,8 +46,7 @@ pub struct ClusterState {
     /// Shared claims a session placed and the API does not record as allocated yet: where
     /// their devices are, and how many placed pods use them (the other pods of the claim
     /// must go to the same node).
-    pub(crate) claims_placed:
-        Arc<HashMap<Arc<str>, (Arc<crate::model::devices::ClaimAllocation>, u32)>>,
+    pub(crate) claims_placed: Arc<crate::model::devices::ClaimsPlaced>,
 }
 
 /// The most label levels kept (each is a domain per node): past it, they are built again.
@@ -62,9 +61,7 @@ impl ClusterState {
         &self.device_classes
     }
 
-    pub fn claims_placed(
-        &self,
-    ) -> &HashMap<Arc<str>, (Arc<crate::model::devices::ClaimAllocation>, u32)> {
+    pub fn claims_placed(&self) -> &crate::model::devices::ClaimsPlaced {
         &self.claims_placed
     }
 

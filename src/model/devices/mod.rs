@@ -90,6 +90,10 @@ pub struct ClaimAllocation {
     pub devices: Vec<AllocatedDevice>,
 }
 
+/// Shared claims placed in a session and not yet allocated in the API: their allocation and
+/// how many placed pods use them (see `ClusterState::claims_placed`).
+pub type ClaimsPlaced = HashMap<Arc<str>, (Arc<ClaimAllocation>, u32)>;
+
 /// Every node-local device a node's ResourceSlices publish, and the claims (by
 /// `namespace/name`) whose `status.allocation` already holds some of them, whoever
 /// allocated them (kube-scheduler, us before a restart, another scheduler).
