@@ -28,6 +28,12 @@
 //!   anti-affinity within the gang (one worker per node) and a tenth a zone spread
 //!   constraint (maxSkew 1, DoNotSchedule) (target < 1 s on one core).
 //!
+//! - `allocate_5000_nodes_50000_pods_dra`: the plain cluster's 5,000 nodes each publishing 8
+//!   GPUs as DRA devices (two NVLink cliques of 4), 50,000 pending pods in gangs of 8, half
+//!   of the gangs with a ResourceClaim per pod (from a template): three in four claim 1 GPU
+//!   of model h100 (a class selector and a request selector), one in four 2 GPUs in one
+//!   clique (matchAttribute). One allocate cycle (target < 1 s on one core).
+//!
 //! - `allocate_10000_nodes_100000_pods` and `open_session_nothing_changed_10000_nodes`:
 //!   issue 17's size, the plain cluster twice over (12,500 gangs of 8): the allocate cycle
 //!   (target < 1 s on one core) and a session with nothing changed (target < 5 ms).
@@ -649,11 +655,111 @@ fn scale_benches(c: &mut Criterion) {
     group.finish();
 }
 
+/// The DRA cluster (see the module comment).
+fn dra_cluster() -> Cache {
+    use rust_batch::model::devices::{
+        AllocationMode, AttrValue, ClaimSpec, Device, DeviceChoice, DeviceRequest, MatchAttribute,
+        NodeDevices, TaskClaim,
+    };
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    let mut cache = testkit::cache_with_default_queue();
+    for q in 0..QUEUES {
+        cache.apply_queue(testkit::queue(&format!("team-{q}"), 1));
+    }
+    cache.set_device_classes(BTreeMap::from([(
+        "gpu".to_string(),
+        vec!["device.driver == \"gpu.example.com\"".to_string()],
+    )]));
+    let shape = testkit::node("", &[("cpu", "64"), ("memory", "512Gi"), ("pods", "110")]);
+    for i in 0..CPU_NODES + GPU_NODES {
+        let name = format!("node-{i:05}");
+        cache.apply_node(NodeSpec {
+            name: name.clone(),
+            ..shape.clone()
+        });
+        let devices = (0..8)
+            .map(|d| Device {
+                driver: "gpu.example.com".into(),
+                pool: name.as_str().into(),
+                name: format!("gpu-{d}").into(),
+                attributes: BTreeMap::from([
+                    (
+                        "gpu.example.com/clique".to_string(),
+                        AttrValue::String(format!("{name}-{}", d / 4)),
+                    ),
+                    (
+                        "gpu.example.com/model".to_string(),
+                        AttrValue::String("h100".into()),
+                    ),
+                ]),
+                capacity: BTreeMap::new(),
+            })
+            .collect();
+        let inventory = NodeDevices::new(devices, &BTreeMap::new());
+        cache.apply_node_devices(&name, Some(Arc::new(inventory)));
+    }
+    let request = |count: u32, selectors: Vec<String>| DeviceRequest {
+        name: "gpu".into(),
+        choices: vec![DeviceChoice {
+            name: String::new(),
+            device_class_name: "gpu".into(),
+            selectors,
+            mode: AllocationMode::ExactCount(count),
+        }],
+    };
+    let one_h100 = ClaimSpec {
+        requests: vec![request(
+            1,
+            vec!["device.attributes[\"gpu.example.com\"].model == \"h100\"".into()],
+        )],
+        constraints: vec![],
+    };
+    let two_in_a_clique = ClaimSpec {
+        requests: vec![request(2, vec![])],
+        constraints: vec![MatchAttribute {
+            requests: vec![],
+            attribute: "gpu.example.com/clique".into(),
+        }],
+    };
+    for g in 0..GANGS {
+        let mut gang = Gang::new(&format!("job-{g:05}"), GANG_SIZE as u32)
+            .queue(&format!("team-{}", g % QUEUES))
+            .priority((g % 3) as i32)
+            .created(g as i64)
+            .tasks("worker", GANG_SIZE, &[("cpu", "4"), ("memory", "8Gi")]);
+        if g % 2 == 0 {
+            let spec = if g % 8 == 0 {
+                &two_in_a_clique
+            } else {
+                &one_h100
+            };
+            for t in &mut gang.tasks {
+                let name = format!("default/{}-gpu", t.name);
+                t.set_claims(vec![TaskClaim::new(name, spec.clone())]);
+            }
+        }
+        gang.apply(&mut cache);
+    }
+    cache
+}
+
+fn dra_benches(c: &mut Criterion) {
+    let name = "allocate_5000_nodes_50000_pods_dra";
+    if selected(name) {
+        let start = Instant::now();
+        let cache = dra_cluster();
+        eprintln!("built the DRA cluster in {:?}", start.elapsed());
+        bench_cycle(c, name, &cache, rust_batch::conf::DEFAULT_CONF);
+    }
+}
+
 criterion_group!(
     engine,
     preempt_benches,
     benches,
     topology_benches,
+    dra_benches,
     scale_benches
 );
 criterion_main!(engine);

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use crate::model::devices::TaskClaim;
 use crate::model::{
     GangRuntime, HeldBack, Hold, HyperNodeSpec, JobId, JobInfo, JobSpec, NodeId, NodeInfo,
     NodeSpec, NodeTask, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, Topology,
@@ -111,6 +112,8 @@ pub struct Cache {
     /// Members drivers keep out of the engine, by gang uid: laid over the gang when it
     /// exists (its pods may come before it does).
     held_back: HashMap<Arc<str>, HeldBack>,
+    /// Device inventories by node name (DRA ResourceSlices), also for nodes not known yet.
+    node_devices: HashMap<Arc<str>, Arc<crate::model::devices::NodeDevices>>,
 }
 
 impl Cache {
@@ -163,7 +166,10 @@ impl Cache {
         }
         self.topology_changed();
         self.state.node_specs = next_node_specs_version();
-        let node = NodeInfo::new(spec);
+        let mut node = NodeInfo::new(spec);
+        if let Some(d) = self.node_devices.get(&node.name) {
+            node.set_devices(Some(d.clone()));
+        }
         let name = node.name.clone();
         let id = self.state.insert_node(&mut self.free_nodes, node).0;
         Arc::make_mut(&mut self.state.node_ids).insert(name.clone(), NodeId(id));
@@ -174,6 +180,32 @@ impl Cache {
             }
         }
         true
+    }
+
+    /// The devices a node's ResourceSlices publish and the claims allocated on them (None:
+    /// none). Kept for a node not known yet.
+    pub fn apply_node_devices(
+        &mut self,
+        name: &str,
+        devices: Option<Arc<crate::model::devices::NodeDevices>>,
+    ) {
+        match &devices {
+            Some(d) => self.node_devices.insert(Arc::from(name), d.clone()),
+            None => self.node_devices.remove(name),
+        };
+        if let Some(id) = self.state.node_by_name(name) {
+            self.state.node_mut(id).set_devices(devices);
+        }
+    }
+
+    /// The cluster's DeviceClasses: name → CEL selectors. Selectors compile again only
+    /// when a class changes.
+    pub fn set_device_classes(&mut self, classes: BTreeMap<String, Vec<String>>) {
+        if self.state.device_classes.classes() != &classes {
+            self.state.device_classes = Arc::new(
+                crate::model::devices::selectors::DeviceCatalog::new(classes),
+            );
+        }
     }
 
     pub fn delete_node(&mut self, name: &str) {
@@ -567,6 +599,18 @@ impl Cache {
         let mut update = record.reported.clone();
         update.task.status = status;
         update.task.node = node;
+        self.apply_pod(update);
+        true
+    }
+
+    /// Changes a known pod's ResourceClaims (a driver that is the truth, like the
+    /// simulator, recording the allocations a bind carried).
+    pub fn set_pod_claims(&mut self, uid: &str, claims: Arc<[TaskClaim]>) -> bool {
+        let Some(record) = self.pods.get(uid) else {
+            return false;
+        };
+        let mut update = record.reported.clone();
+        update.task.claims = claims;
         self.apply_pod(update);
         true
     }

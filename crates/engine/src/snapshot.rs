@@ -41,6 +41,12 @@ pub struct ClusterState {
     pub(crate) node_specs: u64,
     /// Sums over the gangs and nodes above, kept as they change (see `Tally`).
     tally: Arc<Tally>,
+    /// DeviceClasses, with their compiled selectors (DRA; see `model::devices`).
+    pub(crate) device_classes: Arc<crate::model::devices::selectors::DeviceCatalog>,
+    /// Shared claims a session placed and the API does not record as allocated yet: where
+    /// their devices are, and how many placed pods use them (the other pods of the claim
+    /// must go to the same node).
+    pub(crate) claims_placed: Arc<crate::model::devices::ClaimsPlaced>,
 }
 
 /// The most label levels kept (each is a domain per node): past it, they are built again.
@@ -51,6 +57,14 @@ const LABEL_LEVELS_KEPT: usize = 64;
 pub struct LabelLevels(Mutex<HashMap<String, Arc<TopologyLevel>>>);
 
 impl ClusterState {
+    pub fn device_classes(&self) -> &crate::model::devices::selectors::DeviceCatalog {
+        &self.device_classes
+    }
+
+    pub fn claims_placed(&self) -> &crate::model::devices::ClaimsPlaced {
+        &self.claims_placed
+    }
+
     pub fn node(&self, id: NodeId) -> &NodeInfo {
         self.nodes
             .get(id.0 as usize)

@@ -461,6 +461,9 @@ pub fn open_session(cache: &Cache, yaml: Option<&str>) -> Session {
 /// run on their nodes, evicted pods are gone, gang phases are recorded.
 pub fn apply_result(cache: &mut Cache, result: &SessionResult) {
     for b in &result.binds {
+        if !b.claims.is_empty() {
+            cache.set_pod_claims(&b.task, b.claims.clone());
+        }
         cache.set_pod_status(&b.task, TaskStatus::Running, Some(b.node.clone()));
     }
     for e in &result.evictions {

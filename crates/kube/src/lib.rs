@@ -28,6 +28,7 @@ pub mod budgets;
 pub mod client;
 pub mod convert;
 pub mod dialects;
+pub mod dra;
 pub mod driver;
 pub mod events;
 pub mod index;

@@ -446,6 +446,7 @@ mod tests {
             namespace: Arc::from("ns"),
             name: Arc::from(uid),
             node: Arc::from(node),
+            claims: Arc::from([]),
         }
     }
 

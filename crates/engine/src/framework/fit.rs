@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::model::devices::DeviceMismatch;
 use crate::model::placement::PlacementMismatch;
 use crate::model::resource::{format_amount, Shortfall, PODS};
 use crate::model::volumes::VolumeMismatch;
@@ -35,6 +36,8 @@ pub enum Unfit {
     Pod(PodMismatch),
     /// The pod's PersistentVolumeClaims.
     Volume(VolumeMismatch),
+    /// The pod's ResourceClaims (DRA devices).
+    Devices(DeviceMismatch),
     /// Any other plugin's reason.
     Other(String),
 }
@@ -94,6 +97,7 @@ impl Unfit {
             Unfit::Placement(m) => m.to_string(),
             Unfit::Pod(m) => m.to_string(),
             Unfit::Volume(m) => m.to_string(),
+            Unfit::Devices(m) => m.to_string(),
             Unfit::Other(s) => s.clone(),
             fixed => fixed.fixed_kind().unwrap_or_default().to_string(),
         }

@@ -7,6 +7,7 @@
 //! `outcome.rs` is what a session hands a driver. The framework names no action or plugin:
 //! they come from the `Registry` passed to `Scheduler::new`.
 
+pub mod device_fit;
 pub mod fit;
 mod gang_search;
 mod node_search;

@@ -541,11 +541,10 @@ impl Session {
         };
         // Answers kept from earlier scans (see `Answers`): only "fits" is kept, as a node
         // that does not fit is dropped from the candidates until a release changes it.
-        let mut answers = self
-            .votes
-            .pod_predicate
-            .is_empty()
-            .then(|| self.search.answers.of(template, slots));
+        // See `template_answers`: a shared claim's answers change off the node.
+        let mut answers = (self.votes.pod_predicate.is_empty()
+            && !t.claims.iter().any(|c| c.shared))
+        .then(|| self.search.answers.of(template, slots));
         let versions = &self.search.versions;
         let len = cands.nodes.len();
         let mut found = Vec::with_capacity(want.min(len));
@@ -581,6 +580,7 @@ impl Session {
                 }
                 // Another pod's coming or going elsewhere in a domain may change this.
                 Err(Unfit::Pod(m)) if !m.until_release() => {}
+                Err(Unfit::Devices(m)) if !m.until_release() => {}
                 Err(_) => dropped.push(pos),
             }
         }

@@ -17,6 +17,9 @@ pub struct Bind {
     pub namespace: Arc<str>,
     pub name: Arc<str>,
     pub node: Arc<str>,
+    /// The pod's ResourceClaims with their allocations: those the API does not record yet
+    /// are written (with the pod in `reservedFor`) before the pod is bound.
+    pub claims: Arc<[crate::model::devices::TaskClaim]>,
 }
 
 /// A pod to evict.

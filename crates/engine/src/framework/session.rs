@@ -18,6 +18,7 @@ use super::scheduler::{CycleObserver, NoObserver, SessionHook};
 use super::verdicts::GangVerdicts;
 use super::votes::{Change, Event, Votes};
 use crate::conf::SchedulerConf;
+use crate::model::devices::TaskClaim;
 use crate::model::{
     JobId, JobInfo, NodeId, NodeInfo, NodeTask, PodGroupPhase, QueueInfo, QueueState, QueueTree,
     Resource, TaskInfo, TaskRef, TaskStatus, Timestamp,
@@ -52,6 +53,8 @@ pub struct Session {
     /// Where pods are by their labels, for pod votes (see `pod_index.rs`).
     pub(super) pods: super::pod_index::PodIndex,
     pod_rules_in_use: std::cell::OnceCell<crate::snapshot::PodRulesInUse>,
+    /// Each placed task's claims as they were before each placement, to undo it exactly.
+    claims_before: HashMap<TaskRef, Vec<Arc<[TaskClaim]>>>,
 }
 
 impl Session {
@@ -88,6 +91,7 @@ impl Session {
             search_stats: Default::default(),
             pods: Default::default(),
             pod_rules_in_use: Default::default(),
+            claims_before: HashMap::new(),
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -306,6 +310,18 @@ impl Session {
         status: TaskStatus,
         node: Option<NodeId>,
     ) -> (TaskStatus, Option<NodeId>) {
+        self.move_task_with(task, status, node, None)
+    }
+
+    /// `move_task`, replacing the task's claims (their allocations) once it is off its
+    /// previous node and before it is on the new one.
+    fn move_task_with(
+        &mut self,
+        task: TaskRef,
+        status: TaskStatus,
+        node: Option<NodeId>,
+        claims: Option<Arc<[TaskClaim]>>,
+    ) -> (TaskStatus, Option<NodeId>) {
         let t = self.state.task(task);
         let (uid, prev_status) = (t.uid.clone(), t.status);
         let prev_node = t.node.as_deref().and_then(|n| self.state.node_by_name(n));
@@ -332,6 +348,14 @@ impl Session {
                 self.search.epoch += 1;
             }
         }
+        if let Some(claims) = claims {
+            let before = self.state.task(task).claims.clone();
+            self.track_shared_claims(&before, false);
+            self.track_shared_claims(&claims, true);
+            self.state
+                .job_mut(task.job)
+                .set_task_claims(task.index, claims);
+        }
         let node_name = node.map(|n| self.state.node(n).name.clone());
         self.state
             .job_mut(task.job)
@@ -354,19 +378,53 @@ impl Session {
         node: NodeId,
         status: TaskStatus,
     ) -> (TaskStatus, Option<NodeId>) {
-        let prev = self.move_task(task, status, Some(node));
+        let t = self.state.task(task);
+        let mut claims = None;
+        if !t.claims.is_empty() {
+            // One entry per placement, changed or not, so that each undo pops its own.
+            self.claims_before
+                .entry(task)
+                .or_default()
+                .push(t.claims.clone());
+            // Actions place a task only on a node it fits (devices included); should one
+            // not, the task goes there without new devices rather than with a device twice.
+            match super::device_fit::claims_on(&self.state, &t.claims, self.state.node(node)) {
+                Ok(placed) => claims = placed,
+                Err(e) => debug_assert!(false, "placed where its claims do not fit: {e}"),
+            }
+        }
+        let prev = self.move_task_with(task, status, Some(node), claims);
         self.fire(task, Change::Placed);
         prev
     }
 
-    /// Undoes an allocate or pipeline: back to the previous status and node.
+    /// Undoes an allocate or pipeline: back to the previous status and node (and the
+    /// claims' previous allocations).
     pub(in crate::framework) fn unallocate_task(
         &mut self,
         task: TaskRef,
         prev: (TaskStatus, Option<NodeId>),
     ) {
         self.fire(task, Change::Unplaced);
-        self.move_task(task, prev.0, prev.1);
+        let claims = self.claims_before.get_mut(&task).and_then(|s| s.pop());
+        self.move_task_with(task, prev.0, prev.1, claims);
+    }
+
+    /// Counts the pods of shared claims placed in this session (see
+    /// `ClusterState::claims_placed`), where the API has no allocation yet.
+    fn track_shared_claims(&mut self, claims: &[TaskClaim], add: bool) {
+        for c in claims.iter().filter(|c| c.shared) {
+            let Some(a) = &c.allocation else { continue };
+            let placed = Arc::make_mut(&mut self.state.claims_placed);
+            if add {
+                placed.entry(c.name.clone()).or_insert((a.clone(), 0)).1 += 1;
+            } else if let Some(entry) = placed.get_mut(&c.name) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    placed.remove(&c.name);
+                }
+            }
+        }
     }
 
     pub(in crate::framework) fn evict_task(&mut self, task: TaskRef) -> TaskStatus {
@@ -409,6 +467,7 @@ impl Session {
             namespace: t.namespace.clone(),
             name: t.name.clone(),
             node: t.node.clone().expect("an allocated task has a node"),
+            claims: t.claims.clone(),
         });
     }
 

@@ -555,6 +555,11 @@ impl Session {
     /// elsewhere in a domain. `monotone_only`: asks only that "nothing fits" stays true
     /// until a release (placements can only take nodes away).
     pub(super) fn template_answers(&self, t: &TaskInfo, monotone_only: bool) -> bool {
+        // A shared claim placed by a sibling changes every other node's answer for the
+        // claim's pods without touching those nodes.
+        if t.claims.iter().any(|c| c.shared) {
+            return false;
+        }
         if self.votes.pod_predicate.is_empty() && self.votes.pod_node_order.is_empty() {
             return true;
         }
@@ -596,6 +601,7 @@ pub(super) fn dynamic_fit(
     n: &NodeInfo,
 ) -> Result<(), Unfit> {
     resource_fit(t, n)?;
+    super::device_fit::device_fit(pods.state, t, n)?;
     votes.predicate.all().try_for_each(|f| f(t, n))?;
     votes
         .pod_predicate

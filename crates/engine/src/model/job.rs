@@ -463,6 +463,12 @@ impl JobInfo {
         prev
     }
 
+    /// Replaces a task's claims (their allocations change as a session places it); its
+    /// template stays, as the caches of the session that places it are keyed by it.
+    pub fn set_task_claims(&mut self, index: u32, claims: Arc<[super::devices::TaskClaim]>) {
+        self.tasks[index as usize].claims = claims;
+    }
+
     pub fn task_index(&self, uid: &str) -> Option<u32> {
         self.tasks
             .iter()

@@ -1,6 +1,7 @@
 //! The scheduler's view of the cluster: resources, nodes, tasks (pods), jobs (gangs) and
 //! queues. Plain data with the bookkeeping that keeps derived totals exact.
 
+pub mod devices;
 mod job;
 mod node;
 pub mod placement;

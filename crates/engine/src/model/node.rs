@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::devices::{NodeDevices, TaskClaim};
 use super::pod_rules::Labels;
 use super::resource::{Shortfall, CPU, MEMORY, PODS};
 use super::{Placement, Resource, Taint, TaskStatus};
@@ -30,6 +31,8 @@ pub struct NodeTask {
     pub namespace: Arc<str>,
     pub labels: Arc<Labels>,
     pub placement: Arc<Placement>,
+    /// Its ResourceClaims: those allocated to devices of this node hold them.
+    pub claims: Arc<[TaskClaim]>,
 }
 
 impl NodeTask {
@@ -50,8 +53,16 @@ impl NodeTask {
             namespace: task.namespace.clone(),
             labels: task.labels.clone(),
             placement: task.placement.clone(),
+            claims: task.claims.clone(),
         }
     }
+}
+
+/// A claim holding devices of a node, and how many of the node's pods use it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldClaim {
+    pub devices: Vec<u32>,
+    pub users: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +92,14 @@ pub struct NodeInfo {
     /// How many of `tasks` carry required pod anti-affinity (which pods placed later must
     /// respect): counted as tasks come and go, so a session asks each node, not each task.
     pub anti_affinity_tasks: u32,
+    /// The devices the node's ResourceSlices publish (see `model::devices`), if any.
+    pub devices: Option<Arc<NodeDevices>>,
+    /// How many claims hold each device (by inventory index): those allocated in the API
+    /// and those of pods placed here (`device_claims`).
+    pub device_holds: Vec<u16>,
+    /// Claims of the node's pods not yet allocated in the API (placed by a session, or
+    /// written and not yet seen back), with the devices each holds.
+    pub device_claims: BTreeMap<Arc<str>, HeldClaim>,
 }
 
 impl NodeInfo {
@@ -98,6 +117,9 @@ impl NodeInfo {
             ready: spec.ready,
             tasks: BTreeMap::new(),
             anti_affinity_tasks: 0,
+            devices: None,
+            device_holds: Vec::new(),
+            device_claims: BTreeMap::new(),
         }
     }
 
@@ -125,7 +147,75 @@ impl NodeInfo {
         self.ready = spec.ready;
     }
 
+    /// Replaces the node's device inventory, keeping the claims of its pods held.
+    pub fn set_devices(&mut self, devices: Option<Arc<NodeDevices>>) {
+        self.devices = devices;
+        self.device_holds = self
+            .devices
+            .as_ref()
+            .map(|d| d.initial_holds())
+            .unwrap_or_default();
+        self.device_claims.clear();
+        let tasks: Vec<Arc<NodeTask>> = self.tasks.values().cloned().collect();
+        for t in tasks {
+            self.account_claims(&t.claims, true);
+        }
+    }
+
+    /// Holds (or lets go of) the devices of `claims` allocated on this node, once per
+    /// claim however many pods use it; a claim the API already records as allocated is
+    /// held by the inventory itself.
+    pub fn account_claims(&mut self, claims: &[TaskClaim], add: bool) {
+        let Some(inv) = self.devices.clone() else {
+            return;
+        };
+        for c in claims {
+            let Some(alloc) = c.allocation.as_deref() else {
+                continue;
+            };
+            if alloc.node != self.name || inv.allocated.contains_key(&c.name) {
+                continue;
+            }
+            if add {
+                if let Some(held) = self.device_claims.get_mut(&c.name) {
+                    held.users += 1;
+                    continue;
+                }
+                let devices: Vec<u32> = alloc
+                    .devices
+                    .iter()
+                    .filter_map(|d| inv.position(&d.key()))
+                    .collect();
+                for &i in &devices {
+                    self.device_holds[i as usize] += 1;
+                }
+                self.device_claims
+                    .insert(c.name.clone(), HeldClaim { devices, users: 1 });
+            } else if let Some(held) = self.device_claims.get_mut(&c.name) {
+                held.users -= 1;
+                if held.users == 0 {
+                    let held = self.device_claims.remove(&c.name).expect("present");
+                    for i in held.devices {
+                        self.device_holds[i as usize] -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `claim` holds devices of this node (allocated in the API or by a pod here).
+    pub fn holds_claim(&self, claim: &str) -> bool {
+        self.device_claims.contains_key(claim)
+            || self
+                .devices
+                .as_ref()
+                .is_some_and(|d| d.allocated.contains_key(claim))
+    }
+
     fn account(&mut self, task: &NodeTask, add: bool) {
+        if !task.claims.is_empty() {
+            self.account_claims(&task.claims, add);
+        }
         if task.required_anti_affinity() {
             if add {
                 self.anti_affinity_tasks += 1;

@@ -114,6 +114,8 @@ pub struct TaskInfo {
     /// `preemptionPolicy: Never`: the pod waits for room, it never evicts others for it
     /// (neither preempt nor reclaim acts for its gang).
     pub never_preempts: bool,
+    /// Its ResourceClaims (DRA), allocated on the node it is placed on.
+    pub claims: Arc<[super::devices::TaskClaim]>,
 }
 
 impl TaskInfo {
@@ -152,14 +154,31 @@ impl TaskInfo {
             topology: None,
             labels: Arc::default(),
             never_preempts: false,
+            claims: Arc::from([]),
         }
+    }
+
+    /// Sets the pod's ResourceClaims; tasks whose claims ask alike share a template.
+    pub fn set_claims(&mut self, claims: Vec<super::devices::TaskClaim>) {
+        self.template = if claims.is_empty() {
+            hash_of(&(&self.resreq, &*self.placement))
+        } else {
+            let parts: Vec<_> = claims.iter().map(|c| c.template_part()).collect();
+            hash_of(&(&self.resreq, &*self.placement, &parts))
+        };
+        self.claims = claims.into();
     }
 
     /// Replaces the placement rules, with the keys predicates are cached by.
     pub fn set_placement(&mut self, placement: Placement) {
         self.placement_key = placement.static_key();
-        self.template = hash_of(&(&self.resreq, &placement));
         self.placement = Arc::new(placement);
+        let claims = self.claims.to_vec();
+        if claims.is_empty() {
+            self.template = hash_of(&(&self.resreq, &*self.placement));
+        } else {
+            self.set_claims(claims);
+        }
     }
 
     pub fn is_best_effort(&self) -> bool {

@@ -63,6 +63,13 @@ pub struct SimPod {
     finish_event: Option<u64>,
 }
 
+impl SimPod {
+    /// The pod's ResourceClaims, with the allocations its bind carried.
+    pub fn claims(&self) -> &[crate::model::devices::TaskClaim] {
+        &self.task.claims
+    }
+}
+
 /// A gang as the simulated cluster knows it.
 #[derive(Clone, Debug)]
 pub struct SimJob {
@@ -124,6 +131,10 @@ pub struct Simulation {
     pub(super) evictions: u64,
     pub(super) samples: Vec<Sample>,
     pub(super) violations: Vec<String>,
+    /// DRA: which claim holds each device (`driver/pool/device`), and each claim's devices
+    /// and running pods, to report a device allocated twice as a violation.
+    device_holders: HashMap<String, Arc<str>>,
+    claim_users: HashMap<Arc<str>, (Vec<String>, u32)>,
     /// The levels the report measures gang spread at: the scenario's `topologyLevels`,
     /// then its HyperNode tiers.
     pub(super) levels: Vec<ReportLevel>,
@@ -158,6 +169,8 @@ impl Simulation {
             evictions: 0,
             samples: Vec::new(),
             violations: Vec::new(),
+            device_holders: HashMap::new(),
+            claim_users: HashMap::new(),
             levels: ReportLevel::of(&scenario),
             topology_problems: Vec::new(),
             scenario,
@@ -175,6 +188,15 @@ impl Simulation {
         }
         for q in queues {
             self.cache.apply_queue(q);
+        }
+        if !self.scenario.device_classes.is_empty() {
+            self.cache.set_device_classes(
+                self.scenario
+                    .device_classes
+                    .iter()
+                    .map(|c| (c.name.clone(), c.selectors.clone()))
+                    .collect(),
+            );
         }
         for h in &self.scenario.hypernodes {
             self.cache.apply_hypernode(h.to_spec());
@@ -288,6 +310,9 @@ impl Simulation {
                     None => labels.clone(),
                 };
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
+                if !t.claims.is_empty() {
+                    task.set_claims(t.claims.iter().map(|c| c.for_pod(&uid, &pod_uid)).collect());
+                }
                 task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
                 let runtime = t
                     .runtime
@@ -367,6 +392,9 @@ impl Simulation {
                 unschedulable: g.unschedulable,
                 ready: true,
             });
+            if let Some(devices) = super::devices::node_devices(&name, &g.devices) {
+                self.cache.apply_node_devices(&name, Some(devices));
+            }
             self.nodes.insert(name.clone(), (group, allocatable));
             self.group_nodes[group].push(name);
         }
@@ -396,7 +424,79 @@ impl Simulation {
         self.dirty = true;
     }
 
+    /// Records the devices a bound pod's claims hold; a device another claim holds is a
+    /// violation.
+    fn hold_devices(&mut self, p: usize, claims: &[crate::model::devices::TaskClaim]) {
+        for c in claims {
+            let Some(a) = &c.allocation else {
+                self.violations.push(format!(
+                    "t={}: {} bound without claim {} allocated",
+                    self.now, self.pods[p].uid, c.name
+                ));
+                continue;
+            };
+            let keys: Vec<String> = a.devices.iter().map(|d| d.key()).collect();
+            if let Some((held, users)) = self.claim_users.get_mut(&c.name) {
+                if *held != keys {
+                    self.violations.push(format!(
+                        "t={}: claim {} allocated twice ({held:?}, {keys:?})",
+                        self.now, c.name
+                    ));
+                }
+                *users += 1;
+                continue;
+            }
+            for k in &keys {
+                if let Some(other) = self.device_holders.insert(k.clone(), c.name.clone()) {
+                    self.violations.push(format!(
+                        "t={}: device {k} allocated to claims {other} and {}",
+                        self.now, c.name
+                    ));
+                }
+            }
+            self.claim_users.insert(c.name.clone(), (keys, 1));
+        }
+    }
+
+    /// Lets go of a pod's claims (it ended or went back to pending): a claim's devices are
+    /// free once no pod uses it, and a pending pod's claims are allocated afresh.
+    fn release_devices(&mut self, p: usize) {
+        let claims = self.pods[p].task.claims.clone();
+        for c in claims.iter().filter(|c| c.allocation.is_some()) {
+            if let Some((keys, users)) = self.claim_users.get_mut(&c.name) {
+                *users -= 1;
+                if *users == 0 {
+                    for k in keys.iter() {
+                        self.device_holders.remove(k);
+                    }
+                    self.claim_users.remove(&c.name);
+                }
+            }
+        }
+        let cleared: Vec<_> = claims
+            .iter()
+            .map(|c| crate::model::devices::TaskClaim {
+                allocation: None,
+                ..c.clone()
+            })
+            .collect();
+        self.pods[p].task.claims = cleared.into();
+    }
+
     fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
+        let ends = matches!(
+            status,
+            TaskStatus::Pending | TaskStatus::Succeeded | TaskStatus::Failed
+        );
+        if ends
+            && self.pods[p]
+                .task
+                .claims
+                .iter()
+                .any(|c| c.allocation.is_some())
+        {
+            self.release_devices(p);
+        }
         let pod = &mut self.pods[p];
         pod.status = status;
         pod.node = node.clone();
@@ -532,6 +632,10 @@ impl Simulation {
                 continue;
             }
             self.binds += 1;
+            if !bind.claims.is_empty() {
+                self.hold_devices(p, &bind.claims);
+                self.pods[p].task.claims = bind.claims.clone();
+            }
             self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
             self.record_placement(p, &bind.node);
             if let Some(runtime) = self.pods[p].runtime {

@@ -102,6 +102,9 @@ pub struct NodeGroup {
     pub taints: Vec<Taint>,
     #[serde(default)]
     pub unschedulable: bool,
+    /// DRA devices each node publishes (see `sim::devices`).
+    #[serde(default)]
+    pub devices: Vec<super::devices::DeviceSetDef>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -199,6 +202,9 @@ pub struct TaskDef {
     /// label `group-index: r / groupSize`, for a job's `subGroupPolicy` to match.
     #[serde(default)]
     pub group_size: Option<u32>,
+    /// ResourceClaims (DRA) each pod carries (see `sim::devices`).
+    #[serde(default)]
+    pub claims: Vec<super::devices::ClaimDef>,
 }
 
 /// A pod's `affinity`, with Kubernetes' field names.
@@ -526,6 +532,9 @@ pub struct Scenario {
     #[serde(default = "default_grace")]
     pub eviction_grace: Millis,
     pub node_groups: Vec<NodeGroup>,
+    /// DRA DeviceClasses (see `sim::devices`).
+    #[serde(default)]
+    pub device_classes: Vec<super::devices::DeviceClassDef>,
     /// Volcano HyperNodes describing the network topology, given to the scheduler at start.
     #[serde(default)]
     pub hypernodes: Vec<HyperNodeDef>,
@@ -622,6 +631,14 @@ impl Scenario {
                 }
             }
             for (i, t) in job.tasks.iter().enumerate() {
+                for (c, claim) in t.claims.iter().enumerate() {
+                    if let Err(message) = claim.to_spec() {
+                        return Err(invalid(
+                            format!("jobs[{j}].tasks[{i}].claims[{c}]"),
+                            message,
+                        ));
+                    }
+                }
                 if t.group_size == Some(0) {
                     return Err(invalid(
                         format!("jobs[{j}].tasks[{i}].groupSize"),
@@ -632,6 +649,11 @@ impl Scenario {
         }
         let mut groups = Vec::new();
         for (i, g) in self.node_groups.iter().enumerate() {
+            for (d, set) in g.devices.iter().enumerate() {
+                if let Err(message) = set.validate() {
+                    return Err(invalid(format!("nodeGroups[{i}].devices[{d}]"), message));
+                }
+            }
             if groups.contains(&g.name.as_str()) {
                 return Err(invalid(
                     format!("nodeGroups[{i}].name"),

@@ -6,6 +6,8 @@
 //! `cargo test -p rust-batch-engine --test engine scenarios::`.
 
 mod blockers;
+mod devices;
+mod devices_props;
 mod gang_placement_props;
 mod gangs;
 mod pod_rules;

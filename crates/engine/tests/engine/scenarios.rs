@@ -1,5 +1,5 @@
 //! The bundled scenario files (examples/scenarios: docs/src/scenarios.md: S1, S2, S4, S4b, S5, S5b, S6,
-//! S7, S8 and S9, and the default) in the simulator, asserting exactly what the scenarios say, plus
+//! S7, S8, S9, S10 and S11, and the default) in the simulator, asserting exactly what the scenarios say, plus
 //! the report formats and determinism of the bundled default.
 
 use std::collections::BTreeSet;
@@ -674,4 +674,66 @@ fn s10_subgroups_bind_only_whole_and_the_rest_when_room_comes() {
     assert_eq!(running_per_group(&sim), [4, 4]);
     let report = sim.run(&mut |_| {});
     assert!(report.invariants_hold(), "{:?}", report.invariants);
+}
+
+#[test]
+fn s11_dra_gangs_bind_whole_with_their_devices_in_one_clique() {
+    let mut sim = load("s11-dra-devices.yaml");
+    let message =
+        |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone().unwrap_or_default();
+    sim.run_until(10 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "wide"), vec![TaskStatus::Running; 2]);
+    assert_eq!(statuses(&sim, "train"), vec![TaskStatus::Running; 4]);
+    // Every pod's devices in one clique, no device twice (the simulator reports a device
+    // held by two claims as a violation, checked at the end).
+    for job in ["wide", "train"] {
+        for p in sim.job_pods(job) {
+            let a = p.claims()[0].allocation.clone().expect("allocated");
+            assert_eq!(Some(&a.node), p.node.as_ref());
+            let cliques: BTreeSet<String> = a
+                .devices
+                .iter()
+                .map(|d| {
+                    let i: u32 = d.device.rsplit('-').next().unwrap().parse().unwrap();
+                    format!("{}-{}", a.node, i / 4)
+                })
+                .collect();
+            assert_eq!(cliques.len(), 1, "{}: {:?}", p.uid, a.devices);
+        }
+    }
+    assert_eq!(statuses(&sim, "six"), vec![TaskStatus::Pending]);
+    assert!(
+        message(&sim, "six").contains("cannot allocate all claims"),
+        "{}",
+        message(&sim, "six")
+    );
+    assert!(
+        message(&sim, "bad-class").contains("request gpu: device class tpu does not exist"),
+        "{}",
+        message(&sim, "bad-class")
+    );
+
+    sim.run_until(2 * MINUTE - SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "late"), vec![TaskStatus::Pending; 4]);
+    assert!(message(&sim, "late").contains("cannot allocate all claims"));
+    sim.run_until(2 * MINUTE + SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "late"), vec![TaskStatus::Running; 4]);
+
+    sim.run_until(3 * MINUTE + SECOND, &mut |_| {});
+    let team = sim.job_pods("team");
+    assert!(team.iter().all(|p| p.status == TaskStatus::Running));
+    let allocations: BTreeSet<_> = team
+        .iter()
+        .map(|p| p.claims()[0].allocation.clone().unwrap())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|a| (a.node.clone(), a.devices.clone()))
+        .collect();
+    assert_eq!(allocations.len(), 1, "one allocation of the shared claim");
+    assert_eq!(team[0].node, team[1].node);
+
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    assert_eq!(statuses(&sim, "six"), vec![TaskStatus::Pending]);
+    assert_eq!(statuses(&sim, "bad-class"), vec![TaskStatus::Pending]);
 }

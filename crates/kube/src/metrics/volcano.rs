@@ -1098,6 +1098,7 @@ mod tests {
             namespace: Arc::from("default"),
             name: Arc::from(task),
             node: Arc::from("n-00000"),
+            claims: Arc::from([]),
         };
         m.observe_assumed(&cache, &[bind("train-0"), bind("train-1")], 12_500);
         let train = [
