@@ -200,7 +200,6 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         );
         return;
     }
-    let now = ssn.now;
     let tasks = ssn.tasks_in(id, TaskStatus::Pending);
     let mut stmt = Statement::new(ssn);
     for &task in &tasks {
@@ -229,7 +228,9 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         }
         // A task that may outlast the reservation's time goes off the reserved nodes when
         // it can: it then cannot delay the reserved gang.
-        let outlasts = t.estimated_end(now).is_none_or(|end| end > r.at);
+        let outlasts = stmt
+            .task_end(stmt.job(id), t)
+            .is_none_or(|end| end > r.at);
         let off: Vec<NodeId> = idle
             .iter()
             .copied()

@@ -52,6 +52,9 @@ pub struct Session {
     /// Where pods are by their labels, for pod votes (see `pod_index.rs`).
     pub(super) pods: super::pod_index::PodIndex,
     pod_rules_in_use: std::cell::OnceCell<crate::snapshot::PodRulesInUse>,
+    /// Whether (and for how many gangs) the session predicts start times as it closes
+    /// (see `prediction.rs`).
+    pub(super) predict: Option<super::prediction::PredictOptions>,
 }
 
 impl Session {
@@ -88,6 +91,7 @@ impl Session {
             search_stats: Default::default(),
             pods: Default::default(),
             pod_rules_in_use: Default::default(),
+            predict: None,
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -107,6 +111,10 @@ impl Session {
     /// Like `close`, telling `observer` when each plugin's `on_session_close` starts and
     /// ends.
     pub fn close_observed(mut self, observer: &mut dyn CycleObserver) -> SessionResult {
+        let predictions = match self.predict.clone() {
+            Some(opts) => self.predict_starts(&opts),
+            None => Vec::new(),
+        };
         for configured in self.plugins.clone().iter() {
             observer.plugin(configured.name, SessionHook::Close, true);
             configured.plugin.on_session_close(&mut self);
@@ -132,6 +140,7 @@ impl Session {
             evictions: self.evictions,
             job_updates,
             placement_search: self.search_stats,
+            predictions,
         }
     }
 

@@ -40,6 +40,10 @@ pub struct QueueInfo {
     /// A setting of the queue this scheduler cannot honour and will not break (e.g.
     /// required node groups): the queue takes no new work and says why.
     pub refused: Option<String>,
+    /// The runtime estimate (ms) of its pods that give none (queue annotation
+    /// `rust-batch.io/default-runtime-estimate`): backfill's reservation and the predicted
+    /// start times count on it.
+    pub default_runtime_estimate: Option<i64>,
 }
 
 impl QueueInfo {
@@ -56,6 +60,7 @@ impl QueueInfo {
             created: 0,
             priority: 0,
             refused: None,
+            default_runtime_estimate: None,
         }
     }
 

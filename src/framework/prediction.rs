@@ -1,0 +1,314 @@
+//! Predicted start times: for every waiting gang, when the reservation engine (the one EASY
+//! backfill uses, `reservation.rs`) expects it to start, by the runtime estimates of the
+//! pods that run and of the gangs ahead of it.
+//!
+//! The gangs are planned one after another in job order (the JobOrder votes: priority, then
+//! creation): each gets the earliest time, from now or an estimated end, at which its pods
+//! fit on the nodes as they will be then — the pods that ended by then gone, and every gang
+//! planned before it whose estimated run overlaps its own in place. That is conservative
+//! backfill: a gang may be planned before one ahead of it only where it does not touch that
+//! gang's room. A gang without an estimate is planned to run forever, so the gangs after it
+//! on its nodes get no time: the prediction is then "unknown" and says why.
+//!
+//! Pure and bounded: no clock (the session's `now`), at most `PredictOptions::max_gangs`
+//! gangs and `MAX_TRIES` placement attempts per gang each session.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::reservation::Release;
+use super::session::Session;
+use crate::model::{JobId, NodeId, NodeInfo, NodeTask, Resource, TaskRef, TaskStatus, Timestamp};
+
+/// How many gangs get a prediction each session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PredictOptions {
+    /// The first this many waiting gangs in job order; those after them are "unknown".
+    pub max_gangs: usize,
+}
+
+impl Default for PredictOptions {
+    fn default() -> Self {
+        PredictOptions { max_gangs: 64 }
+    }
+}
+
+/// Placement attempts per gang: one per candidate time that passes the cheap check.
+const MAX_TRIES: usize = 64;
+
+/// When a waiting gang is expected to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PredictedStart {
+    At(Timestamp),
+    /// No time can be given; the reason says which estimate is missing.
+    Unknown(String),
+}
+
+impl PredictedStart {
+    /// What the `rust-batch.io/predicted-start` annotation holds: an RFC 3339 time, or
+    /// "unknown: <reason>".
+    pub fn annotation_value(&self) -> String {
+        match self {
+            Self::At(at) => rfc3339(*at),
+            Self::Unknown(why) => format!("unknown: {why}"),
+        }
+    }
+}
+
+impl fmt::Display for PredictedStart {
+    /// "start predicted at 2026-01-01T10:25:00Z (by runtime estimates)" or "start
+    /// predicted: unknown (…)". An absolute time: the message stays put from cycle to cycle
+    /// while the estimates hold.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::At(at) => write!(
+                f,
+                "start predicted at {} (by runtime estimates)",
+                rfc3339(*at)
+            ),
+            Self::Unknown(why) => write!(f, "start predicted: unknown ({why})"),
+        }
+    }
+}
+
+fn rfc3339(at: Timestamp) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// A gang planned to start at `start`, holding `tasks` until `end` (None: no estimate).
+struct Planned {
+    uid: Arc<str>,
+    start: Timestamp,
+    end: Option<Timestamp>,
+    request: Resource,
+    tasks: Vec<(NodeId, Arc<str>, NodeTask)>,
+}
+
+impl Planned {
+    /// Whether it holds its room at some time in `[from, until)` (`until` None: forever).
+    fn overlaps(&self, from: Timestamp, until: Option<Timestamp>) -> bool {
+        self.end.is_none_or(|e| e > from) && until.is_none_or(|u| self.start < u)
+    }
+}
+
+impl Session {
+    /// The predicted start of every waiting gang (pending members, valid), by uid, in job
+    /// order. Call it once the actions ran: what they placed counts as running.
+    pub fn predict_starts(&mut self, opts: &PredictOptions) -> Vec<(Arc<str>, PredictedStart)> {
+        let mut waiting: Vec<JobId> = self
+            .state()
+            .tally()
+            .pending()
+            .iter()
+            .filter(|id| {
+                let job = self.job(*id);
+                job.count(TaskStatus::Pending) > 0 && self.queue(&job.queue).is_some()
+            })
+            .filter(|id| self.job_valid(*id).is_none())
+            .collect();
+        if waiting.is_empty() {
+            return Vec::new();
+        }
+        waiting.sort_by(|a, b| self.job_order(*a, *b));
+        let releases = self.releases();
+        let endless = self.endless_pods();
+        let mut planned: Vec<Planned> = Vec::new();
+        let mut out = Vec::with_capacity(waiting.len());
+        for (i, id) in waiting.into_iter().enumerate() {
+            let uid = self.job(id).uid.clone();
+            let prediction = if i >= opts.max_gangs {
+                PredictedStart::Unknown(format!(
+                    "only the first {} waiting gangs are predicted",
+                    opts.max_gangs
+                ))
+            } else {
+                self.predict_one(id, &releases, &endless, &mut planned)
+            };
+            out.push((uid, prediction));
+        }
+        out
+    }
+
+    fn predict_one(
+        &mut self,
+        id: JobId,
+        releases: &[Release],
+        endless: &Endless,
+        planned: &mut Vec<Planned>,
+    ) -> PredictedStart {
+        let pending = self.tasks_in(id, TaskStatus::Pending);
+        let queue = self.job(id).queue.clone();
+        if let Some(q) = self.queue(&queue) {
+            if let Some(why) = self.queue_blocked(q) {
+                return PredictedStart::Unknown(why);
+            }
+            if pending.iter().any(|t| !self.allocatable(q, *t)) {
+                return PredictedStart::Unknown(format!(
+                    "queue {queue:?} cannot take it within its capability"
+                ));
+            }
+        }
+        let own = self.gang_estimate(id, &pending);
+        let mut need = Resource::new();
+        for t in &pending {
+            need.add(&self.task(*t).resreq);
+        }
+        let need = need.without_pods();
+        let now = self.now;
+        let mut times: Vec<Timestamp> = std::iter::once(now)
+            .chain(releases.iter().map(|r| r.end))
+            .chain(planned.iter().filter_map(|p| p.end))
+            .filter(|t| *t >= now)
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        // The nodes as they will be, releases applied in time order as the times advance.
+        let mut base: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+        let mut free = self.cluster_free().clone();
+        let mut next_release = 0;
+        let mut tries = 0;
+        for at in times {
+            while next_release < releases.len() && releases[next_release].end <= at {
+                let r = &releases[next_release];
+                next_release += 1;
+                let node = base
+                    .entry(r.node)
+                    .or_insert_with(|| self.node(r.node).clone());
+                if let Some(t) = node.tasks.get(&r.uid) {
+                    if node.schedulable() {
+                        free.add(&t.resreq);
+                    }
+                }
+                node.remove_task(&r.uid);
+            }
+            let until = own.map(|e| at.saturating_add(e));
+            let overlapping: Vec<&Planned> =
+                planned.iter().filter(|p| p.overlaps(at, until)).collect();
+            let mut free_then = free.clone();
+            for p in &overlapping {
+                free_then.sub(&p.request);
+            }
+            if !need.fits(&free_then) {
+                continue;
+            }
+            if tries == MAX_TRIES {
+                return PredictedStart::Unknown(format!(
+                    "no room found in its first {MAX_TRIES} candidate times"
+                ));
+            }
+            tries += 1;
+            let mut scratch: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+            for p in &overlapping {
+                for (n, task_uid, task) in &p.tasks {
+                    scratch
+                        .entry(*n)
+                        .or_insert_with(|| base.get(n).unwrap_or_else(|| self.node(*n)).clone())
+                        .add_task(task_uid.clone(), task.clone());
+                }
+            }
+            let Some(placed) = self.place_pending(id, &base, &mut scratch) else {
+                continue;
+            };
+            let job_uid = self.job(id).uid.clone();
+            let tasks = placed
+                .into_iter()
+                .map(|(n, t)| {
+                    let task = self.task(t);
+                    let held = NodeTask {
+                        status: TaskStatus::Allocated,
+                        ..NodeTask::of(task, Some(job_uid.clone()))
+                    };
+                    (n, task.uid.clone(), held)
+                })
+                .collect();
+            planned.push(Planned {
+                uid: job_uid,
+                start: at,
+                end: until,
+                request: need,
+                tasks,
+            });
+            return PredictedStart::At(at);
+        }
+        PredictedStart::Unknown(endless.reason(planned))
+    }
+
+    /// How long the gang runs by its members' estimates (the longest), if every member
+    /// has a usable one or its queue a default.
+    fn gang_estimate(&self, id: JobId, pending: &[TaskRef]) -> Option<i64> {
+        let job = self.job(id);
+        let fallback = self
+            .queue(&job.queue)
+            .and_then(|q| q.default_runtime_estimate);
+        let mut longest = 0;
+        for t in pending {
+            let e = self.task(*t).checked_estimate().ok().flatten().or(fallback)?;
+            longest = longest.max(e);
+        }
+        Some(longest)
+    }
+
+    /// The pods that hold nodes with no known end.
+    fn endless_pods(&self) -> Endless {
+        let mut out = Endless::default();
+        for (_, job) in self.state().jobs() {
+            for t in job.tasks() {
+                let holds = matches!(
+                    t.status,
+                    TaskStatus::Allocated
+                        | TaskStatus::Binding
+                        | TaskStatus::Bound
+                        | TaskStatus::Running
+                );
+                if !holds || t.node.is_none() || self.task_end(job, t).is_some() {
+                    continue;
+                }
+                out.count += 1;
+                match t.checked_estimate() {
+                    Err(problem) if out.bad.is_none() => {
+                        out.bad = Some(format!("pod {}: {problem}", t.uid));
+                    }
+                    Ok(None) if out.missing.is_none() => out.missing = Some(t.uid.clone()),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Running pods without a usable estimate: nothing is known to free their room.
+#[derive(Default)]
+struct Endless {
+    count: usize,
+    /// The first with no estimate at all.
+    missing: Option<Arc<str>>,
+    /// The first whose estimate was refused, and why.
+    bad: Option<String>,
+}
+
+impl Endless {
+    /// Why a gang that fits at no estimated end has no prediction.
+    fn reason(&self, planned: &[Planned]) -> String {
+        const HOW: &str = "(pod annotation rust-batch.io/runtime-estimate, \
+                           activeDeadlineSeconds, or the queue's \
+                           rust-batch.io/default-runtime-estimate)";
+        if self.count > 0 {
+            let example = match (&self.bad, &self.missing) {
+                (Some(bad), _) => format!("{bad}, taken as missing"),
+                (None, Some(uid)) => format!("e.g. pod {uid}"),
+                (None, None) => String::new(),
+            };
+            return format!(
+                "{} running pod(s) have no usable runtime estimate {HOW}: {example}",
+                self.count
+            );
+        }
+        if let Some(p) = planned.iter().find(|p| p.end.is_none()) {
+            return format!("gang {} ahead of it has no runtime estimate {HOW}", p.uid);
+        }
+        "its pods do not fit even once every running pod has ended".into()
+    }
+}
