@@ -495,7 +495,8 @@ mod tests {
         add_nodes(&mut cache, "n", 4, GPU8);
         for (i, end) in [(0, Some(10)), (1, Some(30)), (2, Some(20)), (3, None)] {
             let node = format!("n-0000{i}");
-            // Two pods per node, started 5m apart, so the node frees at the later end.
+            // Two pods per node, started 5m apart, ending together (a zero estimate would be
+            // refused as a mistake, see `TaskInfo::checked_estimate`).
             let mut g = Gang::new(&format!("run-{i}"), 1)
                 .phase(PodGroupPhase::Running)
                 .tasks("", 1, &[("nvidia.com/gpu", "4")])
@@ -511,7 +512,7 @@ mod tests {
                 .running_on(&[&node])
                 .started(5 * MIN);
             if let Some(end) = end {
-                h = h.estimate(end * MIN - 10 * MIN);
+                h = h.estimate(end * MIN - 5 * MIN);
             }
             h.apply(&mut cache);
         }

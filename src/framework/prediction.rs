@@ -312,3 +312,221 @@ impl Endless {
         "its pods do not fit even once every running pod has ended".into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PredictOptions, PredictedStart};
+    use crate::cache::Cache;
+    use crate::model::{PodGroupPhase, Timestamp};
+    use crate::testkit::*;
+
+    const EASY: &str = crate::conf_yaml!("enqueue, allocate, backfill"; ["priority", "gang"], ["predicates", "nodeorder"]);
+    const GPU8: &[(&str, &str)] = &[("cpu", "32"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")];
+    const MIN: i64 = 60_000;
+
+    fn predictions(cache: &Cache, now: Timestamp) -> Vec<(String, PredictedStart)> {
+        let mut s = scheduler(Some(EASY));
+        s.predict_starts(Some(PredictOptions::default()));
+        s.run_cycle(cache.snapshot(), now)
+            .predictions
+            .into_iter()
+            .map(|(uid, p)| (uid.to_string(), p))
+            .collect()
+    }
+
+    fn running(cache: &mut Cache, name: &str, node: &str, gpus: &str, estimate: Option<i64>) {
+        let mut g = Gang::new(name, 1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 1, &[("nvidia.com/gpu", gpus)])
+            .running_on(&[node])
+            .started(0);
+        if let Some(e) = estimate {
+            g = g.estimate(e);
+        }
+        g.apply(cache);
+    }
+
+    fn waiting(cache: &mut Cache, name: &str, created: i64, pods: usize, estimate: Option<i64>) {
+        let mut g = Gang::new(name, pods as u32)
+            .created(created)
+            .tasks("", pods, &[("nvidia.com/gpu", "8")]);
+        if let Some(e) = estimate {
+            g = g.estimate(e);
+        }
+        g.apply(cache);
+    }
+
+    #[test]
+    fn gangs_in_line_are_planned_one_after_another_by_the_estimates() {
+        // Two 8-GPU nodes, each busy: n0 until 20m, n1 until 30m. "first" (2 nodes) starts
+        // when both are free (30m) and runs 60m; "second" (1 node) after it (90m): it
+        // would fit at 20m on n0, but "first" holds n0 from 30m and "second" runs 60m.
+        // "third" runs 5m: it fits on n0 from 20m to 25m, before "first" needs it.
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, GPU8);
+        running(&mut cache, "a", "n-00000", "8", Some(20 * MIN));
+        running(&mut cache, "b", "n-00001", "8", Some(30 * MIN));
+        waiting(&mut cache, "first", 1, 2, Some(60 * MIN));
+        waiting(&mut cache, "second", 2, 1, Some(60 * MIN));
+        waiting(&mut cache, "third", 3, 1, Some(5 * MIN));
+        let p = predictions(&cache, 1_000);
+        assert_eq!(
+            p,
+            [
+                ("default/first".into(), PredictedStart::At(30 * MIN)),
+                ("default/second".into(), PredictedStart::At(90 * MIN)),
+                ("default/third".into(), PredictedStart::At(20 * MIN)),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_head_gangs_prediction_is_its_reservation() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, GPU8);
+        running(&mut cache, "a", "n-00000", "8", Some(20 * MIN));
+        waiting(&mut cache, "big", 1, 2, Some(10 * MIN));
+        let mut s = scheduler(Some(EASY));
+        s.predict_starts(Some(PredictOptions::default()));
+        let result = s.run_cycle(cache.snapshot(), 0);
+        let reservation = result
+            .job_updates
+            .iter()
+            .find_map(|u| u.reservation.clone())
+            .unwrap();
+        assert_eq!(
+            result.predictions,
+            [("default/big".into(), PredictedStart::At(reservation.from))]
+        );
+    }
+
+    #[test]
+    fn a_running_pod_without_an_estimate_makes_the_gangs_behind_it_unknown_and_says_which() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, GPU8);
+        running(&mut cache, "forever", "n-00000", "8", None);
+        waiting(&mut cache, "w", 1, 1, Some(MIN));
+        let p = predictions(&cache, 0);
+        let PredictedStart::Unknown(why) = &p[0].1 else {
+            panic!("{p:?}")
+        };
+        assert!(
+            why.contains("1 running pod(s) have no usable runtime estimate")
+                && why.contains("pod default/forever-0"),
+            "{why}"
+        );
+        assert!(p[0].1.to_string().starts_with("start predicted: unknown ("));
+    }
+
+    #[test]
+    fn zero_and_over_a_year_estimates_are_named_and_taken_as_missing() {
+        for (estimate, words) in [
+            (0, "runtime estimate 0s is not positive"),
+            (400 * 24 * 60 * MIN, "runtime estimate 1year 1month 4days 7h 26m 24s is over a year"),
+        ] {
+            let mut cache = cache_with_default_queue();
+            add_nodes(&mut cache, "n", 1, GPU8);
+            running(&mut cache, "odd", "n-00000", "8", Some(estimate));
+            waiting(&mut cache, "w", 1, 1, Some(MIN));
+            let p = predictions(&cache, 0);
+            let PredictedStart::Unknown(why) = &p[0].1 else {
+                panic!("{p:?}")
+            };
+            assert!(
+                why.contains(&format!("pod default/odd-0: {words}, taken as missing")),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_queues_default_estimate_stands_in_for_a_missing_one() {
+        let mut cache = cache_with_default_queue();
+        let mut q = queue("default", 1);
+        q.default_runtime_estimate = Some(45 * MIN);
+        cache.apply_queue(q);
+        add_nodes(&mut cache, "n", 1, GPU8);
+        running(&mut cache, "a", "n-00000", "8", None);
+        waiting(&mut cache, "w", 1, 1, None);
+        waiting(&mut cache, "v", 2, 1, None);
+        let p = predictions(&cache, 0);
+        assert_eq!(
+            p,
+            [
+                ("default/w".into(), PredictedStart::At(45 * MIN)),
+                ("default/v".into(), PredictedStart::At(90 * MIN)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_gang_ahead_without_an_estimate_leaves_the_later_ones_unknown() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, GPU8);
+        running(&mut cache, "a", "n-00000", "8", Some(10 * MIN));
+        waiting(&mut cache, "endless", 1, 1, None);
+        waiting(&mut cache, "later", 2, 1, Some(MIN));
+        let p = predictions(&cache, 0);
+        assert_eq!(p[0].1, PredictedStart::At(10 * MIN));
+        let PredictedStart::Unknown(why) = &p[1].1 else {
+            panic!("{p:?}")
+        };
+        assert!(
+            why.contains("gang default/endless ahead of it has no runtime estimate"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_gang_larger_than_the_cluster_is_unknown_and_gangs_past_the_horizon_say_so() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 1, GPU8);
+        running(&mut cache, "a", "n-00000", "8", Some(10 * MIN));
+        waiting(&mut cache, "huge", 1, 2, Some(MIN));
+        waiting(&mut cache, "small", 2, 1, Some(MIN));
+        let mut s = scheduler(Some(EASY));
+        s.predict_starts(Some(PredictOptions { max_gangs: 1 }));
+        let p = s.run_cycle(cache.snapshot(), 0).predictions;
+        assert_eq!(
+            p[0].1,
+            PredictedStart::Unknown(
+                "its pods do not fit even once every running pod has ended".into()
+            )
+        );
+        assert_eq!(
+            p[1].1,
+            PredictedStart::Unknown("only the first 1 waiting gangs are predicted".into())
+        );
+    }
+
+    #[test]
+    fn without_the_option_nothing_is_predicted_and_the_result_is_unchanged() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, GPU8);
+        running(&mut cache, "a", "n-00000", "8", Some(20 * MIN));
+        waiting(&mut cache, "first", 1, 2, Some(60 * MIN));
+        waiting(&mut cache, "small", 2, 1, Some(5 * MIN));
+        let plain = scheduler(Some(EASY)).run_cycle(cache.snapshot(), 0);
+        assert!(plain.predictions.is_empty());
+        let mut s = scheduler(Some(EASY));
+        s.predict_starts(Some(PredictOptions::default()));
+        let predicted = s.run_cycle(cache.snapshot(), 0);
+        assert_eq!(plain.binds, predicted.binds);
+        assert_eq!(plain.job_updates, predicted.job_updates);
+        assert!(!predicted.predictions.is_empty());
+    }
+
+    #[test]
+    fn the_message_and_annotation_spell_an_absolute_time() {
+        let at = PredictedStart::At(90 * MIN);
+        assert_eq!(
+            at.to_string(),
+            "start predicted at 1970-01-01T01:30:00Z (by runtime estimates)"
+        );
+        assert_eq!(at.annotation_value(), "1970-01-01T01:30:00Z");
+        assert_eq!(
+            PredictedStart::Unknown("x".into()).annotation_value(),
+            "unknown: x"
+        );
+    }
+}
