@@ -228,9 +228,7 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         }
         // A task that may outlast the reservation's time goes off the reserved nodes when
         // it can: it then cannot delay the reserved gang.
-        let outlasts = stmt
-            .task_end(stmt.job(id), t)
-            .is_none_or(|end| end > r.at);
+        let outlasts = stmt.task_end(stmt.job(id), t).is_none_or(|end| end > r.at);
         let off: Vec<NodeId> = idle
             .iter()
             .copied()

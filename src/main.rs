@@ -193,6 +193,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             scheduler_conf,
             strict,
             max_jobs,
+            predict_start,
         } => {
             let (mut sc, file) = match &scenario {
                 Some(path) => (Scenario::load(path)?, path.display().to_string()),
@@ -204,6 +205,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(s) = seed {
                 sc.seed = s;
             }
+            sc.predict_start |= predict_start;
             let conf = match scheduler_conf {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)

@@ -81,6 +81,10 @@ pub enum Command {
         /// Rows of the job table (the JSON report always has every job).
         #[arg(long, default_value_t = 40)]
         max_jobs: usize,
+        /// Predict each waiting gang's start time and report how well the predictions held
+        /// (the scenario's `predictStart: true` does the same).
+        #[arg(long)]
+        predict_start: bool,
     },
     /// Validate a scheduler configuration file (Volcano's volcano-scheduler.conf format, or
     /// Volcano's ConfigMap holding one) and print its warnings.

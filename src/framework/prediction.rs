@@ -138,6 +138,9 @@ impl Session {
         endless: &Endless,
         planned: &mut Vec<Planned>,
     ) -> PredictedStart {
+        if self.job(id).policy.group.len() > 1 {
+            return PredictedStart::Unknown("it binds only together with its gang group".into());
+        }
         let pending = self.tasks_in(id, TaskStatus::Pending);
         let queue = self.job(id).queue.clone();
         if let Some(q) = self.queue(&queue) {
@@ -244,7 +247,12 @@ impl Session {
             .and_then(|q| q.default_runtime_estimate);
         let mut longest = 0;
         for t in pending {
-            let e = self.task(*t).checked_estimate().ok().flatten().or(fallback)?;
+            let e = self
+                .task(*t)
+                .checked_estimate()
+                .ok()
+                .flatten()
+                .or(fallback)?;
             longest = longest.max(e);
         }
         Some(longest)
@@ -347,9 +355,11 @@ mod tests {
     }
 
     fn waiting(cache: &mut Cache, name: &str, created: i64, pods: usize, estimate: Option<i64>) {
-        let mut g = Gang::new(name, pods as u32)
-            .created(created)
-            .tasks("", pods, &[("nvidia.com/gpu", "8")]);
+        let mut g = Gang::new(name, pods as u32).created(created).tasks(
+            "",
+            pods,
+            &[("nvidia.com/gpu", "8")],
+        );
         if let Some(e) = estimate {
             g = g.estimate(e);
         }
@@ -422,7 +432,10 @@ mod tests {
     fn zero_and_over_a_year_estimates_are_named_and_taken_as_missing() {
         for (estimate, words) in [
             (0, "runtime estimate 0s is not positive"),
-            (400 * 24 * 60 * MIN, "runtime estimate 1year 1month 4days 7h 26m 24s is over a year"),
+            (
+                400 * 24 * 60 * MIN,
+                "runtime estimate 1year 1month 4days 7h 26m 24s is over a year",
+            ),
         ] {
             let mut cache = cache_with_default_queue();
             add_nodes(&mut cache, "n", 1, GPU8);

@@ -324,7 +324,11 @@ impl Session {
 
     /// When a task is expected to free its node (see `TaskInfo::estimated_end`), its
     /// queue's default estimate standing in for a missing or unusable one of its own.
-    pub fn task_end(&self, job: &crate::model::JobInfo, task: &crate::model::TaskInfo) -> Option<Timestamp> {
+    pub fn task_end(
+        &self,
+        job: &crate::model::JobInfo,
+        task: &crate::model::TaskInfo,
+    ) -> Option<Timestamp> {
         let fallback = self
             .queue(&job.queue)
             .and_then(|q| q.default_runtime_estimate);

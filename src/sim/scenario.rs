@@ -124,6 +124,10 @@ pub struct QueueDef {
     /// Parent queue (hierarchical queues).
     #[serde(default)]
     pub parent: Option<String>,
+    /// The runtime estimate of its pods that give none (the queue annotation
+    /// `rust-batch.io/default-runtime-estimate`).
+    #[serde(default)]
+    pub default_runtime_estimate: Option<Millis>,
 }
 
 impl QueueDef {
@@ -136,6 +140,7 @@ impl QueueDef {
         info.parent = self.parent.as_deref().map(Into::into);
         info.reclaimable = self.reclaimable;
         info.state = self.state;
+        info.default_runtime_estimate = self.default_runtime_estimate.map(|m| m.0);
         info
     }
 }
@@ -541,6 +546,10 @@ pub struct Scenario {
     pub jobs: Vec<JobDef>,
     #[serde(default)]
     pub events: Vec<EventDef>,
+    /// Predict each waiting gang's start time (as `rust-batch run` does) and report the
+    /// prediction made at submission and at the head of its queue against the actual start.
+    #[serde(default)]
+    pub predict_start: bool,
 }
 
 fn default_period() -> Millis {
