@@ -176,6 +176,22 @@ pub struct RunArgs {
         value_parser = go_values::parse_bool
     )]
     pub pod_scheduled_events: bool,
+    /// Predict each waiting gang's start time from the runtime estimates (pod annotation
+    /// rust-batch.io/runtime-estimate, activeDeadlineSeconds, or the queue's
+    /// rust-batch.io/default-runtime-estimate): in its PodGroup's condition message, the
+    /// annotation rust-batch.io/predicted-start and the metric
+    /// rust_batch_gang_predicted_start_seconds.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        action = ArgAction::Set,
+        value_parser = go_values::parse_bool
+    )]
+    pub predict_start: bool,
     /// Address for /metrics, /healthz and /readyz (HOST:PORT, or :PORT for every
     /// interface), or "off". --listen-address is Volcano's name for it.
     #[arg(

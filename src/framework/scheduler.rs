@@ -122,6 +122,11 @@ impl Scheduler {
         self.predict = opts;
     }
 
+    /// Whether (and how) sessions predict start times.
+    pub fn predicting(&self) -> Option<&super::PredictOptions> {
+        self.predict.as_ref()
+    }
+
     /// Opens a session on `snapshot`: every plugin registers its votes.
     pub fn open_session(&self, snapshot: Snapshot, now: Timestamp) -> Session {
         self.open_session_observed(snapshot, now, &mut NoObserver)

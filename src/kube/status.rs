@@ -469,7 +469,9 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
                         None => None,
                     };
                     let desired = GroupStatus::of(job, condition.as_ref());
-                    Some((status_patch(pg, &desired, now_ms)?, pg.resource_version()))
+                    let mut patch = status_patch(pg, &desired, now_ms)?;
+                    predicted_start_annotation(ix, key, pg, &mut patch);
+                    Some((patch, pg.resource_version()))
                 }
                 Dialect::XK8sPodGroup => {
                     let pg = ix.x_k8s_groups.get(key)?;
@@ -496,6 +498,24 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
         }
     }
 }
+
+/// With --predict-start, a Volcano PodGroup's status patch (it goes to the object) also sets
+/// the annotation `rust-batch.io/predicted-start` to the gang's predicted start, or removes
+/// it once there is none (the gang started).
+fn predicted_start_annotation(ix: &Index, key: &str, pg: &PodGroup, patch: &mut Value) {
+    let want = ix.predictions.get(key).map(|p| p.annotation_value());
+    let have = pg
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PREDICTED_START));
+    if want.as_ref() != have {
+        patch["metadata"]["annotations"] = serde_json::json!({ PREDICTED_START: want });
+    }
+}
+
+/// The annotation a Volcano PodGroup's predicted start is written to.
+pub const PREDICTED_START: &str = "rust-batch.io/predicted-start";
 
 /// The PodScheduled=False condition a pending pod of ours lacks, if any: not for a pod
 /// being bound (the binding sets PodScheduled=True), nor one that already says it. Merged
@@ -547,7 +567,7 @@ async fn write(
     };
     // Written only over the version it was computed from.
     if let Some(rv) = rv {
-        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+        patch["metadata"]["resourceVersion"] = rv.into();
     }
     let pp = PatchParams::default();
     let started = Instant::now();
