@@ -215,6 +215,10 @@ impl Session {
                 continue;
             };
             let job_uid = self.job(id).uid.clone();
+            let mut request = Resource::new();
+            for (_, t) in &placed {
+                request.add(&self.task(*t).resreq);
+            }
             let tasks = placed
                 .into_iter()
                 .map(|(n, t)| {
@@ -230,7 +234,7 @@ impl Session {
                 uid: job_uid,
                 start: at,
                 end: until,
-                request: need,
+                request: request.without_pods(),
                 tasks,
             });
             return PredictedStart::At(at);
