@@ -570,6 +570,9 @@ impl Simulation {
         }
         self.cache.apply_gang_updates(&result.job_updates);
         self.note_predictions(&result.predictions);
+        if let Some(at) = result.wake_at {
+            self.schedule(at, Event::Wake);
+        }
         let mut wakes = Vec::new();
         for update in &result.job_updates {
             let Some(rt) = &update.runtime else { continue };

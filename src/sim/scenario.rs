@@ -128,6 +128,13 @@ pub struct QueueDef {
     /// `rust-batch.io/default-runtime-estimate`).
     #[serde(default)]
     pub default_runtime_estimate: Option<Millis>,
+    /// How long its pods run before preempt or reclaim may take them
+    /// (`rust-batch.io/min-runtime`).
+    #[serde(default)]
+    pub min_runtime: Option<Millis>,
+    /// How long its gangs wait before they may evict others (`rust-batch.io/preemption-delay`).
+    #[serde(default)]
+    pub preemption_delay: Option<Millis>,
 }
 
 impl QueueDef {
@@ -141,6 +148,8 @@ impl QueueDef {
         info.reclaimable = self.reclaimable;
         info.state = self.state;
         info.default_runtime_estimate = self.default_runtime_estimate.map(|m| m.0);
+        info.min_runtime = self.min_runtime.map(|m| m.0);
+        info.preemption_delay = self.preemption_delay.map(|m| m.0);
         info
     }
 }

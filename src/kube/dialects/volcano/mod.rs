@@ -309,15 +309,16 @@ fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyReque
 /// The queue annotation giving the runtime estimate of its pods that give none.
 pub const DEFAULT_RUNTIME_ESTIMATE: &str = "rust-batch.io/default-runtime-estimate";
 
-/// A queue's default runtime estimate (ms), if annotated: a positive duration of at most a
-/// year, as a pod's own estimate must be.
-fn default_runtime_estimate(q: &Queue) -> Result<Option<i64>, String> {
-    let Some(text) = q
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEFAULT_RUNTIME_ESTIMATE))
-    else {
+/// The queue annotation giving how long its pods run before preempt or reclaim may take
+/// them.
+pub const MIN_RUNTIME: &str = "rust-batch.io/min-runtime";
+/// The queue annotation giving how long its gangs wait before they may evict others.
+pub const PREEMPTION_DELAY: &str = "rust-batch.io/preemption-delay";
+
+/// A queue's duration annotation (ms), if set: a positive duration of at most a year (as a
+/// pod's own runtime estimate must be).
+fn duration_annotation(q: &Queue, key: &str) -> Result<Option<i64>, String> {
+    let Some(text) = q.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
         return Ok(None);
     };
     let ms = humantime::parse_duration(text.trim())
@@ -361,12 +362,12 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     info.reclaimable = q.spec.reclaimable.unwrap_or(true);
     info.parent = q.spec.parent.as_deref().map(Into::into);
     info.priority = q.spec.priority.unwrap_or(0);
-    info.default_runtime_estimate = default_runtime_estimate(q).map_err(|m| {
-        err(
-            &format!("metadata.annotations[{DEFAULT_RUNTIME_ESTIMATE}]"),
-            m,
-        )
-    })?;
+    let duration = |key: &str| {
+        duration_annotation(q, key).map_err(|m| err(&format!("metadata.annotations[{key}]"), m))
+    };
+    info.default_runtime_estimate = duration(DEFAULT_RUNTIME_ESTIMATE)?;
+    info.min_runtime = duration(MIN_RUNTIME)?;
+    info.preemption_delay = duration(PREEMPTION_DELAY)?;
     info.refused = required_node_groups(q);
     info.state = match q
         .status
