@@ -131,3 +131,40 @@ proptest! {
         }
     }
 }
+
+/// S12 in the simulator: the urgent gang waits out its queue's preemption delay, then the
+/// victims' minimum runtime, and preempts in the cycle the engine asked for; S6 (the same
+/// cluster without the settings) preempts at once.
+#[test]
+fn s12_the_urgent_gang_preempts_only_once_the_victims_ran_their_minimum() {
+    use rust_batch::sim::{Scenario, Simulation};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    let run = |file: &str| {
+        let scenario = Scenario::load(&dir.join(file)).unwrap();
+        let mut sim = Simulation::new(scenario, file).unwrap();
+        sim.run_until(5 * MIN, &mut |_| {});
+        let message_at_5m = sim.job("urgent").unwrap().message.clone();
+        (sim.run(&mut |_| {}), message_at_5m)
+    };
+    let (s12, waiting) = run("s12-protected-preemption.yaml");
+    assert!(s12.invariants_hold(), "{:?}", s12.invariants);
+    let urgent = s12
+        .jobs
+        .iter()
+        .find(|j| j.name == "default/urgent")
+        .unwrap();
+    // Evicted at 10m (the low gangs started at 0s-2s), bound once the victims terminated.
+    let started = urgent.started.unwrap();
+    assert!(
+        (10 * MIN + 30_000..11 * MIN).contains(&started),
+        "{started}"
+    );
+    let waiting = waiting.unwrap();
+    assert!(
+        waiting.contains("within their queue's minimum runtime"),
+        "{waiting}"
+    );
+    let (s6, _) = run("s6-priority-preemption.yaml");
+    let urgent6 = s6.jobs.iter().find(|j| j.name == "default/urgent").unwrap();
+    assert!(urgent6.started.unwrap() < 2 * MIN, "{urgent6:?}");
+}
