@@ -1,0 +1,773 @@
+//! preempt: within a queue, a starving gang (not even pipelined) may evict placed tasks of
+//! other gangs that the plugins agree are victims (priority: strictly lower priority;
+//! gang: never below the victim gang's minMember — its surplus one by one, or the gang
+//! whole; conformance: never system-critical). The preemptor's tasks are pipelined onto the
+//! space being released, and the statement is committed only if the whole gang becomes
+//! pipelined — otherwise nothing is evicted.
+//!
+//! For each pending task of the preemptor, most constrained first (fewest nodes it may run
+//! on, then the largest share of the scarcest resource, so a small task does not take the
+//! only room a large one could have): a node where it fits once what is
+//! already releasing is gone; else a node where victims allowed one by one (a gang's
+//! surplus) make room, the lowest priority first; else a node where evicting whole victim
+//! gangs (all their placed tasks, on every node) makes room, the fewest and lowest-priority
+//! gangs first. Space a whole gang frees on other nodes serves the later tasks. Every set
+//! of victims is put to the plugins' set vote before it is evicted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::conf::{ArgError, Arguments, NoArguments};
+use crate::framework::{Action, RunningIndex, Session, Statement, VictimKind};
+use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
+
+pub struct Preempt;
+
+/// Takes no arguments.
+pub fn build(args: &Arguments) -> Result<Box<dyn Action>, ArgError> {
+    args.parse::<NoArguments>()?;
+    Ok(Box::new(Preempt))
+}
+
+/// How one action asks the plugins and explains its evictions. Preempt considers placed
+/// tasks of the preemptor's own queue, reclaim those of other queues.
+pub struct Rules {
+    pub kind: VictimKind,
+    /// The reason given to a victim evicted for the preemptor gang.
+    pub reason: fn(&Session, JobId, TaskRef) -> String,
+    /// What the preemptor gang's message says when no victims make room for it.
+    pub no_room: fn(&Session, JobId) -> String,
+}
+
+/// Nodes examined for victims per pending task (beyond those where the task already
+/// fits): bounds the work for a gang that cannot be helped on a large cluster.
+const NODE_CAP: usize = 32;
+
+fn is_placed(s: TaskStatus) -> bool {
+    matches!(s, TaskStatus::Bound | TaskStatus::Running)
+}
+
+/// What the node will have free once its releasing tasks are gone, its pipelined ones have
+/// arrived and `extra` is released too.
+fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
+    let mut free = node.future_free();
+    free.add(extra);
+    free
+}
+
+/// The placed (bound or running) tasks of a victim gang, on every node.
+fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
+    let tasks = ssn.job(job).tasks();
+    collect_within(
+        tasks.len(),
+        tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| is_placed(t.status) && t.node.is_some())
+            .map(|(i, _)| TaskRef {
+                job,
+                index: i as u32,
+            }),
+    )
+}
+
+/// `items` in a vector allocated once for up to `cap` of them. Collecting a filter grows
+/// the vector from four (three allocations for a node's ten pods): these lists are built
+/// per node and per victim gang for every task preempt and reclaim try to place.
+fn collect_within<T>(cap: usize, items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::with_capacity(cap);
+    v.extend(items);
+    v
+}
+
+/// Lowest priority first, then youngest: the least valuable work goes.
+fn victim_order(ssn: &Session, a: TaskRef, b: TaskRef) -> std::cmp::Ordering {
+    let (x, y) = (ssn.task(a), ssn.task(b));
+    x.priority
+        .cmp(&y.priority)
+        .then(y.created.cmp(&x.created))
+        .then(x.uid.cmp(&y.uid))
+}
+
+/// One node's way to make room for a task with whole victim gangs.
+struct WholePlan {
+    node: NodeId,
+    gangs: Vec<JobId>,
+    /// (number of gangs, highest victim priority, tasks evicted): smaller is better.
+    cost: (usize, i32, usize),
+}
+
+struct Attempt<'r> {
+    job: JobId,
+    queue: Arc<str>,
+    rules: &'r Rules,
+    index: Arc<RunningIndex>,
+    /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
+    /// final set is asked again before anything is evicted).
+    whole: HashMap<JobId, bool>,
+}
+
+impl Attempt<'_> {
+    /// Comparing the queue names directly is cheaper than remembering the answer per gang
+    /// (a hash lookup per candidate).
+    fn in_scope(&self, ssn: &Session, c: TaskRef) -> bool {
+        if c.job == self.job || !is_placed(ssn.task(c).status) {
+            return false;
+        }
+        let same = ssn.job(c.job).queue == self.queue;
+        (self.rules.kind == VictimKind::Preempt) == same && ssn.protected_until(c).is_none()
+    }
+
+    fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
+        let on_node = &self.index.by_node[node.0 as usize];
+        collect_within(
+            on_node.len(),
+            on_node.iter().copied().filter(|c| self.in_scope(ssn, *c)),
+        )
+    }
+
+    fn whole_allowed(&mut self, ssn: &Session, task: TaskRef, victim: JobId) -> bool {
+        let kind = self.rules.kind;
+        *self
+            .whole
+            .entry(victim)
+            .or_insert_with(|| ssn.victims_together(kind, task, &placed_tasks(ssn, victim)))
+    }
+
+    fn evict(&self, stmt: &mut Statement, victims: &[TaskRef]) {
+        for &v in victims {
+            let reason = (self.rules.reason)(stmt, self.job, v);
+            stmt.evict_for(v, Some(self.job), reason);
+        }
+    }
+
+    /// Places one pending task, evicting if it must. False if it found no way.
+    fn place(&mut self, stmt: &mut Statement, task: TaskRef) -> bool {
+        if let Some(&node) = stmt.feasible_nodes_quiet(task, 1).first() {
+            stmt.pipeline(task, node);
+            return true;
+        }
+        let request = stmt.task(task).resreq.clone();
+        // Preempt looks only where its own queue runs; reclaim anywhere.
+        let kind = self.rules.kind;
+        let fit = stmt.static_nodes(task);
+        let in_queue: Vec<NodeId>;
+        let nodes = match kind {
+            VictimKind::Preempt => {
+                in_queue = self
+                    .index
+                    .nodes_by_queue
+                    .get(&self.queue)
+                    .map(|ns| ns.iter().copied().filter(|n| fit.passes(*n)).collect())
+                    .unwrap_or_default();
+                &in_queue[..]
+            }
+            VictimKind::Reclaim => fit.nodes(),
+        };
+        if nodes.is_empty() {
+            return false;
+        }
+        let start = (self.job.0 as usize).wrapping_mul(7919) % nodes.len();
+        let mut examined = Vec::new();
+        let mut examined_nodes = 0;
+        for k in 0..nodes.len() {
+            if examined_nodes >= NODE_CAP {
+                break;
+            }
+            let node = nodes[(start + k) % nodes.len()];
+            let candidates = self.candidates_on(stmt, node);
+            if candidates.is_empty() {
+                continue;
+            }
+            examined_nodes += 1;
+            let members = stmt.victim_members(kind, task, &candidates);
+            if members.is_empty() {
+                continue;
+            }
+            // Even every possible victim gone would not make room: nothing to do here.
+            let mut all = Resource::new();
+            for c in &members {
+                all.add(&stmt.task(*c).resreq);
+            }
+            if !request.fits(&future_free(stmt.node(node), &all)) {
+                continue;
+            }
+            // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
+            let mut victims = stmt.victims(kind, task, &members);
+            // `disruptionMode: All` (Kubernetes' PodGroup): such a gang goes whole or not at
+            // all (the whole-gang plans below).
+            victims.retain(|v| !stmt.job(v.job).policy.disrupt_whole);
+            victims.sort_by(|a, b| victim_order(stmt, *a, *b));
+            let mut freed = Resource::new();
+            let mut needed = 0;
+            for v in &victims {
+                if request.fits(&future_free(stmt.node(node), &freed)) {
+                    break;
+                }
+                freed.add(&stmt.task(*v).resreq);
+                needed += 1;
+            }
+            if request.fits(&future_free(stmt.node(node), &freed)) {
+                victims.truncate(needed);
+                if stmt.victims_together(kind, task, &victims) {
+                    self.evict(stmt, &victims);
+                    stmt.pipeline(task, node);
+                    return true;
+                }
+            }
+            // A gang can go whole only if all its tasks here may go.
+            let whole = collect_within(
+                candidates.len(),
+                candidates.iter().copied().filter(|c| {
+                    candidates
+                        .iter()
+                        .filter(|o| o.job == c.job)
+                        .all(|o| members.contains(o))
+                }),
+            );
+            examined.push((node, whole, victims));
+        }
+        // Whole gangs: the cheapest plan over the nodes examined.
+        let mut best: Option<WholePlan> = None;
+        for (node, candidates, singles) in &examined {
+            if let Some(plan) = self.whole_plan(stmt, task, *node, candidates, singles, &request) {
+                if best.as_ref().is_none_or(|b| plan.cost < b.cost) {
+                    best = Some(plan);
+                }
+            }
+        }
+        let Some(plan) = best else {
+            return false;
+        };
+        let (_, _, singles) = examined
+            .iter()
+            .find(|(n, _, _)| *n == plan.node)
+            .expect("the plan's node was examined");
+        let mut set: Vec<TaskRef> = Vec::new();
+        let mut freed = Resource::new();
+        for &g in &plan.gangs {
+            for t in placed_tasks(stmt, g) {
+                if stmt.task(t).node.as_deref() == Some(&*stmt.node(plan.node).name) {
+                    freed.add(&stmt.task(t).resreq);
+                }
+                set.push(t);
+            }
+        }
+        for &v in singles {
+            if request.fits(&future_free(stmt.node(plan.node), &freed)) {
+                break;
+            }
+            if plan.gangs.contains(&v.job) {
+                continue;
+            }
+            freed.add(&stmt.task(v).resreq);
+            set.push(v);
+        }
+        if !request.fits(&future_free(stmt.node(plan.node), &freed))
+            || !stmt.victims_together(kind, task, &set)
+        {
+            return false;
+        }
+        self.evict(stmt, &set);
+        stmt.pipeline(task, plan.node);
+        true
+    }
+
+    /// Whole victim gangs with tasks on `node` that, with the node's single victims, make
+    /// room for the task: the lowest-priority, smallest gangs first.
+    fn whole_plan(
+        &mut self,
+        ssn: &Session,
+        task: TaskRef,
+        node: NodeId,
+        candidates: &[TaskRef],
+        singles: &[TaskRef],
+        request: &Resource,
+    ) -> Option<WholePlan> {
+        let mut gangs: Vec<JobId> = candidates.iter().map(|c| c.job).collect();
+        gangs.sort();
+        gangs.dedup();
+        gangs.retain(|g| self.whole_allowed(ssn, task, *g));
+        if gangs.is_empty() {
+            return None;
+        }
+        // Placed tasks per gang, counted once (not in every comparison).
+        let sizes: HashMap<JobId, usize> = gangs
+            .iter()
+            .map(|&g| (g, placed_tasks(ssn, g).len()))
+            .collect();
+        let size = |g: JobId| sizes[&g];
+        gangs.sort_by(|a, b| {
+            let (x, y) = (ssn.job(*a), ssn.job(*b));
+            x.priority
+                .cmp(&y.priority)
+                .then(size(*a).cmp(&size(*b)))
+                .then(y.created.cmp(&x.created))
+                .then(x.uid.cmp(&y.uid))
+        });
+        let on_node = |g: JobId| candidates.iter().filter(move |c| c.job == g);
+        let free_with = |chosen: &[JobId]| {
+            let mut freed = Resource::new();
+            for &g in chosen {
+                for c in on_node(g) {
+                    freed.add(&ssn.task(*c).resreq);
+                }
+            }
+            for s in singles.iter().filter(|s| !chosen.contains(&s.job)) {
+                freed.add(&ssn.task(*s).resreq);
+            }
+            future_free(ssn.node(node), &freed)
+        };
+        let mut chosen = Vec::new();
+        for g in gangs {
+            chosen.push(g);
+            if request.fits(&free_with(&chosen)) {
+                let top = chosen.iter().map(|g| ssn.job(*g).priority).max()?;
+                let tasks = chosen.iter().map(|g| size(*g)).sum();
+                return Some(WholePlan {
+                    node,
+                    cost: (chosen.len(), top, tasks),
+                    gangs: chosen,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// Tries to make room for the pending tasks of `job` by evicting victims, within `stmt`.
+/// Stops as soon as the gang is pipelined, or cannot be any more.
+pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
+    let mut attempt = Attempt {
+        job,
+        queue: stmt.job(job).queue.clone(),
+        rules,
+        index: stmt.running_index(),
+        whole: HashMap::new(),
+    };
+    let mut pending = stmt.tasks_in(job, TaskStatus::Pending);
+    stmt.most_constrained_first(&mut pending);
+    let mut failed: Vec<u64> = Vec::new();
+    for (i, &task) in pending.iter().enumerate() {
+        if stmt.job_pipelined(job) {
+            break;
+        }
+        // Tasks of one template are interchangeable: once one finds no way, nor will the
+        // others (this attempt only ever takes room away from them).
+        let template = stmt.task(task).template;
+        if failed.contains(&template) {
+            continue;
+        }
+        if attempt.place(stmt, task) {
+            continue;
+        }
+        failed.push(template);
+        // Stop early when the tasks left cannot bring the gang to its minimum.
+        let info = stmt.job(job);
+        let have = info.ready_count() + info.count(TaskStatus::Pipelined);
+        let need = info.min_member.saturating_sub(have) as usize;
+        let left = pending[i + 1..]
+            .iter()
+            .filter(|t| !failed.contains(&stmt.task(**t).template))
+            .count();
+        if left < need {
+            break;
+        }
+    }
+}
+
+/// "preempted by ns/job (priority 100 > 10)".
+pub fn preempt_reason(ssn: &Session, preemptor: JobId, victim: TaskRef) -> String {
+    let (p, v) = (ssn.job(preemptor), ssn.job(victim.job));
+    let relation = if p.priority > v.priority { ">" } else { "vs" };
+    format!(
+        "preempted by {}/{} (priority {} {relation} {})",
+        p.namespace, p.name, p.priority, v.priority
+    )
+}
+
+/// Why preemption did not help, and what it may take, so nobody has to guess.
+fn preempt_no_room(ssn: &Session, job: JobId) -> String {
+    format!(
+        "preemption cannot make room: no pods of queue {} below priority {} that may go \
+         (victim gangs keep their minMember; disruption budgets and system-critical pods are respected)",
+        ssn.job(job).queue,
+        ssn.job(job).priority
+    )
+}
+
+pub const PREEMPT: Rules = Rules {
+    kind: VictimKind::Preempt,
+    reason: preempt_reason,
+    no_room: preempt_no_room,
+};
+
+/// Admitted, valid gangs with pending tasks that are not even pipelined, by queue, each
+/// list in job order; the queues in queue order. A gang with a pending pod of
+/// `preemptionPolicy: Never` is not among them: as in Kubernetes, it waits for room.
+pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>)> {
+    let enqueue_configured = ssn.conf().actions.iter().any(|a| a == "enqueue");
+    let pending = ssn.state().tally().pending().clone();
+    let groups = ssn.jobs_by_queue(&pending, |s, id| {
+        let job = s.job(id);
+        let never = job.policy.never_preempts
+            || job
+                .tasks()
+                .iter()
+                .any(|t| t.never_preempts && t.status == TaskStatus::Pending);
+        job.pending_count() > 0
+            && !never
+            && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
+            && s.job_valid(id).is_none()
+            && s.job_starving(id)
+    });
+    let mut queues: Vec<_> = groups.into_iter().collect();
+    queues.sort_by(|(a, _), (b, _)| match (ssn.queue(a), ssn.queue(b)) {
+        (Some(x), Some(y)) => ssn.queue_order(x, y),
+        _ => a.cmp(b),
+    });
+    queues
+}
+
+/// Makes room for one starving gang by evictions, committing only if the gang becomes
+/// pipelined.
+pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
+    if !ssn.job_starving(job) {
+        return;
+    }
+    if let Some(note) = delayed(ssn, job) {
+        ssn.append_job_note(job, note);
+        return;
+    }
+    let protected = protected_victims(ssn, job, rules);
+    let mut stmt = Statement::new(ssn);
+    evict_for_gang(&mut stmt, job, rules);
+    if stmt.job_pipelined(job) {
+        stmt.commit();
+    } else {
+        stmt.discard();
+        let note = (rules.no_room)(ssn, job);
+        ssn.append_job_note(job, note);
+        // Protected victims may make room once they are old enough: look again then.
+        if let Some((until, count)) = protected {
+            ssn.wake_at(until);
+            ssn.append_job_note(
+                job,
+                format!(
+                    "{count} pod(s) that could make room are within their queue's minimum runtime"
+                ),
+            );
+        }
+    }
+}
+
+/// While a gang is within its queue's preemption delay: what it says, and a wake-up for
+/// when the delay ends.
+fn delayed(ssn: &mut Session, job: JobId) -> Option<String> {
+    let j = ssn.job(job);
+    let delay = ssn.queue(&j.queue)?.preemption_delay?;
+    let until = j.created.saturating_add(delay);
+    if ssn.now >= until {
+        return None;
+    }
+    let queue = j.queue.clone();
+    ssn.wake_at(until);
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(until.max(0) as u64);
+    Some(format!(
+        "evicts nothing before {} (queue {queue}'s preemption delay)",
+        humantime::format_rfc3339_seconds(at)
+    ))
+}
+
+/// The placed tasks the action could take for `job` but for their queue's minimum runtime:
+/// when the first of them outgrows it, and how many there are.
+fn protected_victims(
+    ssn: &Session,
+    job: JobId,
+    rules: &Rules,
+) -> Option<(crate::model::Timestamp, usize)> {
+    if !ssn.state().queues().any(|q| q.min_runtime.is_some()) {
+        return None;
+    }
+    let queue = &ssn.job(job).queue;
+    let mut first: Option<crate::model::Timestamp> = None;
+    let mut count = 0;
+    for (id, j) in ssn.state().jobs() {
+        let same = j.queue == *queue;
+        if id == job || (rules.kind == VictimKind::Preempt) != same {
+            continue;
+        }
+        if ssn.queue(&j.queue).is_none_or(|q| q.min_runtime.is_none()) {
+            continue;
+        }
+        for index in 0..j.tasks().len() as u32 {
+            let t = TaskRef { job: id, index };
+            if !is_placed(ssn.task(t).status) {
+                continue;
+            }
+            if let Some(until) = ssn.protected_until(t) {
+                count += 1;
+                first = Some(first.map_or(until, |f| f.min(until)));
+            }
+        }
+    }
+    first.map(|f| (f, count))
+}
+
+impl Action for Preempt {
+    fn name(&self) -> &'static str {
+        "preempt"
+    }
+
+    fn execute(&self, ssn: &mut Session) {
+        for (_, jobs) in starving_gangs(ssn) {
+            for job in jobs {
+                evict_or_nothing(ssn, job, &PREEMPT);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::model::PodGroupPhase;
+    use crate::testkit::*;
+
+    const PREEMPT: &str = crate::conf_yaml!("allocate, preempt"; ["priority", "gang", "conformance"], ["predicates", "nodeorder"]);
+
+    /// Two nodes of 2 CPUs, full with `running` gangs of 1-CPU pods: (name, min, pods,
+    /// priority), pods spread over both nodes.
+    fn full_cluster(running: &[(&str, u32, usize, i32)]) -> crate::cache::Cache {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        let mut slot = 0;
+        for &(name, min, pods, priority) in running {
+            let nodes: Vec<String> = (slot..slot + pods)
+                .map(|i| format!("n-{:05}", i % 2))
+                .collect();
+            slot += pods;
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            Gang::new(name, min)
+                .priority(priority)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", pods, &[("cpu", "1")])
+                .running_on(&nodes)
+                .apply(&mut cache);
+        }
+        cache
+    }
+
+    fn preemptor(cache: &mut crate::cache::Cache, min: u32, pods: usize) -> String {
+        Gang::new("high", min)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", pods, &[("cpu", "1")])
+            .apply(cache)
+    }
+
+    #[test]
+    fn a_gang_at_its_minimum_goes_whole_when_that_is_the_only_way() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        let high = preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 4)])
+        );
+        for e in &result.evictions {
+            assert_eq!(e.preemptor.as_deref(), Some(high.as_str()));
+            assert_eq!(e.reason, "preempted by default/high (priority 100 > 1)");
+        }
+        assert!(
+            result.binds.is_empty(),
+            "the preemptor waits for the release"
+        );
+    }
+
+    #[test]
+    fn the_most_constrained_task_of_the_preemptor_chooses_first() {
+        // The issue's TFJob as a preemptor: a 2-cpu PS and a 4-cpu/2-GPU worker, on a 4-cpu
+        // node and a 5-cpu/2-GPU node each filled by a low-priority pod. In task order the
+        // PS may take the GPU node's room and strand the worker; the worker, which can only
+        // go there, chooses first.
+        let mut cache = cache_with_default_queue();
+        cache.apply_node(node("cpu-node", &[("cpu", "4")]));
+        cache.apply_node(node("gpu-node", &[("cpu", "5"), ("nvidia.com/gpu", "2")]));
+        for (name, node, cpu) in [("low-a", "cpu-node", "4"), ("low-b", "gpu-node", "5")] {
+            Gang::new(name, 1)
+                .priority(1)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 1, &[("cpu", cpu)])
+                .running_on(&[node])
+                .apply(&mut cache);
+        }
+        // A gang with no pods yet, so that the preemptor's scan of nodes starts at the GPU
+        // node (preempt starts each gang's scan at an offset of its slot).
+        Gang::new("no-pods-yet", 1).created(3).apply(&mut cache);
+        let high = Gang::new("high", 2)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("ps", 1, &[("cpu", "2")])
+            .tasks("worker", 1, &[("cpu", "4"), ("nvidia.com/gpu", "2")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low-a".into(), 1), ("default/low-b".into(), 1)]),
+            "room for both members of {high}"
+        );
+    }
+
+    #[test]
+    fn a_gang_whose_pods_never_preempt_waits_for_room() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        let high = preemptor(&mut cache, 4, 4);
+        let uids: Vec<String> = {
+            let s = cache.state();
+            let job = s.job(s.job_by_uid(&high).unwrap());
+            job.tasks().iter().map(|t| t.uid.to_string()).collect()
+        };
+        for uid in uids {
+            let mut pod = cache.pod(&uid).unwrap().clone();
+            pod.task.never_preempts = true; // preemptionPolicy: Never
+            cache.apply_pod(pod);
+        }
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+
+    #[test]
+    fn the_lowest_priority_gang_goes_whole_first() {
+        let mut cache = full_cluster(&[("mid", 2, 2, 5), ("low", 2, 2, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
+    }
+
+    #[test]
+    fn only_the_surplus_goes_when_it_is_enough() {
+        let mut cache = full_cluster(&[("low", 2, 4, 1)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 2)])
+        );
+    }
+
+    #[test]
+    fn a_gang_disrupted_only_whole_loses_all_its_members_or_none() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        Gang::new("low", 2)
+            .priority(1)
+            .created(1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 4, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00001", "n-00000", "n-00001"])
+            .disrupt_whole()
+            .apply(&mut cache);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 4)]),
+            "not only the surplus: the whole gang"
+        );
+    }
+
+    #[test]
+    fn a_gang_that_never_preempts_waits_for_room() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        Gang::new("high", 4)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 4, &[("cpu", "1")])
+            .never_preempts()
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+
+    #[test]
+    fn nothing_is_evicted_when_even_whole_gangs_are_not_enough() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        // Six CPUs wanted, four could be freed.
+        preemptor(&mut cache, 6, 6);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // Nor if one of the victims is protected: the rest alone is not enough.
+        let mut cache = full_cluster(&[("low", 2, 2, 1), ("equal", 2, 2, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+
+    /// `mid` (priority 5) and `low` (priority 1), two 1-CPU pods each, fill the cluster;
+    /// `low`'s pods are under a PodDisruptionBudget that lets `allowed` go.
+    fn budgeted(allowed: Option<u32>) -> BTreeMap<String, usize> {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        for (name, priority) in [("mid", 5), ("low", 1)] {
+            let gang = Gang::new(name, 2)
+                .priority(priority)
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 2, &[("cpu", "1")])
+                .running_on(&["n-00000", "n-00001"]);
+            let gang = if name == "low" {
+                gang.budget("default/low-pdb")
+            } else {
+                gang
+            };
+            gang.apply(&mut cache);
+        }
+        if let Some(allowed) = allowed {
+            cache.apply_budget("default/low-pdb", allowed);
+        }
+        preemptor(&mut cache, 2, 2);
+        evicted(&run_cycle(&cache, Some(PREEMPT)))
+    }
+
+    #[test]
+    fn a_disruption_budget_keeps_victims_the_eviction_api_would_refuse() {
+        let low = BTreeMap::from([("default/low".into(), 2)]);
+        let mid = BTreeMap::from([("default/mid".into(), 2)]);
+        assert_eq!(budgeted(Some(2)), low, "the budget allows the whole gang");
+        // Allowing one pod would leave `low` below its minimum: `mid` goes instead.
+        assert_eq!(budgeted(Some(1)), mid);
+        assert_eq!(budgeted(Some(0)), mid);
+        // A budget the scheduler has not seen yet allows nothing.
+        assert_eq!(budgeted(None), mid);
+    }
+
+    #[test]
+    fn an_equal_priority_gang_is_never_a_victim() {
+        let mut cache = full_cluster(&[("equal", 4, 4, 100)]);
+        preemptor(&mut cache, 4, 4);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        // The preemptor's message says why preemption did not help, after allocate's.
+        let message = condition_message(&result, "default/high").unwrap_or_default();
+        assert!(
+            message.contains(
+                "gang is short of 4 cpu; preemption cannot make room: no pods of queue default below priority 100 that may go"
+            ),
+            "{message}"
+        );
+        let mut cache = full_cluster(&[("equal", 2, 4, 100)]);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+    }
+}

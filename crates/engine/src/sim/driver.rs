@@ -1,0 +1,819 @@
+//! The simulated cluster: a discrete-event loop with a virtual clock that feeds the cache
+//! like watches would, runs a scheduling cycle on the schedule period's grid whenever
+//! something changed, and "binds" in memory. Pods start when bound and finish after their
+//! runtime. Deterministic for a scenario and seed: no wall clock, no hash-order iteration.
+//!
+//! Two invariants are checked on every cycle, from the simulator's own pod table (not from
+//! the engine's bookkeeping): no gang is ever bound partially, and no node ever holds more
+//! than its allocatable.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use priority_queue::PriorityQueue;
+
+use super::measure::{Domain, ReportLevel};
+use super::report::{Report, Sample};
+use super::scenario::{JobDef, Scenario, ScenarioError, GROUP_INDEX_LABEL};
+use crate::cache::{Cache, PodUpdate};
+use crate::framework::{ConditionKind, PredictOptions, PredictedStart, Scheduler, SessionResult};
+use crate::model::pod_rules::HOSTNAME_LABEL;
+use crate::model::{
+    GangOrigin, GangPolicy, JobSpec, NodeSpec, PodGroupPhase, QueueInfo, Resource, TaskInfo,
+    TaskStatus, Timestamp, TopologyRequest,
+};
+
+/// SplitMix64: a tiny, well-known generator; enough for runtime jitter.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Submit(usize),
+    Finish(usize),
+    EvictDone(usize),
+    AddNodes(String, u32),
+    RemoveNodes(String, u32),
+    /// A gang's waiting time or backoff ends: the scheduler must look again.
+    Wake,
+}
+
+/// A pod as the simulated cluster knows it.
+#[derive(Clone, Debug)]
+pub struct SimPod {
+    pub uid: Arc<str>,
+    pub job: usize,
+    pub role: Arc<str>,
+    pub request: Resource,
+    pub runtime: Option<i64>,
+    pub status: TaskStatus,
+    pub node: Option<Arc<str>>,
+    task: TaskInfo,
+    finish_event: Option<u64>,
+}
+
+/// A gang as the simulated cluster knows it.
+#[derive(Clone, Debug)]
+pub struct SimJob {
+    pub uid: String,
+    pub name: String,
+    pub queue: String,
+    pub min_member: u32,
+    pub min_task_member: BTreeMap<String, u32>,
+    pub submitted: Option<Timestamp>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    pub pods: Vec<usize>,
+    pub phase: PodGroupPhase,
+    /// The last Unschedulable condition message, cleared when the gang is scheduled.
+    pub message: Option<String>,
+    /// The last reservation backfill announced for the gang ("reserved: nodes … from …"),
+    /// kept after it starts.
+    pub reservation: Option<String>,
+    /// The nodes its pods were bound to, each once, in the order first bound.
+    pub nodes: Vec<Arc<str>>,
+    /// Per report level (`Simulation::levels`), the domains of those nodes.
+    pub(super) domains: Vec<std::collections::BTreeSet<Domain>>,
+    /// The GPU models (node label `nvidia.com/gpu.product`) its GPU-requesting pods ran on.
+    pub gpu_models: std::collections::BTreeSet<Arc<str>>,
+    /// Its start as first predicted after submission, and as first predicted while it was
+    /// the first waiting gang of its queue (with when), with `predictStart`.
+    pub predicted: Option<PredictedStart>,
+    pub predicted_at_head: Option<(Timestamp, PredictedStart)>,
+    spec: JobSpec,
+}
+
+/// Progress of a run, for a progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub now: Timestamp,
+    pub max_time: Timestamp,
+    pub jobs_done: usize,
+    pub jobs_total: usize,
+}
+
+pub struct Simulation {
+    pub(super) scenario: Scenario,
+    pub(super) scheduler: Scheduler,
+    pub(super) cache: Cache,
+    pub(super) now: Timestamp,
+    pub(super) events: PriorityQueue<u64, Reverse<(Timestamp, u64)>>,
+    event_data: HashMap<u64, Event>,
+    pub(super) next_event: u64,
+    pub(super) pods: Vec<SimPod>,
+    pub(super) pod_index: HashMap<Arc<str>, usize>,
+    pub(super) jobs: Vec<SimJob>,
+    pub(super) job_index: HashMap<String, usize>,
+    /// Live nodes: name -> (group, allocatable), in creation order per group.
+    pub(super) nodes: BTreeMap<Arc<str>, (usize, Resource)>,
+    pub(super) group_nodes: Vec<Vec<Arc<str>>>,
+    pub(super) group_created: Vec<u32>,
+    rng: Rng,
+    pub(super) dirty: bool,
+    pub(super) partial_gangs: u64,
+    pub(super) overcommitted_nodes: u64,
+    pub(super) cycles: u64,
+    pub(super) binds: u64,
+    pub(super) evictions: u64,
+    pub(super) samples: Vec<Sample>,
+    pub(super) violations: Vec<String>,
+    /// The levels the report measures gang spread at: the scenario's `topologyLevels`,
+    /// then its HyperNode tiers.
+    pub(super) levels: Vec<ReportLevel>,
+    /// What the engine could not use of the scenario's topology (malformed requests,
+    /// HyperNode problems), each once, in the order found.
+    pub(super) topology_problems: Vec<String>,
+}
+
+impl Simulation {
+    pub fn new(scenario: Scenario, file: &str) -> Result<Self, ScenarioError> {
+        let mut scheduler = scenario.scheduler(file)?;
+        if scenario.predict_start {
+            scheduler.predict_starts(Some(PredictOptions::default()));
+        }
+        let mut sim = Simulation {
+            rng: Rng(scenario.seed),
+            scheduler,
+            cache: Cache::new(),
+            now: 0,
+            events: PriorityQueue::new(),
+            event_data: HashMap::new(),
+            next_event: 0,
+            pods: Vec::new(),
+            pod_index: HashMap::new(),
+            jobs: Vec::new(),
+            job_index: HashMap::new(),
+            nodes: BTreeMap::new(),
+            group_nodes: vec![Vec::new(); scenario.node_groups.len()],
+            group_created: vec![0; scenario.node_groups.len()],
+            dirty: true,
+            partial_gangs: 0,
+            overcommitted_nodes: 0,
+            cycles: 0,
+            binds: 0,
+            evictions: 0,
+            samples: Vec::new(),
+            violations: Vec::new(),
+            levels: ReportLevel::of(&scenario),
+            topology_problems: Vec::new(),
+            scenario,
+        };
+        sim.setup();
+        Ok(sim)
+    }
+
+    fn setup(&mut self) {
+        let mut queues = vec![QueueInfo::new("default", 1)];
+        for q in &self.scenario.queues {
+            let info = q.to_info();
+            queues.retain(|existing| existing.name != info.name);
+            queues.push(info);
+        }
+        for q in queues {
+            self.cache.apply_queue(q);
+        }
+        for h in &self.scenario.hypernodes {
+            self.cache.apply_hypernode(h.to_spec());
+        }
+        for g in 0..self.scenario.node_groups.len() {
+            let count = self.scenario.node_groups[g].count;
+            self.add_nodes(g, count);
+        }
+        let defs = self.scenario.jobs.clone();
+        for def in &defs {
+            let copies = def.repeat.as_ref().map(|r| r.count).unwrap_or(1);
+            for k in 0..copies {
+                let name = if def.repeat.is_some() {
+                    format!("{}-{k}", def.name)
+                } else {
+                    def.name.clone()
+                };
+                let at = def.submit_at.0
+                    + def
+                        .repeat
+                        .as_ref()
+                        .map(|r| r.every.0 * i64::from(k))
+                        .unwrap_or(0);
+                let index = self.create_job(def, name);
+                self.schedule(at, Event::Submit(index));
+            }
+        }
+        for e in self.scenario.events.clone() {
+            if let Some(c) = &e.add_nodes {
+                self.schedule(e.at.0, Event::AddNodes(c.group.clone(), c.count));
+            }
+            if let Some(c) = &e.remove_nodes {
+                self.schedule(e.at.0, Event::RemoveNodes(c.group.clone(), c.count));
+            }
+        }
+    }
+
+    fn create_job(&mut self, def: &JobDef, name: String) -> usize {
+        let index = self.jobs.len();
+        let uid = format!("{}/{name}", def.namespace);
+        let total = def.task_count();
+        let spec = JobSpec {
+            uid: uid.clone(),
+            namespace: def.namespace.clone(),
+            name: name.clone(),
+            queue: def.queue.clone(),
+            min_member: def.min_member.unwrap_or(total),
+            min_task_member: def.min_task_member.clone(),
+            min_resources: def.min_resources.as_ref().map(|r| r.0.clone()),
+            priority: def.priority,
+            created: 0,
+            phase: PodGroupPhase::Pending,
+            policy: GangPolicy {
+                mode: def.gang.mode,
+                match_policy: def.gang.match_policy,
+                total_number: def.gang.total_number,
+                group: {
+                    let mut g: Vec<String> = def
+                        .gang
+                        .group
+                        .iter()
+                        .map(|m| format!("{}/{m}", def.namespace))
+                        .chain((!def.gang.group.is_empty()).then(|| uid.clone()))
+                        .collect();
+                    g.sort();
+                    g.dedup();
+                    g
+                },
+                wait_timeout: def.gang.waiting_time.map(|m| m.0),
+                ..Default::default()
+            },
+            origin: GangOrigin::Declared,
+            topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
+            subgroups: def
+                .sub_group_policy
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.to_policy(i))
+                .collect(),
+        };
+        let mut pods = Vec::new();
+        // One draw per job: a gang's pods work together and finish together.
+        let jitter = if def.runtime_jitter > 0.0 {
+            1.0 + def.runtime_jitter * (2.0 * self.rng.next_f64() - 1.0)
+        } else {
+            1.0
+        };
+        for t in &def.tasks {
+            let labels = Arc::new(t.pod_labels(&name));
+            let placement = Arc::new(t.placement(&labels));
+            for r in 0..t.replicas {
+                let pod_name = format!("{name}-{}-{r}", t.role);
+                let pod_uid: Arc<str> = Arc::from(format!("{}/{pod_name}", def.namespace));
+                let task = TaskInfo::new(
+                    pod_uid.clone(),
+                    def.namespace.as_str(),
+                    pod_name.as_str(),
+                    t.role.as_str(),
+                    t.requests.0.clone(),
+                    t.priority.unwrap_or(def.priority),
+                    placement.clone(),
+                    0,
+                );
+                let mut task = task;
+                task.labels = match t.group_size {
+                    Some(size) => {
+                        let mut own = (*labels).clone();
+                        own.insert(GROUP_INDEX_LABEL.into(), (r / size.max(1)).to_string());
+                        Arc::new(own)
+                    }
+                    None => labels.clone(),
+                };
+                task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
+                task.topology = TopologyRequest::from_kueue(&t.annotations, &pod_uid).map(Arc::new);
+                let runtime = t
+                    .runtime
+                    .map(|m| (m.0 as f64 * jitter).round().max(1.0) as i64);
+                let pod = self.pods.len();
+                self.pod_index.insert(pod_uid.clone(), pod);
+                self.pods.push(SimPod {
+                    uid: pod_uid,
+                    job: index,
+                    role: Arc::from(t.role.as_str()),
+                    request: task.resreq.clone(),
+                    runtime,
+                    status: TaskStatus::Pending,
+                    node: None,
+                    task,
+                    finish_event: None,
+                });
+                pods.push(pod);
+            }
+        }
+        self.job_index.insert(uid.clone(), index);
+        self.jobs.push(SimJob {
+            uid,
+            name,
+            queue: def.queue.clone(),
+            min_member: spec.min_member,
+            min_task_member: def.min_task_member.clone(),
+            submitted: None,
+            started: None,
+            finished: None,
+            pods,
+            phase: PodGroupPhase::Pending,
+            message: None,
+            reservation: None,
+            nodes: Vec::new(),
+            domains: vec![Default::default(); self.levels.len()],
+            gpu_models: Default::default(),
+            predicted: None,
+            predicted_at_head: None,
+            spec,
+        });
+        index
+    }
+
+    fn schedule(&mut self, at: Timestamp, event: Event) -> u64 {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.events.push(id, Reverse((at, id)));
+        self.event_data.insert(id, event);
+        id
+    }
+
+    fn cancel(&mut self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.events.remove(&id);
+            self.event_data.remove(&id);
+        }
+    }
+
+    fn add_nodes(&mut self, group: usize, count: u32) {
+        let g = self.scenario.node_groups[group].clone();
+        for _ in 0..count {
+            self.group_created[group] += 1;
+            let name: Arc<str> = Arc::from(format!("{}-{}", g.name, self.group_created[group]));
+            let mut allocatable = g.allocatable.0.clone();
+            if allocatable.pods == 0 {
+                allocatable.pods = 110;
+            }
+            // As a kubelet labels its node.
+            let mut labels = g.labels.clone();
+            labels
+                .entry(HOSTNAME_LABEL.into())
+                .or_insert_with(|| name.to_string());
+            self.cache.apply_node(NodeSpec {
+                name: name.to_string(),
+                allocatable: allocatable.clone(),
+                labels,
+                taints: g.taints.clone(),
+                unschedulable: g.unschedulable,
+                ready: true,
+            });
+            self.nodes.insert(name.clone(), (group, allocatable));
+            self.group_nodes[group].push(name);
+        }
+        self.dirty = true;
+    }
+
+    fn remove_nodes(&mut self, group: usize, count: u32) {
+        for _ in 0..count {
+            let Some(name) = self.group_nodes[group].pop() else {
+                break;
+            };
+            self.nodes.remove(&name);
+            self.cache.delete_node(&name);
+            // Pods on a lost node are recreated by their controller: pending again.
+            let lost: Vec<usize> = (0..self.pods.len())
+                .filter(|&p| {
+                    self.pods[p].node.as_deref() == Some(&*name)
+                        && self.pods[p].status != TaskStatus::Succeeded
+                })
+                .collect();
+            for p in lost {
+                let pending_finish = self.pods[p].finish_event.take();
+                self.cancel(pending_finish);
+                self.set_pod(p, TaskStatus::Pending, None);
+            }
+        }
+        self.dirty = true;
+    }
+
+    fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
+        let pod = &mut self.pods[p];
+        pod.status = status;
+        pod.node = node.clone();
+        pod.task.status = status;
+        pod.task.node = node;
+        // Pods start when bound (the simulator has no image pulls); a pod sent back to
+        // pending starts afresh.
+        match status {
+            TaskStatus::Running if pod.task.started.is_none() => pod.task.started = Some(self.now),
+            TaskStatus::Pending => pod.task.started = None,
+            _ => {}
+        }
+        let update = PodUpdate {
+            task: pod.task.clone(),
+            job: Some(self.jobs[pod.job].uid.clone()),
+        };
+        self.cache.apply_pod(update);
+        self.dirty = true;
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Submit(j) => {
+                self.jobs[j].submitted = Some(self.now);
+                self.jobs[j].spec.created = self.now;
+                self.cache.apply_job(self.jobs[j].spec.clone());
+                // A malformed request is the engine's to handle (the gang says why it
+                // waits); the report lists it too, as the live driver's events would.
+                let job_request = self.jobs[j].spec.topology.clone();
+                let pod_requests = self.jobs[j]
+                    .pods
+                    .iter()
+                    .filter_map(|&p| self.pods[p].task.topology.as_deref().cloned())
+                    .collect::<Vec<_>>();
+                for problem in job_request
+                    .into_iter()
+                    .chain(pod_requests)
+                    .filter_map(|r| r.problem)
+                {
+                    self.note_topology_problem(problem);
+                }
+                for p in self.jobs[j].pods.clone() {
+                    self.pods[p].task.created = self.now;
+                    self.set_pod(p, TaskStatus::Pending, None);
+                }
+            }
+            Event::Finish(p) => {
+                self.pods[p].finish_event = None;
+                let node = self.pods[p].node.clone();
+                self.set_pod(p, TaskStatus::Succeeded, node);
+                let job = self.pods[p].job;
+                if self.jobs[job]
+                    .pods
+                    .iter()
+                    .all(|&q| self.pods[q].status == TaskStatus::Succeeded)
+                {
+                    self.jobs[job].finished = Some(self.now);
+                }
+            }
+            Event::EvictDone(p) => self.set_pod(p, TaskStatus::Pending, None),
+            Event::Wake => self.dirty = true,
+            Event::AddNodes(group, count) => {
+                if let Some(g) = self.group(&group) {
+                    self.add_nodes(g, count);
+                }
+            }
+            Event::RemoveNodes(group, count) => {
+                if let Some(g) = self.group(&group) {
+                    self.remove_nodes(g, count);
+                }
+            }
+        }
+    }
+
+    fn group(&self, name: &str) -> Option<usize> {
+        self.scenario
+            .node_groups
+            .iter()
+            .position(|g| g.name == name)
+    }
+
+    /// Processes every event up to `now`, then runs a cycle if anything changed.
+    fn step(&mut self) {
+        while let Some((_, Reverse((at, _)))) = self.events.peek() {
+            if *at > self.now {
+                break;
+            }
+            let (id, Reverse((at, _))) = self.events.pop().expect("peeked");
+            let now = self.now;
+            self.now = at;
+            if let Some(e) = self.event_data.remove(&id) {
+                self.handle(e);
+            }
+            self.now = now;
+        }
+        if self.dirty {
+            self.dirty = false;
+            self.cycle();
+        }
+        self.sample();
+    }
+
+    fn cycle(&mut self) {
+        self.cycles += 1;
+        let snapshot = self.cache.snapshot();
+        // HyperNode problems can come and go with the nodes their selectors match.
+        let problems = snapshot.hypernodes().problems.clone();
+        for p in problems {
+            self.note_topology_problem(p);
+        }
+        let result = self.scheduler.run_cycle(snapshot, self.now);
+        self.apply(result);
+    }
+
+    pub(super) fn note_topology_problem(&mut self, problem: String) {
+        if !self.topology_problems.contains(&problem) {
+            self.topology_problems.push(problem);
+        }
+    }
+
+    fn apply(&mut self, result: SessionResult) {
+        self.check_gangs(&result);
+        let changed = !result.binds.is_empty() || !result.evictions.is_empty();
+        for bind in &result.binds {
+            let Some(&p) = self.pod_index.get(&bind.task) else {
+                continue;
+            };
+            if self.pods[p].status != TaskStatus::Pending || !self.nodes.contains_key(&bind.node) {
+                self.violations.push(format!(
+                    "t={}: bind of {} to {} that is not pending or whose node is gone",
+                    self.now, bind.task, bind.node
+                ));
+                continue;
+            }
+            self.binds += 1;
+            self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
+            self.record_placement(p, &bind.node);
+            if let Some(runtime) = self.pods[p].runtime {
+                let id = self.schedule(self.now + runtime, Event::Finish(p));
+                self.pods[p].finish_event = Some(id);
+            }
+        }
+        for ev in &result.evictions {
+            let Some(&p) = self.pod_index.get(&ev.task) else {
+                continue;
+            };
+            self.evictions += 1;
+            let pending_finish = self.pods[p].finish_event.take();
+            self.cancel(pending_finish);
+            let node = self.pods[p].node.clone();
+            self.set_pod(p, TaskStatus::Releasing, node);
+            self.schedule(
+                self.now + self.scenario.eviction_grace.0,
+                Event::EvictDone(p),
+            );
+        }
+        self.check_nodes();
+        for j in 0..self.jobs.len() {
+            let job = &self.jobs[j];
+            if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
+                self.jobs[j].started = Some(self.now);
+            }
+        }
+        self.cache.apply_gang_updates(&result.job_updates);
+        self.note_predictions(&result.predictions);
+        if let Some(at) = result.wake_at {
+            self.schedule(at, Event::Wake);
+        }
+        let mut wakes = Vec::new();
+        for update in &result.job_updates {
+            let Some(rt) = &update.runtime else { continue };
+            let timeout = self
+                .job_index
+                .get(&*update.job)
+                .and_then(|&j| self.jobs[j].spec.policy.wait_timeout);
+            if let (Some(since), Some(t)) = (rt.waiting_since, timeout) {
+                wakes.push(since + t);
+            }
+            if rt.backoff_until > self.now {
+                wakes.push(rt.backoff_until);
+            }
+        }
+        for at in wakes {
+            self.schedule(at, Event::Wake);
+        }
+        let mut phases = Vec::new();
+        for update in &result.job_updates {
+            let Some(&j) = self.job_index.get(&*update.job) else {
+                continue;
+            };
+            if let Some(phase) = update.phase {
+                phases.push((j, phase));
+            }
+            match &update.condition {
+                Some(c) if c.kind == ConditionKind::Unschedulable => {
+                    if let Some(r) = &update.reservation {
+                        self.jobs[j].reservation = Some(r.to_string());
+                    }
+                    self.jobs[j].message = Some(c.message.clone())
+                }
+                Some(_) => self.jobs[j].message = None,
+                None => {}
+            }
+        }
+        for (j, phase) in phases {
+            self.jobs[j].phase = phase;
+            let uid = self.jobs[j].uid.clone();
+            self.cache.set_job_phase(&uid, phase);
+            self.jobs[j].spec.phase = phase;
+        }
+        // Only binds and evictions change what the next cycle can do; phase changes
+        // happen within the cycle that decided them.
+        self.dirty = changed;
+    }
+
+    /// Keeps each gang's first prediction, and its first as the head of its queue (the
+    /// predictions come in job order, so the first of each queue is its head).
+    fn note_predictions(&mut self, predictions: &[(Arc<str>, PredictedStart)]) {
+        let mut heads = std::collections::BTreeSet::new();
+        for (uid, p) in predictions {
+            let Some(&j) = self.job_index.get(&**uid) else {
+                continue;
+            };
+            let job = &mut self.jobs[j];
+            job.predicted.get_or_insert_with(|| p.clone());
+            if heads.insert(job.queue.clone()) && job.predicted_at_head.is_none() {
+                job.predicted_at_head = Some((self.now, p.clone()));
+            }
+        }
+    }
+
+    fn work_left(&self) -> bool {
+        self.jobs.iter().any(|j| j.finished.is_none())
+    }
+
+    /// Runs until `until` (virtual ms) or until nothing can happen any more.
+    pub fn run_until(&mut self, until: Timestamp, progress: &mut dyn FnMut(Progress)) {
+        let period = self.scenario.schedule_period.0;
+        while self.now <= until {
+            self.step();
+            let done = self.jobs.iter().filter(|j| j.finished.is_some()).count();
+            progress(Progress {
+                now: self.now,
+                max_time: self.scenario.max_time.0,
+                jobs_done: done,
+                jobs_total: self.jobs.len(),
+            });
+            let next = if self.dirty {
+                self.now + period
+            } else {
+                match self.events.peek() {
+                    // Events land between cycles; the scheduler sees them at the next tick.
+                    Some((_, Reverse((at, _)))) => {
+                        ((*at + period - 1) / period * period).max(self.now + period)
+                    }
+                    None => break,
+                }
+            };
+            if !self.work_left() && self.events.is_empty() {
+                break;
+            }
+            if next > until {
+                break;
+            }
+            self.now = next;
+        }
+    }
+
+    /// Runs the whole scenario (to its maxTime at most).
+    pub fn run(&mut self, progress: &mut dyn FnMut(Progress)) -> Report {
+        let max = self.scenario.max_time.0;
+        self.run_until(max, progress);
+        self.report()
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    pub fn jobs(&self) -> &[SimJob] {
+        &self.jobs
+    }
+
+    pub fn pods(&self) -> &[SimPod] {
+        &self.pods
+    }
+
+    pub fn job(&self, name: &str) -> Option<&SimJob> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+
+    /// How many of a job's pods the scheduler holds a node for without binding them
+    /// (a NonStrict gang waiting for the rest); the cluster still sees them Pending.
+    pub fn held_pods(&self, name: &str) -> usize {
+        self.job(name)
+            .map_or(0, |j| self.cache.held_pods(&j.spec.uid).len())
+    }
+
+    pub fn job_pods(&self, name: &str) -> Vec<&SimPod> {
+        self.job(name)
+            .map(|j| j.pods.iter().map(|&p| &self.pods[p]).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn node_allocatable(&self, node: &str) -> Option<&Resource> {
+        self.nodes.get(node).map(|(_, a)| a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::TaskStatus;
+    use crate::sim::report::LevelSpread;
+    use crate::sim::{Scenario, Simulation};
+
+    /// Two racks of two 4-GPU nodes (HyperNodes mirror them), one node of each rack busy for
+    /// 10m. Gangs that must stay in one rack wait for it; a request the engine cannot use
+    /// waits with the engine's reason. The default configuration (gpu-affinity).
+    const REQUESTS: &str = r#"
+name: requests
+maxTime: 30m
+topologyLevels: [example.com/rack]
+nodeGroups:
+- {name: a1, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: ra, slot: a1}}
+- {name: a2, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: ra, slot: a2}}
+- {name: b1, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: rb, slot: b1}}
+- {name: b2, count: 1, allocatable: {nvidia.com/gpu: 4}, labels: {example.com/rack: rb, slot: b2}}
+hypernodes:
+- {name: sw-a, tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: "a.-1"}}}]}
+- {name: sw-b, tier: 1, members: [{type: Node, selector: {labelMatch: {matchLabels: {example.com/rack: rb}}}}]}
+jobs:
+- name: block-a
+  tasks: [{role: w, requests: {nvidia.com/gpu: 4}, runtime: 10m, nodeSelector: {slot: a1}}]
+- name: block-b
+  tasks: [{role: w, requests: {nvidia.com/gpu: 4}, runtime: 10m, nodeSelector: {slot: b1}}]
+- name: volcano
+  submitAt: 10s
+  networkTopology: {highestTierAllowed: 1}
+  tasks: [{role: w, replicas: 2, requests: {nvidia.com/gpu: 4}, runtime: 5m}]
+- name: kueue
+  submitAt: 10s
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {nvidia.com/gpu: 4}
+    runtime: 5m
+    annotations: {kueue.x-k8s.io/podset-required-topology: example.com/rack}
+- name: odd
+  submitAt: 10s
+  networkTopology: {mode: hard, highestTierAllowed: 0}
+  tasks: [{role: w, replicas: 2, requests: {nvidia.com/gpu: 1}, runtime: 1m}]
+"#;
+
+    #[test]
+    fn topology_requests_and_hypernodes_of_a_scenario_reach_the_engine() {
+        let scenario = Scenario::parse(REQUESTS, "requests.yaml").unwrap();
+        let mut sim = Simulation::new(scenario, "requests.yaml").unwrap();
+        sim.run_until(60_000, &mut |_| {});
+        let message = |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone();
+        for job in ["volcano", "kueue", "odd"] {
+            assert!(
+                sim.job_pods(job)
+                    .iter()
+                    .all(|p| p.status == TaskStatus::Pending),
+                "{job} waits: a2 and b2 are free, but in two racks (odd: its request is malformed)"
+            );
+        }
+        let volcano = message(&sim, "volcano").unwrap_or_default();
+        assert!(
+            volcano.contains("spec.networkTopology hard within tier 1"),
+            "{volcano}"
+        );
+        let kueue = message(&sim, "kueue").unwrap_or_default();
+        assert!(
+            kueue.contains("kueue.x-k8s.io/podset-required-topology hard within example.com/rack"),
+            "{kueue}"
+        );
+        let odd = message(&sim, "odd").unwrap_or_default();
+        assert!(
+            odd.contains(
+                "PodGroup default/odd: spec.networkTopology.highestTierAllowed must be at least 1, got 0"
+            ),
+            "{odd}"
+        );
+
+        let report = sim.run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        let job = |name: &str| report.jobs.iter().find(|j| j.name == name).unwrap();
+        let one_rack = [
+            LevelSpread {
+                level: "example.com/rack".into(),
+                domains: 1,
+            },
+            LevelSpread {
+                level: "tier-1".into(),
+                domains: 1,
+            },
+        ];
+        for name in ["default/volcano", "default/kueue"] {
+            let j = job(name);
+            assert!(j.started.is_some_and(|t| t >= 600_000), "{name}: {j:?}");
+            assert_eq!(j.nodes.len(), 2, "{name}");
+            assert_eq!(j.spread, one_rack, "{name}");
+        }
+        assert_eq!(job("default/odd").started, None);
+        assert!(report
+            .topology_problems
+            .iter()
+            .any(|p| p.contains("PodGroup default/odd")));
+    }
+}
