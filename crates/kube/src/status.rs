@@ -474,7 +474,10 @@ fn predicted_start_annotation(
     patch: &mut Value,
 ) {
     let want = ix.predictions.get(key).map(|p| p.annotation_value());
-    let have = meta.annotations.as_ref().and_then(|a| a.get(PREDICTED_START));
+    let have = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PREDICTED_START));
     if want.as_ref() != have {
         patch["metadata"]["annotations"] = serde_json::json!({ PREDICTED_START: want });
     }

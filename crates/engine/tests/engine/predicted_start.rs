@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use rust_batch::sim::{Report, Scenario, Simulation};
+use rust_batch_engine::sim::{Report, Scenario, Simulation};
 
 fn scenario(file: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/scenarios")
+        .join("../../examples/scenarios")
         .join(file);
     Scenario::load(&path).expect("scenario parses")
 }
@@ -61,7 +61,7 @@ fn with_noisy_runtimes_the_error_distribution_is_reported_and_deterministic() {
 
 #[test]
 fn predicting_changes_no_decision_and_no_report_without_the_option() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())

@@ -4,11 +4,11 @@
 //! over small random worlds: no victim is ever younger than its minimum runtime.
 
 use proptest::prelude::*;
-use rust_batch::cache::Cache;
-use rust_batch::model::{PodGroupPhase, QueueInfo, Timestamp};
-use rust_batch::testkit::*;
+use rust_batch_engine::cache::Cache;
+use rust_batch_engine::model::{PodGroupPhase, QueueInfo, Timestamp};
+use rust_batch_engine::testkit::*;
 
-const PREEMPT: &str = rust_batch::conf_yaml!("allocate, preempt"; ["priority", "gang", "conformance"], ["predicates", "nodeorder"]);
+const PREEMPT: &str = rust_batch_engine::conf_yaml!("allocate, preempt"; ["priority", "gang", "conformance"], ["predicates", "nodeorder"]);
 const MIN: i64 = 60_000;
 
 /// Two nodes of 2 CPUs full with four low-priority one-pod gangs started at `starts`, and a
@@ -137,8 +137,8 @@ proptest! {
 /// cluster without the settings) preempts at once.
 #[test]
 fn s12_the_urgent_gang_preempts_only_once_the_victims_ran_their_minimum() {
-    use rust_batch::sim::{Scenario, Simulation};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    use rust_batch_engine::sim::{Scenario, Simulation};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
     let run = |file: &str| {
         let scenario = Scenario::load(&dir.join(file)).unwrap();
         let mut sim = Simulation::new(scenario, file).unwrap();
