@@ -38,6 +38,10 @@
 //!   issue 17's size, the plain cluster twice over (12,500 gangs of 8): the allocate cycle
 //!   (target < 1 s on one core) and a session with nothing changed (target < 5 ms).
 //!
+//! - `cycle_waiting_gangs` and `cycle_waiting_gangs_predict_start`: the plain cluster once
+//!   everything that fits runs, every pod with a runtime estimate, 250 gangs waiting: a
+//!   cycle without and with predicted start times (`--predict-start`).
+//!
 //! The cluster is built once, outside the timed part. Every cycle prints a decision digest
 //! (binds and gang updates) before it is timed. `ENGINE_BENCH_ONLY=pod_rules` builds only
 //! the clusters of benches whose name contains `pod_rules`; with criterion's `--list`, only
@@ -754,8 +758,72 @@ fn dra_benches(c: &mut Criterion) {
     }
 }
 
+/// Predicted start times (`--predict-start`): the cluster once everything that fits runs,
+/// every pod with a runtime estimate (10m to 60m by gang), 250 GPU gangs waiting; the cycle
+/// without and with predictions, timed in the same run (their ratio is the cost).
+fn predict_benches(c: &mut Criterion) {
+    if !selected("predict_start") {
+        return;
+    }
+    let mut cache = cluster();
+    let scheduler = testkit::scheduler(None);
+    let first = scheduler.run_cycle(cache.snapshot(), 0);
+    testkit::apply_result(&mut cache, &first);
+    let tasks: Vec<(String, rust_batch::model::TaskInfo)> = cache
+        .state()
+        .jobs()
+        .enumerate()
+        .flat_map(|(i, (_, j))| {
+            let uid = j.uid.to_string();
+            j.tasks()
+                .iter()
+                .map(move |t| {
+                    let mut t = t.clone();
+                    t.estimate = Some((10 + (i % 6) as i64 * 10) * 60_000);
+                    (uid.clone(), t)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (job, task) in tasks {
+        cache.apply_pod(rust_batch::cache::PodUpdate {
+            task,
+            job: Some(job),
+        });
+    }
+    let mut predicting = testkit::scheduler(None);
+    predicting.predict_starts(Some(Default::default()));
+    let plain = scheduler.run_cycle(cache.snapshot(), 1);
+    let predicted = predicting.run_cycle(cache.snapshot(), 1);
+    assert_eq!(
+        decision_digest(&plain),
+        decision_digest(&predicted),
+        "predicting changes no decision"
+    );
+    let known = predicted
+        .predictions
+        .iter()
+        .filter(|(_, p)| matches!(p, rust_batch::framework::PredictedStart::At(_)))
+        .count();
+    eprintln!(
+        "predict_start: {} waiting gangs, {known} with a predicted time",
+        predicted.predictions.len()
+    );
+    let mut group = cycle_group(c);
+    time_cycles(&mut group, "cycle_waiting_gangs", &scheduler, &cache, 1);
+    time_cycles(
+        &mut group,
+        "cycle_waiting_gangs_predict_start",
+        &predicting,
+        &cache,
+        1,
+    );
+    group.finish();
+}
+
 criterion_group!(
     engine,
+    predict_benches,
     preempt_benches,
     benches,
     topology_benches,

@@ -193,6 +193,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             scheduler_conf,
             strict,
             max_jobs,
+            predict_start,
         } => {
             let (mut sc, file) = match &scenario {
                 Some(path) => (Scenario::load(path)?, path.display().to_string()),
@@ -204,6 +205,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(s) = seed {
                 sc.seed = s;
             }
+            sc.predict_start |= predict_start;
             let conf = match scheduler_conf {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)
@@ -235,6 +237,7 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<ExitCode> {
         max_bind_concurrency,
         list_page_size,
         pod_scheduled_events,
+        predict_start,
         http_address,
         enable_healthz,
         healthz_address,
@@ -310,6 +313,7 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<ExitCode> {
             bind_concurrency,
             max_bind_concurrency,
             pod_scheduled_events,
+            predict_start,
             http_address: http_address.socket(),
             short_gang_timeout,
             short_gang_policy,

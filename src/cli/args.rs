@@ -81,6 +81,10 @@ pub enum Command {
         /// Rows of the job table (the JSON report always has every job).
         #[arg(long, default_value_t = 40)]
         max_jobs: usize,
+        /// Predict each waiting gang's start time and report how well the predictions held
+        /// (the scenario's `predictStart: true` does the same).
+        #[arg(long)]
+        predict_start: bool,
     },
     /// Validate a scheduler configuration file (Volcano's volcano-scheduler.conf format, or
     /// Volcano's ConfigMap holding one) and print its warnings.
@@ -172,6 +176,22 @@ pub struct RunArgs {
         value_parser = go_values::parse_bool
     )]
     pub pod_scheduled_events: bool,
+    /// Predict each waiting gang's start time from the runtime estimates (pod annotation
+    /// rust-batch.io/runtime-estimate, activeDeadlineSeconds, or the queue's
+    /// rust-batch.io/default-runtime-estimate): in its PodGroup's condition message, the
+    /// annotation rust-batch.io/predicted-start and the metric
+    /// rust_batch_gang_predicted_start_seconds.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        action = ArgAction::Set,
+        value_parser = go_values::parse_bool
+    )]
+    pub predict_start: bool,
     /// Address for /metrics, /healthz and /readyz (HOST:PORT, or :PORT for every
     /// interface), or "off". --listen-address is Volcano's name for it.
     #[arg(

@@ -75,12 +75,17 @@ pub fn explain(gang: &str, server: &str) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(c) = v["condition"].as_object() {
+        let message = c["message"].as_str().unwrap_or("");
         println!(
             "{} ({}): {}",
             c["type"].as_str().unwrap_or(""),
             c["reason"].as_str().unwrap_or(""),
-            c["message"].as_str().unwrap_or("")
+            message
         );
+        // The part of the message `rust-batch run --predict-start` adds, on a line of its own.
+        if let Some(at) = message.rfind("start predicted") {
+            println!("{}", &message[at..]);
+        }
     }
     let bound: Vec<&str> = v["boundChildren"]
         .as_array()

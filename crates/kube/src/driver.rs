@@ -57,6 +57,8 @@ pub struct DriverOptions {
     pub max_bind_concurrency: usize,
     /// A Scheduled event on each pod at its bind, besides the PodGroup's once per gang.
     pub pod_scheduled_events: bool,
+    /// Predict each waiting gang's start time (`Scheduler::predict_starts`).
+    pub predict_start: bool,
     /// Where to serve /metrics, /healthz and /readyz (None: nowhere).
     pub http_address: Option<std::net::SocketAddr>,
     /// How long a gang a refused bind left short may wait for its missing members.
@@ -90,8 +92,11 @@ pub async fn run(
     opts: DriverOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), super::KubeError> {
-    let scheduler =
+    let mut scheduler =
         Scheduler::new(opts.conf.clone(), &crate::REGISTRY).map_err(super::KubeError::Config)?;
+    if opts.predict_start {
+        scheduler.predict_starts(Some(Default::default()));
+    }
     let metrics = Metrics::new().map_err(|e| super::KubeError::Metrics(e.to_string()))?;
     let leadership = match &opts.leader_election {
         Some(_) => Leadership::elected(Some(metrics.leader.clone())),
@@ -396,6 +401,7 @@ impl Cycles<'_> {
                 binds,
                 evictions,
                 job_updates,
+                predictions,
                 ..
             } = result;
             let (binds, patches) = {
@@ -410,6 +416,13 @@ impl Cycles<'_> {
                 metrics
                     .volcano
                     .observe_pre_bound(&ix.cache, &binds, &[], now_ms());
+                if self.scheduler.predicting().is_some() {
+                    metrics.predicted_starts(&predictions);
+                    ix.predictions = predictions
+                        .into_iter()
+                        .map(|(uid, p)| (uid.to_string(), p))
+                        .collect();
+                }
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
                 (binds, patches)
@@ -601,6 +614,18 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             .flatten();
         let Some(c) = u.condition.as_ref().or(scheduled.as_ref()) else {
             continue;
+        };
+        // The predicted start (with --predict-start) ends a waiting gang's message.
+        let predicted = ix
+            .predictions
+            .get(&*u.job)
+            .filter(|_| c.kind == ConditionKind::Unschedulable);
+        let c = match predicted {
+            Some(p) => &JobCondition {
+                message: format!("{}; {p}", c.message),
+                ..c.clone()
+            },
+            None => c,
         };
         let c = match ix.recovery.noted(&u.job, c.kind) {
             Some(note) => JobCondition {
@@ -892,7 +917,8 @@ fn reload_if_changed(
     match SchedulerConf::load(path)
         .and_then(|c| Scheduler::new(c.with_strict(strict), &crate::REGISTRY))
     {
-        Ok(s) => {
+        Ok(mut s) => {
+            s.predict_starts(scheduler.predicting().cloned());
             for w in &s.conf().warnings {
                 warn!("{}: {w}", path.display());
             }

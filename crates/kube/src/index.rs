@@ -127,6 +127,8 @@ pub struct Index {
     pub(super) groups: Groups,
     /// The last cycle's verdict per gang: its condition and why each pending pod waits.
     pub(super) verdicts: HashMap<String, Verdict>,
+    /// The last cycle's predicted start per waiting gang (with --predict-start).
+    pub(super) predictions: HashMap<String, crate::framework::PredictedStart>,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
     implicit: HashMap<String, HashSet<String>>,
     /// Queues by name, the newest seen.

@@ -36,6 +36,10 @@ pub struct Metrics {
     pub bind_failures: IntCounter,
     /// Gangs reported unschedulable by the last cycle.
     pub unschedulable_gangs: IntGauge,
+    /// Per waiting gang with a predicted start (--predict-start), that time (Unix seconds).
+    pub predicted_start: prometheus::GaugeVec,
+    /// Waiting gangs whose start could not be predicted (--predict-start).
+    pub predicted_start_unknown: IntGauge,
     /// API writes by kind (see `WRITE_KINDS`) and result (ok, or the failure's code).
     pub api_writes: IntCounterVec,
     /// How long API writes took, by kind, seconds.
@@ -95,6 +99,17 @@ impl Metrics {
             unschedulable_gangs: IntGauge::new(
                 "unschedulable_gangs",
                 "Gangs the last cycle could not schedule",
+            )?,
+            predicted_start: prometheus::GaugeVec::new(
+                Opts::new(
+                    "gang_predicted_start_seconds",
+                    "Predicted start of each waiting gang, Unix time, by the runtime estimates",
+                ),
+                &["namespace", "name"],
+            )?,
+            predicted_start_unknown: IntGauge::new(
+                "gangs_start_unknown",
+                "Waiting gangs whose start time cannot be predicted (a runtime estimate is missing)",
             )?,
             api_writes: IntCounterVec::new(
                 Opts::new("api_writes_total", "API writes by kind and result"),
@@ -173,6 +188,9 @@ impl Metrics {
         m.registry.register(Box::new(m.bind_failures.clone()))?;
         m.registry
             .register(Box::new(m.unschedulable_gangs.clone()))?;
+        m.registry.register(Box::new(m.predicted_start.clone()))?;
+        m.registry
+            .register(Box::new(m.predicted_start_unknown.clone()))?;
         m.registry.register(Box::new(m.api_writes.clone()))?;
         m.registry.register(Box::new(m.api_write_latency.clone()))?;
         m.registry.register(Box::new(m.api_reads.clone()))?;
@@ -392,4 +410,26 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> st
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).await
+}
+
+impl Metrics {
+    /// The last cycle's predicted starts: one gauge per gang with a time (the set replaced
+    /// every cycle, so gangs that started or left are gone), and the count of unknowns.
+    pub fn predicted_starts(&self, predictions: &[(Arc<str>, crate::framework::PredictedStart)]) {
+        use crate::framework::PredictedStart;
+        self.predicted_start.reset();
+        let mut unknown = 0;
+        for (uid, p) in predictions {
+            match p {
+                PredictedStart::At(at) => {
+                    let (ns, name) = uid.split_once('/').unwrap_or(("", uid));
+                    self.predicted_start
+                        .with_label_values(&[ns, name])
+                        .set(*at as f64 / 1000.0);
+                }
+                PredictedStart::Unknown(_) => unknown += 1,
+            }
+        }
+        self.predicted_start_unknown.set(unknown);
+    }
 }

@@ -447,9 +447,12 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
                 }
                 None => None,
             };
-            ix.groups
-                .of(*dialect)?
-                .status_patch(key, job, condition.as_ref(), now_ms)
+            let store = ix.groups.of(*dialect)?;
+            let (mut patch, rv) = store.status_patch(key, job, condition.as_ref(), now_ms)?;
+            if *dialect == Dialect::VOLCANO {
+                predicted_start_annotation(ix, key, store.meta(key)?, &mut patch);
+            }
+            Some((patch, rv))
         }
         Target::Pod(uid) => pod_condition_patch(ix, uid),
         Target::Queue(name) => {
@@ -460,6 +463,28 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
         }
     }
 }
+
+/// With --predict-start, a Volcano PodGroup's status patch (it goes to the object) also sets
+/// the annotation `rust-batch.io/predicted-start` to the gang's predicted start, or removes
+/// it once there is none (the gang started).
+fn predicted_start_annotation(
+    ix: &Index,
+    key: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    patch: &mut Value,
+) {
+    let want = ix.predictions.get(key).map(|p| p.annotation_value());
+    let have = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PREDICTED_START));
+    if want.as_ref() != have {
+        patch["metadata"]["annotations"] = serde_json::json!({ PREDICTED_START: want });
+    }
+}
+
+/// The annotation a Volcano PodGroup's predicted start is written to.
+pub const PREDICTED_START: &str = "rust-batch.io/predicted-start";
 
 /// The PodScheduled=False condition a pending pod of ours lacks, if any: not for a pod
 /// being bound (the binding sets PodScheduled=True), nor one that already says it. Merged
@@ -511,7 +536,7 @@ async fn write(
     };
     // Written only over the version it was computed from.
     if let Some(rv) = rv {
-        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+        patch["metadata"]["resourceVersion"] = rv.into();
     }
     let pp = PatchParams::default();
     let started = Instant::now();

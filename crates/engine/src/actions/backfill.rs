@@ -200,7 +200,6 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         );
         return;
     }
-    let now = ssn.now;
     let tasks = ssn.tasks_in(id, TaskStatus::Pending);
     let mut stmt = Statement::new(ssn);
     for &task in &tasks {
@@ -229,7 +228,7 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         }
         // A task that may outlast the reservation's time goes off the reserved nodes when
         // it can: it then cannot delay the reserved gang.
-        let outlasts = t.estimated_end(now).is_none_or(|end| end > r.at);
+        let outlasts = stmt.task_end(stmt.job(id), t).is_none_or(|end| end > r.at);
         let off: Vec<NodeId> = idle
             .iter()
             .copied()
@@ -494,7 +493,8 @@ mod tests {
         add_nodes(&mut cache, "n", 4, GPU8);
         for (i, end) in [(0, Some(10)), (1, Some(30)), (2, Some(20)), (3, None)] {
             let node = format!("n-0000{i}");
-            // Two pods per node, started 5m apart, so the node frees at the later end.
+            // Two pods per node, started 5m apart, ending together (a zero estimate would be
+            // refused as a mistake, see `TaskInfo::checked_estimate`).
             let mut g = Gang::new(&format!("run-{i}"), 1)
                 .phase(PodGroupPhase::Running)
                 .tasks("", 1, &[("nvidia.com/gpu", "4")])
@@ -510,7 +510,7 @@ mod tests {
                 .running_on(&[&node])
                 .started(5 * MIN);
             if let Some(end) = end {
-                h = h.estimate(end * MIN - 10 * MIN);
+                h = h.estimate(end * MIN - 5 * MIN);
             }
             h.apply(&mut cache);
         }

@@ -115,7 +115,7 @@ impl Attempt<'_> {
             return false;
         }
         let same = ssn.job(c.job).queue == self.queue;
-        (self.rules.kind == VictimKind::Preempt) == same
+        (self.rules.kind == VictimKind::Preempt) == same && ssn.protected_until(c).is_none()
     }
 
     fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
@@ -435,6 +435,11 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
     if !ssn.job_starving(job) {
         return;
     }
+    if let Some(note) = delayed(ssn, job) {
+        ssn.append_job_note(job, note);
+        return;
+    }
+    let protected = protected_victims(ssn, job, rules);
     let mut stmt = Statement::new(ssn);
     evict_for_gang(&mut stmt, job, rules);
     if stmt.job_pipelined(job) {
@@ -443,7 +448,70 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         stmt.discard();
         let note = (rules.no_room)(ssn, job);
         ssn.append_job_note(job, note);
+        // Protected victims may make room once they are old enough: look again then.
+        if let Some((until, count)) = protected {
+            ssn.wake_at(until);
+            ssn.append_job_note(
+                job,
+                format!(
+                    "{count} pod(s) that could make room are within their queue's minimum runtime"
+                ),
+            );
+        }
     }
+}
+
+/// While a gang is within its queue's preemption delay: what it says, and a wake-up for
+/// when the delay ends.
+fn delayed(ssn: &mut Session, job: JobId) -> Option<String> {
+    let j = ssn.job(job);
+    let delay = ssn.queue(&j.queue)?.preemption_delay?;
+    let until = j.created.saturating_add(delay);
+    if ssn.now >= until {
+        return None;
+    }
+    let queue = j.queue.clone();
+    ssn.wake_at(until);
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(until.max(0) as u64);
+    Some(format!(
+        "evicts nothing before {} (queue {queue}'s preemption delay)",
+        humantime::format_rfc3339_seconds(at)
+    ))
+}
+
+/// The placed tasks the action could take for `job` but for their queue's minimum runtime:
+/// when the first of them outgrows it, and how many there are.
+fn protected_victims(
+    ssn: &Session,
+    job: JobId,
+    rules: &Rules,
+) -> Option<(crate::model::Timestamp, usize)> {
+    if !ssn.state().queues().any(|q| q.min_runtime.is_some()) {
+        return None;
+    }
+    let queue = &ssn.job(job).queue;
+    let mut first: Option<crate::model::Timestamp> = None;
+    let mut count = 0;
+    for (id, j) in ssn.state().jobs() {
+        let same = j.queue == *queue;
+        if id == job || (rules.kind == VictimKind::Preempt) != same {
+            continue;
+        }
+        if ssn.queue(&j.queue).is_none_or(|q| q.min_runtime.is_none()) {
+            continue;
+        }
+        for index in 0..j.tasks().len() as u32 {
+            let t = TaskRef { job: id, index };
+            if !is_placed(ssn.task(t).status) {
+                continue;
+            }
+            if let Some(until) = ssn.protected_until(t) {
+                count += 1;
+                first = Some(first.map_or(until, |f| f.min(until)));
+            }
+        }
+    }
+    first.map(|f| (f, count))
 }
 
 impl Action for Preempt {

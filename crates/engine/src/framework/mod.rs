@@ -15,6 +15,7 @@ mod outcome;
 mod plugin;
 mod pod_fit;
 mod pod_index;
+mod prediction;
 mod reservation;
 mod scheduler;
 mod session;
@@ -34,6 +35,7 @@ pub use outcome::{
 pub use plugin::{Action, ActionBuilder, Plugin, PluginBuilder, Registry};
 pub use pod_fit::PodFit;
 pub use pod_index::{Domains, IndexedPod, PodView};
+pub use prediction::{PredictOptions, PredictedStart};
 pub use reservation::Reservation;
 pub use scheduler::{CycleObserver, Scheduler, SessionHook};
 pub use session::Session;

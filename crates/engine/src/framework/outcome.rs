@@ -195,6 +195,12 @@ pub struct SessionResult {
     pub job_updates: Vec<JobUpdate>,
     /// What the whole-gang placement search did this session.
     pub placement_search: SearchStats,
+    /// The predicted start of every waiting gang (uid), in job order, when the scheduler
+    /// predicts (`Scheduler::predict_starts`).
+    pub predictions: Vec<(Arc<str>, super::PredictedStart)>,
+    /// When to run a cycle even if nothing changes: something the session waited on ends
+    /// by the clock then (see `Session::wake_at`).
+    pub wake_at: Option<Timestamp>,
 }
 
 /// How often the whole-gang placement search ran in a session, and to what end.

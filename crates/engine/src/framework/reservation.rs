@@ -46,10 +46,10 @@ pub(crate) struct ReservationState {
 
 /// A running (or just placed) task that frees its node at `end`, by its estimate.
 #[derive(Clone, Debug)]
-struct Release {
-    end: Timestamp,
-    node: NodeId,
-    uid: Arc<str>,
+pub(super) struct Release {
+    pub(super) end: Timestamp,
+    pub(super) node: NodeId,
+    pub(super) uid: Arc<str>,
 }
 
 impl Session {
@@ -115,15 +115,14 @@ impl Session {
         if job == r.job {
             return true;
         }
-        let now = self.now;
-        let placed: Vec<(Option<Timestamp>, Option<NodeId>, Arc<str>)> = self
-            .job(job)
+        let j = self.job(job);
+        let placed: Vec<(Option<Timestamp>, Option<NodeId>, Arc<str>)> = j
             .tasks()
             .iter()
             .filter(|t| t.status == TaskStatus::Allocated)
             .map(|t| {
                 (
-                    t.estimated_end(now),
+                    self.task_end(j, t),
                     t.node.as_deref().and_then(|n| self.state().node_by_name(n)),
                     t.uid.clone(),
                 )
@@ -162,8 +161,7 @@ impl Session {
     }
 
     /// Running and just-placed tasks with an estimate, by estimated end (then node, uid).
-    fn releases(&self) -> Vec<Release> {
-        let now = self.now;
+    pub(super) fn releases(&self) -> Vec<Release> {
         let mut out = Vec::new();
         for (_, job) in self.state().jobs() {
             for t in job.tasks() {
@@ -177,7 +175,7 @@ impl Session {
                     continue;
                 }
                 let (Some(end), Some(node)) = (
-                    t.estimated_end(now),
+                    self.task_end(job, t),
                     t.node.as_deref().and_then(|n| self.state().node_by_name(n)),
                 ) else {
                     continue;
@@ -244,7 +242,6 @@ impl Session {
     /// node that passes every predicate. The nodes used, if enough pods fit for the gang
     /// to be ready (minMember and every role's minimum).
     fn fit_at(&mut self, job: JobId, at: Timestamp, releases: &[Release]) -> Option<Vec<NodeId>> {
-        let pending = self.tasks_in(job, TaskStatus::Pending);
         let mut future: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
         for r in releases.iter().take_while(|r| r.end <= at) {
             future
@@ -252,6 +249,22 @@ impl Session {
                 .or_insert_with(|| self.node(r.node).clone())
                 .remove_task(&r.uid);
         }
+        let placed = self.place_pending(job, &BTreeMap::new(), &mut future)?;
+        let used: BTreeSet<NodeId> = placed.into_iter().map(|(n, _)| n).collect();
+        Some(used.into_iter().collect())
+    }
+
+    /// Places `job`'s pending pods on the nodes as they will be (a node in `future`, else
+    /// in `base`, else as it is now), greedily in task order on the best-scoring node that
+    /// passes every predicate, adding them to `future`. What it placed, if enough pods fit
+    /// for the gang to be ready (minMember and every role's minimum).
+    pub(super) fn place_pending(
+        &mut self,
+        job: JobId,
+        base: &BTreeMap<NodeId, NodeInfo>,
+        future: &mut BTreeMap<NodeId, NodeInfo>,
+    ) -> Option<Vec<(NodeId, crate::model::TaskRef)>> {
+        let pending = self.tasks_in(job, TaskStatus::Pending);
         let j = self.job(job);
         let mut missing = j.min_member.saturating_sub(j.ready_count()) as i64;
         let ready_by_role = j.by_role(TaskStatus::is_ready);
@@ -264,7 +277,7 @@ impl Session {
             })
             .collect();
         let job_uid = j.uid.clone();
-        let mut used = BTreeSet::new();
+        let mut placed = Vec::new();
         for task in pending {
             if missing <= 0 && role_missing.values().all(|m| *m <= 0) {
                 break;
@@ -273,7 +286,10 @@ impl Session {
             let t = self.task(task);
             let mut best: Option<(NodeId, f64)> = None;
             for &n in candidates.nodes() {
-                let node = future.get(&n).unwrap_or_else(|| self.node(n));
+                let node = future
+                    .get(&n)
+                    .or_else(|| base.get(&n))
+                    .unwrap_or_else(|| self.node(n));
                 if resource_fit(t, node).is_err()
                     || self.votes.predicate.all().any(|f| f(t, node).is_err())
                 {
@@ -287,7 +303,9 @@ impl Session {
             let Some((n, _)) = best else {
                 continue;
             };
-            let node = future.entry(n).or_insert_with(|| self.node(n).clone());
+            let node = future
+                .entry(n)
+                .or_insert_with(|| base.get(&n).unwrap_or_else(|| self.node(n)).clone());
             node.add_task(
                 t.uid.clone(),
                 NodeTask {
@@ -299,9 +317,22 @@ impl Session {
             if let Some(m) = role_missing.get_mut(&t.role) {
                 *m -= 1;
             }
-            used.insert(n);
+            placed.push((n, task));
         }
-        (missing <= 0 && role_missing.values().all(|m| *m <= 0)).then(|| used.into_iter().collect())
+        (missing <= 0 && role_missing.values().all(|m| *m <= 0)).then_some(placed)
+    }
+
+    /// When a task is expected to free its node (see `TaskInfo::estimated_end`), its
+    /// queue's default estimate standing in for a missing or unusable one of its own.
+    pub fn task_end(
+        &self,
+        job: &crate::model::JobInfo,
+        task: &crate::model::TaskInfo,
+    ) -> Option<Timestamp> {
+        let fallback = self
+            .queue(&job.queue)
+            .and_then(|q| q.default_runtime_estimate);
+        task.estimated_end_or(self.now, fallback)
     }
 
     /// The reservation by node name, as a job update carries it.

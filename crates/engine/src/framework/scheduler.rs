@@ -17,6 +17,8 @@ pub struct Scheduler {
     actions: Vec<Box<dyn Action>>,
     /// Static fits kept from session to session (see `KeptStaticFits`).
     kept_static_fits: Arc<KeptStaticFits>,
+    /// Predict start times as each session closes (off unless a driver asks).
+    predict: Option<super::PredictOptions>,
 }
 
 impl Scheduler {
@@ -106,11 +108,23 @@ impl Scheduler {
             plugins: plugins.into(),
             actions,
             kept_static_fits: Default::default(),
+            predict: None,
         })
     }
 
     pub fn conf(&self) -> &SchedulerConf {
         &self.conf
+    }
+
+    /// Has every session predict the start time of the waiting gangs (`SessionResult::
+    /// predictions`); None turns it off.
+    pub fn predict_starts(&mut self, opts: Option<super::PredictOptions>) {
+        self.predict = opts;
+    }
+
+    /// Whether (and how) sessions predict start times.
+    pub fn predicting(&self) -> Option<&super::PredictOptions> {
+        self.predict.as_ref()
     }
 
     /// Opens a session on `snapshot`: every plugin registers its votes.
@@ -124,14 +138,16 @@ impl Scheduler {
         now: Timestamp,
         observer: &mut dyn CycleObserver,
     ) -> Session {
-        Session::open(
+        let mut ssn = Session::open(
             snapshot,
             self.conf.clone(),
             self.plugins.clone(),
             self.kept_static_fits.clone(),
             now,
             observer,
-        )
+        );
+        ssn.predict = self.predict.clone();
+        ssn
     }
 
     /// Opens a session on `snapshot`, runs every action in order and closes it.

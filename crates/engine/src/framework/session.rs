@@ -55,6 +55,13 @@ pub struct Session {
     pod_rules_in_use: std::cell::OnceCell<crate::snapshot::PodRulesInUse>,
     /// Each placed task's claims as they were before each placement, to undo it exactly.
     claims_before: HashMap<TaskRef, Vec<Arc<[TaskClaim]>>>,
+    /// Whether (and for how many gangs) the session predicts start times as it closes
+    /// (see `prediction.rs`).
+    pub(super) predict: Option<super::prediction::PredictOptions>,
+    /// The earliest time something this session waited on changes by the clock alone (a
+    /// victim outgrows its minimum runtime, a preemptor's delay ends): a driver that runs
+    /// cycles only on changes looks again then.
+    wake_at: Option<Timestamp>,
 }
 
 impl Session {
@@ -92,6 +99,8 @@ impl Session {
             pods: Default::default(),
             pod_rules_in_use: Default::default(),
             claims_before: HashMap::new(),
+            predict: None,
+            wake_at: None,
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -111,6 +120,10 @@ impl Session {
     /// Like `close`, telling `observer` when each plugin's `on_session_close` starts and
     /// ends.
     pub fn close_observed(mut self, observer: &mut dyn CycleObserver) -> SessionResult {
+        let predictions = match self.predict.clone() {
+            Some(opts) => self.predict_starts(&opts),
+            None => Vec::new(),
+        };
         for configured in self.plugins.clone().iter() {
             observer.plugin(configured.name, SessionHook::Close, true);
             configured.plugin.on_session_close(&mut self);
@@ -136,7 +149,30 @@ impl Session {
             evictions: self.evictions,
             job_updates,
             placement_search: self.search_stats,
+            predictions,
+            wake_at: self.wake_at,
         }
+    }
+
+    /// Asks for a cycle at `at` (see `SessionResult::wake_at`).
+    pub fn wake_at(&mut self, at: Timestamp) {
+        if at > self.now {
+            self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        }
+    }
+
+    /// Until when a placed task is protected from preempt and reclaim by its queue's
+    /// minimum runtime (`QueueInfo::min_runtime`), if it is now. A task with no start time
+    /// is taken as just started.
+    pub fn protected_until(&self, task: TaskRef) -> Option<Timestamp> {
+        let job = self.job(task.job);
+        let min = self.queue(&job.queue)?.min_runtime?;
+        let until = job
+            .task(task.index)
+            .started
+            .unwrap_or(self.now)
+            .saturating_add(min);
+        (until > self.now).then_some(until)
     }
 
     // ----- reading the cluster -------------------------------------------------------

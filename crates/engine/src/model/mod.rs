@@ -22,7 +22,7 @@ pub use placement::{Placement, Taint, TaintEffect, Toleration};
 pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};
 pub use resource::{Resource, ResourceList};
 pub use subgroup::{SubGroupKey, SubGroupPolicy};
-pub use task::{TaskInfo, TaskStatus};
+pub use task::{EstimateProblem, TaskInfo, TaskStatus, MAX_ESTIMATE_MS};
 pub use topology::{
     HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, Topology, TopologyBound,
     TopologyDomain, TopologyLevel, TopologyMode, TopologyRequest,

@@ -40,6 +40,16 @@ pub struct QueueInfo {
     /// A setting of the queue this scheduler cannot honour and will not break (e.g.
     /// required node groups): the queue takes no new work and says why.
     pub refused: Option<String>,
+    /// The runtime estimate (ms) of its pods that give none (queue annotation
+    /// `rust-batch.io/default-runtime-estimate`): backfill's reservation and the predicted
+    /// start times count on it.
+    pub default_runtime_estimate: Option<i64>,
+    /// How long (ms) its pods run before preempt or reclaim may take them (queue annotation
+    /// `rust-batch.io/min-runtime`): fresh work is not thrown away.
+    pub min_runtime: Option<i64>,
+    /// How long (ms) its gangs wait for room before they may evict others (queue annotation
+    /// `rust-batch.io/preemption-delay`): room that frees on its own is taken first.
+    pub preemption_delay: Option<i64>,
 }
 
 impl QueueInfo {
@@ -56,6 +66,9 @@ impl QueueInfo {
             created: 0,
             priority: 0,
             refused: None,
+            default_runtime_estimate: None,
+            min_runtime: None,
+            preemption_delay: None,
         }
     }
 

@@ -189,9 +189,49 @@ impl TaskInfo {
     /// `now` if it has not started yet) plus the estimate, but never before `now` (a task
     /// past its estimate is expected to end any moment).
     pub fn estimated_end(&self, now: Timestamp) -> Option<Timestamp> {
-        let estimate = self.estimate?;
+        self.estimated_end_or(now, None)
+    }
+
+    /// Like `estimated_end`, with `fallback` (its queue's default estimate) standing in for
+    /// a missing or unusable estimate of its own.
+    pub fn estimated_end_or(&self, now: Timestamp, fallback: Option<i64>) -> Option<Timestamp> {
+        let estimate = self.checked_estimate().ok().flatten().or(fallback)?;
         let start = self.started.unwrap_or(now);
         Some(start.saturating_add(estimate).max(now))
+    }
+
+    /// The task's own estimate, if it gave a usable one: zero and more than a year
+    /// (`MAX_ESTIMATE_MS`) are typing mistakes, not estimates, and are refused by name.
+    pub fn checked_estimate(&self) -> Result<Option<i64>, EstimateProblem> {
+        match self.estimate {
+            Some(ms) if ms <= 0 => Err(EstimateProblem::NotPositive(ms)),
+            Some(ms) if ms > MAX_ESTIMATE_MS => Err(EstimateProblem::OverAYear(ms)),
+            other => Ok(other),
+        }
+    }
+}
+
+/// The longest runtime estimate taken at its word: a year.
+pub const MAX_ESTIMATE_MS: i64 = 365 * 24 * 3_600_000;
+
+/// Why a runtime estimate is not used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EstimateProblem {
+    /// Zero or negative: nothing runs for no time.
+    NotPositive(i64),
+    /// More than `MAX_ESTIMATE_MS`.
+    OverAYear(i64),
+}
+
+impl std::fmt::Display for EstimateProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = |ms: i64| {
+            humantime::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
+        };
+        match *self {
+            Self::NotPositive(ms) => write!(f, "runtime estimate {} is not positive", text(ms)),
+            Self::OverAYear(ms) => write!(f, "runtime estimate {} is over a year", text(ms)),
+        }
     }
 }
 

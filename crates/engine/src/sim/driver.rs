@@ -17,7 +17,7 @@ use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError, GROUP_INDEX_LABEL};
 use crate::cache::{Cache, PodUpdate};
-use crate::framework::{ConditionKind, Scheduler, SessionResult};
+use crate::framework::{ConditionKind, PredictOptions, PredictedStart, Scheduler, SessionResult};
 use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::model::{
     GangOrigin, GangPolicy, JobSpec, NodeSpec, PodGroupPhase, QueueInfo, Resource, TaskInfo,
@@ -94,6 +94,10 @@ pub struct SimJob {
     pub(super) domains: Vec<std::collections::BTreeSet<Domain>>,
     /// The GPU models (node label `nvidia.com/gpu.product`) its GPU-requesting pods ran on.
     pub gpu_models: std::collections::BTreeSet<Arc<str>>,
+    /// Its start as first predicted after submission, and as first predicted while it was
+    /// the first waiting gang of its queue (with when), with `predictStart`.
+    pub predicted: Option<PredictedStart>,
+    pub predicted_at_head: Option<(Timestamp, PredictedStart)>,
     spec: JobSpec,
 }
 
@@ -145,7 +149,10 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(scenario: Scenario, file: &str) -> Result<Self, ScenarioError> {
-        let scheduler = scenario.scheduler(file)?;
+        let mut scheduler = scenario.scheduler(file)?;
+        if scenario.predict_start {
+            scheduler.predict_starts(Some(PredictOptions::default()));
+        }
         let mut sim = Simulation {
             rng: Rng(scenario.seed),
             scheduler,
@@ -350,6 +357,8 @@ impl Simulation {
             nodes: Vec::new(),
             domains: vec![Default::default(); self.levels.len()],
             gpu_models: Default::default(),
+            predicted: None,
+            predicted_at_head: None,
             spec,
         });
         index
@@ -665,6 +674,10 @@ impl Simulation {
             }
         }
         self.cache.apply_gang_updates(&result.job_updates);
+        self.note_predictions(&result.predictions);
+        if let Some(at) = result.wake_at {
+            self.schedule(at, Event::Wake);
+        }
         let mut wakes = Vec::new();
         for update in &result.job_updates {
             let Some(rt) = &update.runtime else { continue };
@@ -710,6 +723,22 @@ impl Simulation {
         // Only binds and evictions change what the next cycle can do; phase changes
         // happen within the cycle that decided them.
         self.dirty = changed;
+    }
+
+    /// Keeps each gang's first prediction, and its first as the head of its queue (the
+    /// predictions come in job order, so the first of each queue is its head).
+    fn note_predictions(&mut self, predictions: &[(Arc<str>, PredictedStart)]) {
+        let mut heads = std::collections::BTreeSet::new();
+        for (uid, p) in predictions {
+            let Some(&j) = self.job_index.get(&**uid) else {
+                continue;
+            };
+            let job = &mut self.jobs[j];
+            job.predicted.get_or_insert_with(|| p.clone());
+            if heads.insert(job.queue.clone()) && job.predicted_at_head.is_none() {
+                job.predicted_at_head = Some((self.now, p.clone()));
+            }
+        }
     }
 
     fn work_left(&self) -> bool {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::accuracy::JobPrediction;
 use super::driver::Simulation;
 use super::report::{JobReport, LevelSpread, Report, Sample};
 use super::scenario::Scenario;
@@ -319,6 +320,9 @@ impl Simulation {
                             .collect()
                     },
                     gpu_models: j.gpu_models.iter().map(|m| m.to_string()).collect(),
+                    prediction: self.scenario.predict_start.then(|| {
+                        JobPrediction::of(j.predicted.as_ref(), j.predicted_at_head.as_ref())
+                    }),
                 }
             })
             .collect();

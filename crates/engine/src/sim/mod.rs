@@ -1,6 +1,7 @@
 //! The simulator driver: a discrete-event cluster with a virtual clock, driving the same
 //! engine the live scheduler runs. `rust-batch simulate` runs it; so do most tests.
 
+pub mod accuracy;
 pub mod devices;
 mod driver;
 mod measure;

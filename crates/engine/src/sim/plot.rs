@@ -349,6 +349,7 @@ mod tests {
                 domains: racks,
             }],
             gpu_models: Vec::new(),
+            prediction: None,
         }
     }
 

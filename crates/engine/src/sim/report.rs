@@ -81,6 +81,9 @@ pub struct JobReport {
     pub spread: Vec<LevelSpread>,
     /// The GPU models (node label `nvidia.com/gpu.product`) its GPU pods ran on.
     pub gpu_models: Vec<String>,
+    /// Its predicted start times (scenarios with `predictStart` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<super::accuracy::JobPrediction>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -129,6 +132,9 @@ pub struct Report {
     /// What the engine could not use of the scenario's topology, each once: malformed
     /// networkTopology or Kueue annotations, HyperNode problems that depend on the nodes.
     pub topology_problems: Vec<String>,
+    /// How well the predicted start times held (scenarios with `predictStart` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<super::accuracy::PredictionSummary>,
 }
 
 fn time_weighted(samples: &[Sample], end: Timestamp, value: impl Fn(&Sample) -> f64) -> f64 {
@@ -266,6 +272,10 @@ impl Report {
                 overcommitted_nodes,
                 violations,
             },
+            predictions: jobs
+                .iter()
+                .any(|j| j.prediction.is_some())
+                .then(|| super::accuracy::PredictionSummary::of(&jobs)),
             jobs,
             samples,
             topology_problems,
@@ -434,6 +444,9 @@ impl Report {
                     j.reservation.as_deref().unwrap_or("")
                 );
             }
+        }
+        if let Some(p) = &self.predictions {
+            out.push_str(&p.to_table());
         }
         let waiting: Vec<&JobReport> = self.jobs.iter().filter(|j| j.message.is_some()).collect();
         if !waiting.is_empty() {

@@ -127,6 +127,17 @@ pub struct QueueDef {
     /// Parent queue (hierarchical queues).
     #[serde(default)]
     pub parent: Option<String>,
+    /// The runtime estimate of its pods that give none (the queue annotation
+    /// `rust-batch.io/default-runtime-estimate`).
+    #[serde(default)]
+    pub default_runtime_estimate: Option<Millis>,
+    /// How long its pods run before preempt or reclaim may take them
+    /// (`rust-batch.io/min-runtime`).
+    #[serde(default)]
+    pub min_runtime: Option<Millis>,
+    /// How long its gangs wait before they may evict others (`rust-batch.io/preemption-delay`).
+    #[serde(default)]
+    pub preemption_delay: Option<Millis>,
 }
 
 impl QueueDef {
@@ -139,6 +150,9 @@ impl QueueDef {
         info.parent = self.parent.as_deref().map(Into::into);
         info.reclaimable = self.reclaimable;
         info.state = self.state;
+        info.default_runtime_estimate = self.default_runtime_estimate.map(|m| m.0);
+        info.min_runtime = self.min_runtime.map(|m| m.0);
+        info.preemption_delay = self.preemption_delay.map(|m| m.0);
         info
     }
 }
@@ -550,6 +564,10 @@ pub struct Scenario {
     pub jobs: Vec<JobDef>,
     #[serde(default)]
     pub events: Vec<EventDef>,
+    /// Predict each waiting gang's start time (as `rust-batch run` does) and report the
+    /// prediction made at submission and at the head of its queue against the actual start.
+    #[serde(default)]
+    pub predict_start: bool,
 }
 
 fn default_period() -> Millis {

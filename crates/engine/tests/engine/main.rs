@@ -12,5 +12,7 @@ mod gang_placement_props;
 mod gangs;
 mod pod_rules;
 mod pod_rules_props;
+mod predicted_start;
+mod preempt_protection;
 mod props;
 mod scenarios;

@@ -330,6 +330,32 @@ fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyReque
     request
 }
 
+/// The queue annotation giving the runtime estimate of its pods that give none.
+pub const DEFAULT_RUNTIME_ESTIMATE: &str = "rust-batch.io/default-runtime-estimate";
+
+/// The queue annotation giving how long its pods run before preempt or reclaim may take
+/// them.
+pub const MIN_RUNTIME: &str = "rust-batch.io/min-runtime";
+/// The queue annotation giving how long its gangs wait before they may evict others.
+pub const PREEMPTION_DELAY: &str = "rust-batch.io/preemption-delay";
+
+/// A queue's duration annotation (ms), if set: a positive duration of at most a year (as a
+/// pod's own runtime estimate must be).
+fn duration_annotation(q: &Queue, key: &str) -> Result<Option<i64>, String> {
+    let Some(text) = q.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
+        return Ok(None);
+    };
+    let ms = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. \"2h\""))?
+        .as_millis();
+    if ms == 0 || ms > crate::model::MAX_ESTIMATE_MS as u128 {
+        return Err(format!(
+            "{text:?} must be more than zero and at most a year"
+        ));
+    }
+    Ok(Some(ms as i64))
+}
+
 pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     let name = q.name_any();
     let err = |field: &str, message: String| ConvertError {
@@ -360,6 +386,12 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     info.reclaimable = q.spec.reclaimable.unwrap_or(true);
     info.parent = q.spec.parent.as_deref().map(Into::into);
     info.priority = q.spec.priority.unwrap_or(0);
+    let duration = |key: &str| {
+        duration_annotation(q, key).map_err(|m| err(&format!("metadata.annotations[{key}]"), m))
+    };
+    info.default_runtime_estimate = duration(DEFAULT_RUNTIME_ESTIMATE)?;
+    info.min_runtime = duration(MIN_RUNTIME)?;
+    info.preemption_delay = duration(PREEMPTION_DELAY)?;
     info.refused = required_node_groups(q);
     info.state = match q
         .status
@@ -852,6 +884,29 @@ mod pod_group_tests {
         assert!(result.binds.is_empty());
         assert!(crate::testkit::condition_message(&result, &job)
             .is_some_and(|m| m.contains("queue \"pinned\" takes no work: spec.affinity")));
+    }
+
+    #[test]
+    fn a_queues_default_runtime_estimate_is_read_and_a_bad_one_named() {
+        let q = |v: &str| -> Queue {
+            serde_json::from_value(json!({
+                "metadata": {"name": "q", "annotations": {DEFAULT_RUNTIME_ESTIMATE: v}},
+                "spec": {}
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            queue_to_info(&q("2h")).unwrap().default_runtime_estimate,
+            Some(7_200_000)
+        );
+        for bad in ["soon", "0s", "400days"] {
+            let e = queue_to_info(&q(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("metadata.annotations[rust-batch.io/default-runtime-estimate]")
+                    && e.contains(bad),
+                "{e}"
+            );
+        }
     }
 
     /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
