@@ -1,36 +1,54 @@
-//! rust-batch against its peers, end to end on kwok clusters: the null binder (binds pods
-//! round-robin deciding nothing: the API server's ceiling) with 16 and with 64 binds in
-//! flight, rust-batch (its defaults), kube-scheduler and the Volcano scheduler, each on a
-//! FRESH control plane (tests/cluster/up.sh) with the same nodes and the same workload: pods
-//! in gangs of 10 (a Volcano PodGroup each, minMember 10), created 32 at a time right after
-//! the scheduler process started, as benches/kwok.rs creates them. Per size it prints a
-//! table: pods/s, the ratio to the best null binder and to each peer, gang latency p50/p99
-//! (the gang's last pod created → the whole gang bound), idle gang latency p50/p99 (after
-//! the bulk run, once nothing in the namespace changed for a second, gangs of 8 created one
-//! at a time), process start → first bind, peak
-//! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
-//! machine was (cores busy, cores stolen by the hypervisor: a round with much stolen ran on
-//! a slower machine than its neighbours). Each run also prints where its time went: when the
-//! last pod was created, and at each tenth of the run how many pods were created but not yet
-//! bound (a scheduler that keeps up holds a few dozen; the run then lasts as long as the
-//! creates do). Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
-//! two nodes.
+//! rust-batch against its peers, end to end on kwok clusters, each contender on a FRESH
+//! control plane (tests/cluster/up.sh: Kubernetes 1.37 with its gang API served) with the
+//! same nodes and the same gangs (RB_BENCH_GANG_SIZE pods each, default 8), created 32 at a
+//! time right after the scheduler process started, as benches/kwok.rs creates them. The
+//! contenders (RB_BENCH_RUNS names them):
+//!
+//! - `null-N`: the null binder (binds pods round-robin deciding nothing: the API server's
+//!   ceiling) with N binds in flight; "the best null binder" of a table is the fastest of
+//!   those run (by default 64 and 256 in flight);
+//! - `rust-batch`: the gangs as Volcano PodGroups (minMember = the gang's size);
+//! - `rust-batch-upstream`: the gangs declared the upstream way, a scheduling.k8s.io/v1beta1
+//!   PodGroup each (`schedulingPolicy.gang.minCount`) and pods joining it by
+//!   `spec.schedulingGroup.podGroupName`;
+//! - `kube-scheduler`: kube-scheduler of the control plane's version with its gang scheduling
+//!   on (feature gate GenericWorkload: the GangScheduling plugin), the gangs declared the
+//!   upstream way;
+//! - `volcano`: Volcano's scheduler (its CRDs, default config and queues), Volcano PodGroups;
+//! - `vcjob-volcano`, `vcjob-rust-batch`: a Volcano Job (vcjob) per gang, Volcano's
+//!   vc-controller-manager making its PodGroup and pods, Volcano's scheduler or rust-batch
+//!   behind it (the vcjob's gang latency counts from the vcjob's create);
+//! - `null-gang-N`: the null binder holding each pod until its gang is whole, then binding
+//!   the gang's pods together — the floor of any binder that never binds part of a gang;
+//! - `rust-batch-b`: rust-batch from the binary RB_BENCH_BIN_B, another build, for an A/B of
+//!   a change in the same run.
+//!
+//! Per size it prints a table: pods/s, the ratio to the best null binder and to each peer
+//! (a vcjob run to Volcano's vcjob run), gang latency p50/p99 (the gang's last pod created
+//! → the whole gang bound), idle gang latency p50/p99 (after the bulk run, once nothing in
+//! the namespace changed for a second, gangs of 8 created one at a time; rust-batch's also
+//! as a ratio to kube-scheduler's), process start → first bind, peak RSS, CPU seconds (the
+//! scheduler's, and the API server's + etcd's), the partial gangs, over-committed nodes and
+//! pods seen on two nodes each run left (counted for every contender from the pods' names,
+//! whatever the dialect; a rust-batch run that leaves any fails the bench), and how loaded
+//! the machine was (cores busy, cores stolen by the hypervisor: a round with much stolen ran
+//! on a slower machine than its neighbours). Each run also prints where its time went: when
+//! the last pod was created, and at each tenth of the run how many pods were created but not
+//! yet bound (a scheduler that keeps up holds a few dozen; the run then lasts as long as the
+//! creates do).
 //!
 //!   cargo bench --bench peers                                  # 500, 1,000 and 5,000 nodes
 //!   RB_BENCH_SIZES=500 RB_BENCH_RUNS=null-64,rust-batch cargo bench --bench peers
 //!
 //! The peers are built first by tests/cluster/build-peers.sh (cached by version in
 //! ~/.cache/rust-batch; kube-scheduler from the control plane's wrapper module, Volcano's
-//! scheduler v1.15.1 from Volcano's source snapshot, the release whose controllers the e2e
-//! suite runs). Each run starts and stops its own control plane, so
+//! scheduler v1.15.1 from Volcano's source snapshot) and, for the vcjob runs,
+//! tests/cluster/operators/volcano-controllers/build.sh (vc-controller-manager of the same
+//! release, as the e2e suite runs it). Each run starts and stops its own control plane, so
 //! the bench needs no with-cluster.sh (under one it runs the same; the ambient cluster idles).
 //!
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
-//! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano;
-//! also null-gang-N: the null binder holding each pod until its gang is whole, then binding
-//! the gang's pods together — the floor of any binder that never binds part of a gang, set
-//! beside rust-batch's idle gang latency; and rust-batch-b: rust-batch from the binary
-//! RB_BENCH_BIN_B, another build, for an A/B of a change in the same run),
+//! (default 10), RB_BENCH_GANG_SIZE (default 8), RB_BENCH_RUNS (default: `DEFAULT_RUNS`),
 //! RB_BENCH_IDLE_GANGS (default 20: gangs of the idle phase; 0 measures the bulk only and
 //! skips the minutes of waiting for the namespace to settle after it),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
