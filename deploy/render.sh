@@ -6,7 +6,7 @@
 #   deploy/render.sh > deploy/rust-batch.yaml    # after changing the chart
 #
 # helm comes from tests/cluster/build-helm.sh (built from Go modules once, then cached).
-# tests/helm.rs fails when deploy/rust-batch.yaml differs from this output.
+# tests/offline/helm.rs fails when deploy/rust-batch.yaml differs from this output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 helm="${HELM:-}"

@@ -6,49 +6,25 @@
 #
 # mdBook is installed on first use with `cargo install` from crates.io, without its
 # default features (no `serve`/`watch` server, no search index: only what building a book
-# needs), and cached by version in $RUST_BATCH_CACHE/bin/mdbook-VERSION (default
-# ~/.cache/rust-batch, as tests/cluster/lib.sh). The book fails to build when SUMMARY.md
-# names a page that does not exist (build.create-missing = false in docs/book.toml);
-# tests/docs_links.rs checks the links between pages and that every page is in SUMMARY.md.
+# needs), and cached by version (tests/tools/cargo-install-cached.sh). The book fails to
+# build when SUMMARY.md names a page that does not exist (build.create-missing = false in
+# docs/book.toml);
+# tests/offline/docs_links.rs checks the links between pages and that every page is in SUMMARY.md.
 set -euo pipefail
 
 # The newest mdBook release; it needs Rust ≥ 1.88.
 MDBOOK_VERSION=0.5.4
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${RUST_BATCH_CACHE:-${HOME:?HOME is not set}/.cache/rust-batch}"
-bin_dir="$cache/bin/mdbook-$MDBOOK_VERSION"
-mdbook="$bin_dir/mdbook"
 out="${1:-$root/target/book}"
 
 log() { echo "[docs/build.sh $(date +%H:%M:%S)] $*" >&2; }
 
-if [[ ! -x "$mdbook" ]]; then
-  mkdir -p "$cache/bin"
-  # One install at a time per cache dir; a second caller waits, then finds it in place.
-  command -v flock >/dev/null || { echo "flock not found (package util-linux)" >&2; exit 1; }
-  exec 9>"$cache/.build-mdbook.lock"
-  flock 9
-  if [[ ! -x "$mdbook" ]]; then
-    log "installing mdbook $MDBOOK_VERSION into $bin_dir (once; a few minutes on 2 cores)"
-    tmp="$(mktemp -d "$cache/bin/.mdbook-$MDBOOK_VERSION.XXXXXX")"
-    trap 'rm -rf "$tmp"' EXIT
-    # Its own target dir: neither the project's (CARGO_TARGET_DIR) nor a shared one.
-    CARGO_TARGET_DIR="$tmp/target" nice -n 10 cargo install mdbook \
-      --version "$MDBOOK_VERSION" --locked --no-default-features --root "$tmp/root" --quiet
-    mkdir -p "$tmp/out"
-    mv "$tmp/root/bin/mdbook" "$tmp/out/mdbook"
-    rm -rf "$bin_dir"
-    mv "$tmp/out" "$bin_dir"   # atomic: a killed install never leaves half a cache
-    rm -rf "$tmp"
-    trap - EXIT
-  fi
-  exec 9>&-
-fi
+mdbook="$("$root/tests/tools/cargo-install-cached.sh" mdbook "$MDBOOK_VERSION" -- --no-default-features)"
 
 # mdBook logs what it could not render as it wants (an unclosed HTML tag, say) as a
 # warning and builds anyway; here a warning fails the build, as a broken link fails
-# tests/docs_links.rs.
+# tests/offline/docs_links.rs.
 build_log="$(mktemp)"
 trap 'rm -f "$build_log"' EXIT
 if ! "$mdbook" build "$root/docs" --dest-dir "$out" >"$build_log" 2>&1; then

@@ -188,7 +188,7 @@ async fn every_documented_metric_is_served() {
         .filter(|n| *n >= 1.0)
     })
     .await;
-    // Volcano's queue and gang metrics its dashboards query (tests/volcano_dashboards.rs
+    // Volcano's queue and gang metrics its dashboards query (tests/offline/volcano_dashboards.rs
     // checks every name; these, what they say): placed and pending requests, what the queue
     // may hold (its 3 cpu), the pod `big` still waits for, how long `train` took to place.
     wait_for(

@@ -4,8 +4,8 @@
 # tests/cluster/build.sh and cached by version outside the tree; the default Kubernetes
 # version, then a compatibility subset on the oldest supported one), plus the Helm chart's (helm
 # from tests/cluster/build-helm.sh, cached too), the static binary's in an empty root, and
-# the docs book's build (docs/build.sh) and links (tests/docs_links.rs). A
-# fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
+# the docs book's build (docs/build.sh) and links (tests/offline/docs_links.rs), and the code's
+# hygiene (tests/hygiene.sh: fmt, clippy, cargo-deny). A fresh machine needs only the Rust and Go toolchains; the first control-plane build takes
 # several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,11 @@ operators_log="$(mktemp -t rb-build-operators.XXXXXX.log)"
 echo "==> building the real operators in the background (cached after the first run; log: $operators_log)"
 tests/cluster/build-operators.sh >"$operators_log" 2>&1 &
 operators_pid=$!
+
+# cargo-deny for the hygiene step below, installed once and cached by version, meanwhile.
+deny_log="$(mktemp -t rb-build-cargo-deny.XXXXXX.log)"
+tests/tools/cargo-install-cached.sh cargo-deny "$(sed -n 's/^CARGO_DENY_VERSION=//p' tests/hygiene.sh)" \
+  >"$deny_log" 2>&1 &
 
 echo "==> building the control plane (cached after the first run)"
 tests/cluster/build.sh
@@ -34,8 +39,11 @@ tests/cluster/build-helm.sh
 echo "==> the statically linked binary of the image (its own target dir, dev profile without debug info)"
 deploy/static-build.sh
 
-echo "==> the docs book (mdBook, installed once and cached by version; tests/docs_links.rs checks its links)"
+echo "==> the docs book (mdBook, installed once and cached by version; tests/offline/docs_links.rs checks its links)"
 docs/build.sh
+
+echo "==> hygiene: cargo fmt --check, clippy -D warnings, cargo-deny (tests/hygiene.sh)"
+tests/hygiene.sh
 
 echo "==> building rust-batch and its tests"
 cargo test --all-targets --locked --no-run

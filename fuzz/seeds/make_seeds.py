@@ -31,7 +31,7 @@ for path in scenarios:
 for q in sorted(quantities):
     put("quantity", q)
 
-# The built-in default (src/conf.rs) and the deployed ConfigMap.
+# The built-in default (crates/engine/src/conf.rs) and the deployed ConfigMap.
 conf_rs = open(os.path.join(ROOT, "src", "conf.rs")).read()
 put("volcano_config", re.search(r'DEFAULT_CONF: &str = r#"(.*?)"#;', conf_rs, re.S).group(1))
 for doc in yaml.safe_load_all(open(os.path.join(ROOT, "deploy", "rust-batch.yaml"))):

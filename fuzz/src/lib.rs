@@ -1,6 +1,6 @@
 //! The bodies of the fuzz targets: each takes the raw bytes libFuzzer hands it and calls the
 //! library functions a user's input reaches. The cargo-fuzz binaries in `fuzz_targets/` call
-//! these, and so does the stable test `tests/fuzz_corpus.rs` (which includes this file with
+//! these, and so does the stable test `tests/offline/fuzz_corpus.rs` (which includes this file with
 //! `#[path]`) on every file of `fuzz/corpus/<target>/`. A body returns normally on any
 //! input; a panic (or an assertion below) is a bug.
 
@@ -161,7 +161,7 @@ pub fn scenario(data: &[u8]) {
     let _ = sim.report();
 }
 
-/// Every pod key a dialect reads (src/kube/convert.rs, src/kube/koordinator.rs).
+/// Every pod key a dialect reads (crates/kube/src/convert.rs, crates/kube/src/koordinator.rs).
 pub const POD_KEYS: &[&str] = &[
     dialects::GROUP_NAME_ANNOTATION,
     dialects::VOLCANO_GROUP_NAME,

@@ -1,0 +1,1066 @@
+//! The status writer: PodGroup status (Volcano's, scheduler-plugins' and the legacy kind)
+//! and Queue status, and pending pods' PodScheduled condition, written by one task from a
+//! coalescing queue.
+//!
+//! After each cycle the driver marks what changed since the last look (`mark_touched`):
+//! the gangs the engine changed, found by pointer, and the objects a verdict or a watch
+//! event touched — never every PodGroup and Queue. Each object waits in the queue at most
+//! once, until it is due: a phase change at once (after `BINDS_FIRST`), a change of counts or messages at most
+//! once per `PACE` (a burst of cycles costs one write), a gang losing members after
+//! `TEARDOWN_GRACE` (so that its PodGroup's own delete event, usually just behind, drops
+//! the write instead of a 404), a pod's condition after `POD_CONDITION_GRACE`. The writer
+//! computes the patch when it sends it, from the newest object the index has (the watch's,
+//! or the answer to its own last write — kept only while the index still has that object)
+//! and the engine's current gang, so a status never goes backwards to an older conditions
+//! list, nothing is sent that the object already says, and an object deleted meanwhile
+//! (no longer in the index, or with a deletionTimestamp) is not written. Every write carries
+//! the object's resourceVersion: a conflict rereads the object and computes again.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::kube::api::{Api, Patch, PatchParams};
+use ::kube::{Client, ResourceExt};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::binder::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
+use super::dialects::coscheduling::GroupObject;
+use super::dialects::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
+use super::dialects::volcano::{queue_status_patch, status_patch, GroupStatus, PodGroup, Queue};
+use super::index::Touched;
+use super::index::{lock, Index, StoredGroup};
+use super::metrics::Metrics;
+use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
+use crate::framework::JobCondition;
+use crate::model::{JobInfo, PodGroupPhase, TaskStatus};
+use crate::snapshot::Slots;
+
+/// An object whose status the scheduler writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A PodGroup of a dialect, `namespace/name`.
+    Group(Dialect, String),
+    /// A Queue, by name.
+    Queue(String),
+    /// A pending pod of ours (its PodScheduled condition), by uid.
+    Pod(String),
+}
+
+/// A change of counts or messages is written at most this often per object, so a burst of
+/// cycles costs one write; a phase change is written at once (controllers wait for it:
+/// training-operator creates no pods until its PodGroup leaves Pending) — after
+/// `BINDS_FIRST`.
+pub const PACE: Duration = Duration::from_secs(1);
+/// How long a write other than a bind lets the binds of the same cycle go first: a gang's
+/// phase and its Scheduled event are news once its pods are bound, and sent beside the
+/// binds they take the API server from them (the gang is bound when its last bind is).
+/// Each such write then also waits for the binds in flight to be answered, at most
+/// `binder::BINDS_FIRST_LIMIT` (in a burst binds never all end: writes slow, not stop).
+pub const BINDS_FIRST: Duration = Duration::from_millis(10);
+/// A gang losing members (its pods being deleted) has its status written only this long
+/// after: a PodGroup deleted with its pods usually goes first, and its delete event, on
+/// another watch, arrives after some of its pods' — written at once, the status would be
+/// answered 404. Written later, the status of a PodGroup that stays is not lost.
+pub const TEARDOWN_GRACE: Duration = Duration::from_secs(2);
+/// A pending pod's PodScheduled=False is written this long after it is first wanted: a
+/// forming gang bound meanwhile (most are, within milliseconds of their last pod) needs
+/// none, and the bind sets PodScheduled=True.
+pub const POD_CONDITION_GRACE: Duration = Duration::from_secs(1);
+
+/// One target waiting to be written.
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    due: Instant,
+    /// Its key in the schedule.
+    seq: u64,
+    /// Nothing writes it before this (a back-off after a failure, a teardown grace).
+    not_before: Option<Instant>,
+    /// Tries that failed in a row.
+    tries: u32,
+}
+
+/// Targets waiting to be written: each at most once (a later mark coalesces with it), in
+/// the order they are due.
+#[derive(Default)]
+struct WriteQueue {
+    waiting: HashMap<Target, Waiting>,
+    schedule: BTreeMap<(Instant, u64), Target>,
+    seq: u64,
+    /// When each target was last sent, for pacing (pruned of what is older than `PACE`).
+    sent: HashMap<Target, Instant>,
+    prune_at: usize,
+}
+
+impl WriteQueue {
+    /// Asks for `t` to be written at `due`, or earlier if it already waits for an earlier
+    /// time, but never before its `not_before`, which `floor` raises.
+    fn put(&mut self, t: Target, due: Instant, floor: Option<Instant>, tries: Option<u32>) {
+        let old = self.waiting.get(&t).copied();
+        let not_before = match (old.and_then(|w| w.not_before), floor) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let mut due = old.map_or(due, |w| w.due.min(due));
+        if let Some(floor) = not_before {
+            due = due.max(floor);
+        }
+        let tries = tries.or(old.map(|w| w.tries)).unwrap_or(0);
+        if let Some(w) = old {
+            self.schedule.remove(&(w.due, w.seq));
+        }
+        self.seq += 1;
+        self.schedule.insert((due, self.seq), t.clone());
+        self.waiting.insert(
+            t,
+            Waiting {
+                due,
+                seq: self.seq,
+                not_before,
+                tries,
+            },
+        );
+    }
+
+    /// Asks for `t` to be written at `due` (coalescing with a mark already waiting).
+    fn mark_at(&mut self, t: Target, due: Instant) {
+        self.put(t, due, None, None);
+    }
+
+    /// Asks for `t` to be written, not before `at` whatever later marks ask.
+    fn hold_until(&mut self, t: Target, at: Instant) {
+        self.put(t, at, Some(at), None);
+    }
+
+    /// A write of `t` failed for the `tries`-th time in a row: again at `at`, not before.
+    fn back_off(&mut self, t: Target, at: Instant, tries: u32) {
+        self.put(t, at, Some(at), Some(tries));
+    }
+
+    /// When a change of counts or messages of `t` may be written: now, or `PACE` after its
+    /// last write.
+    fn paced(&self, t: &Target, now: Instant) -> Instant {
+        self.sent.get(t).map_or(now, |at| (*at + PACE).max(now))
+    }
+
+    /// `t` was just sent.
+    fn sent(&mut self, t: Target, now: Instant) {
+        if self.sent.len() >= self.prune_at {
+            self.sent.retain(|_, at| *at + PACE > now);
+            self.prune_at = (self.sent.len() * 2).max(1024);
+        }
+        self.sent.insert(t, now);
+    }
+
+    fn waits(&self, t: &Target) -> bool {
+        self.waiting.contains_key(t)
+    }
+
+    /// The next target due, or how long until one is.
+    fn next(&mut self, now: Instant) -> Result<(Target, u32), Option<Duration>> {
+        let Some((&(due, seq), _)) = self.schedule.iter().next() else {
+            return Err(None);
+        };
+        if due > now {
+            return Err(Some(due - now));
+        }
+        let t = self.schedule.remove(&(due, seq)).ok_or(None)?;
+        let tries = self.waiting.remove(&t).map_or(0, |w| w.tries);
+        Ok((t, tries))
+    }
+
+    fn len(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+/// The handle cycles and watches use.
+#[derive(Clone)]
+pub struct StatusWriter {
+    queue: Arc<Mutex<WriteQueue>>,
+    wake: Arc<Notify>,
+}
+
+impl Default for StatusWriter {
+    fn default() -> Self {
+        StatusWriter {
+            queue: Arc::new(Mutex::new(WriteQueue::default())),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+}
+
+/// How an attempt to write one target ended.
+enum Written {
+    /// Nothing (left) to write: no request sent.
+    Nothing,
+    /// Written, or the object is gone.
+    Done,
+    /// The object changed under us: read it again and compute again.
+    Conflict,
+    /// Failed for this object (refused, or the API server did not answer).
+    Failed,
+}
+
+impl StatusWriter {
+    fn queue(&self) -> std::sync::MutexGuard<'_, WriteQueue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many objects wait to be written.
+    pub fn backlog(&self) -> usize {
+        self.queue().len()
+    }
+
+    /// Marks what changed since the last call and needs writing: the PodGroups and queues
+    /// of gangs the engine changed (a cycle's decisions, pods and gangs from the watches,
+    /// binds assumed or dropped — found by pointer, as the cache copies a gang it changes
+    /// while this keeps the last look's gangs), and the objects a verdict or a watch event
+    /// touched (`Index::status_touched`). A cycle costs patches for what it touched, not
+    /// for every PodGroup and Queue.
+    ///
+    /// Returns the previous look, for the caller to drop once the index is unlocked: it may
+    /// be the last holder of every object changed since, and freeing those under the lock
+    /// held the binds just sent and the watches back.
+    #[must_use = "drop the previous look after unlocking the index"]
+    pub fn mark_touched(&self, ix: &mut Index, now_ms: i64) -> Option<Slots<JobInfo>> {
+        let previous = self.mark_touched_at(ix, now_ms, Instant::now());
+        self.wake.notify_one();
+        previous
+    }
+
+    fn mark_touched_at(&self, ix: &mut Index, now_ms: i64, now: Instant) -> Option<Slots<JobInfo>> {
+        let current = ix.cache.state().job_slots().clone();
+        let previous = ix.status_seen.replace(current.clone());
+        let mut touched = std::mem::take(&mut ix.status_touched);
+        let mut losing = HashSet::new();
+        match &previous {
+            // The first look: everything.
+            None => {
+                touched.groups.extend(ix.pod_groups.keys().cloned());
+                touched.groups.extend(ix.x_k8s_groups.keys().cloned());
+                touched.groups.extend(ix.sigs_groups.keys().cloned());
+                touched.queues.extend(ix.queues.keys().cloned());
+                touched.pods.extend(ix.pod_conditions.keys().cloned());
+            }
+            Some(previous) => changed_gangs(previous, &current, &mut touched, &mut losing),
+        }
+        let mut q = self.queue();
+        for key in &touched.groups {
+            let Some(dialect) = ix.group_dialect(key) else {
+                continue;
+            };
+            let t = Target::Group(dialect, key.clone());
+            let Some((patch, _)) = patch_for(ix, &t, now_ms) else {
+                continue;
+            };
+            if losing.contains(key.as_str()) {
+                q.hold_until(t, now + TEARDOWN_GRACE);
+            } else if patch["status"]["phase"].as_str() != stored_phase(ix, &t) {
+                q.mark_at(t, now + BINDS_FIRST);
+            } else {
+                let due = q.paced(&t, now);
+                q.mark_at(t, due);
+            }
+        }
+        for name in &touched.queues {
+            let t = Target::Queue(name.clone());
+            if patch_for(ix, &t, now_ms).is_some() {
+                let due = q.paced(&t, now);
+                q.mark_at(t, due);
+            }
+        }
+        for uid in &touched.pods {
+            let t = Target::Pod(uid.clone());
+            // Already on its way: computed again when sent.
+            if !q.waits(&t) && patch_for(ix, &t, now_ms).is_some() {
+                q.mark_at(t, now + POD_CONDITION_GRACE);
+            }
+        }
+        previous
+    }
+
+    /// Writes marked targets until the process ends.
+    pub async fn run(
+        self,
+        client: Client,
+        index: Arc<Mutex<Index>>,
+        gate: Arc<Gate>,
+        metrics: Arc<Metrics>,
+        in_flight: Arc<InFlight>,
+    ) {
+        loop {
+            let next = self.queue().next(Instant::now());
+            let (target, tries) = match next {
+                Ok(t) => t,
+                Err(wait) => {
+                    let wait = wait.unwrap_or(Duration::from_secs(3600));
+                    tokio::select! {
+                        _ = self.wake.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+            };
+            // The binds in flight are answered first, within reason (see `BINDS_FIRST`).
+            let quiet = in_flight.answered(BINDS_FIRST_LIMIT).await;
+            // On a quiet API server a gang's status also waits for the watch to show its
+            // binds (see `BINDS_SEEN_LIMIT`). In a burst binds are always in flight and the
+            // status writes already wait; they wait no more.
+            if let (true, Target::Group(_, key)) = (quiet, &target) {
+                in_flight
+                    .seen(BINDS_SEEN_LIMIT, || binds_seen(&lock(&index), key))
+                    .await;
+            }
+            let mut conflicts = 0;
+            loop {
+                gate.pass().await;
+                let written = write(&client, &index, &gate, &metrics, &target).await;
+                if !matches!(written, Written::Nothing) {
+                    self.queue().sent(target.clone(), Instant::now());
+                }
+                match written {
+                    Written::Nothing | Written::Done => break,
+                    Written::Conflict if conflicts < 3 => {
+                        conflicts += 1;
+                        reread(&client, &index, &gate, &metrics, &target).await;
+                    }
+                    Written::Conflict | Written::Failed => {
+                        let at = Instant::now()
+                            + delay(tries, Duration::from_secs(1), Duration::from_secs(300));
+                        self.queue().back_off(target.clone(), at, tries + 1);
+                        break;
+                    }
+                }
+            }
+            metrics.status_backlog.set(self.backlog() as i64);
+        }
+    }
+}
+
+/// Whether no member of gang `key` is still only assumed bound (its bind answered, the
+/// watch not yet showing it).
+fn binds_seen(ix: &Index, key: &str) -> bool {
+    let state = ix.cache.state();
+    let Some(id) = state.job_by_uid(key) else {
+        return true;
+    };
+    !state.job(id).tasks().iter().any(|t| {
+        matches!(
+            ix.cache.assumption(&t.uid),
+            Some(crate::cache::Assumption::Bind(_))
+        )
+    })
+}
+
+/// What the stored object of `t` says its phase is.
+fn stored_phase<'a>(ix: &'a Index, t: &Target) -> Option<&'a str> {
+    match t {
+        Target::Group(Dialect::Volcano, key) => ix
+            .pod_groups
+            .get(key)?
+            .status
+            .as_ref()?
+            .phase
+            .as_ref()
+            .map(|p| p.as_str()),
+        Target::Group(Dialect::XK8sPodGroup, key) => {
+            ix.x_k8s_groups.get(key)?.cosched_status()?.phase.as_deref()
+        }
+        Target::Group(Dialect::SigsPodGroup, key) => {
+            ix.sigs_groups.get(key)?.cosched_status()?.phase.as_deref()
+        }
+        Target::Queue(_) | Target::Pod(_) => None,
+    }
+}
+
+/// What changed between two looks at the engine's gangs: every gang whose object is not
+/// the same (the cache copies a gang it changes while a snapshot holds it) is touched, with
+/// its queue when its phase or what it holds changed or it came or went; `losing` gets the
+/// gangs that only lost members.
+fn changed_gangs(
+    previous: &Slots<JobInfo>,
+    current: &Slots<JobInfo>,
+    touched: &mut Touched,
+    losing: &mut HashSet<String>,
+) {
+    for i in current.maybe_changed(previous) {
+        let old = previous.get(i);
+        let new = current.get(i);
+        match (old, new) {
+            (Some(a), Some(b)) if Arc::ptr_eq(a, b) => {}
+            // A slot reused: one gang went, another came.
+            (Some(a), Some(b)) if a.uid != b.uid => {
+                touched.queues.insert(a.queue.to_string());
+                touched.groups.insert(b.uid.to_string());
+                touched.queues.insert(b.queue.to_string());
+            }
+            (Some(a), Some(b)) => {
+                touched.groups.insert(b.uid.to_string());
+                if a.phase != b.phase || a.allocated != b.allocated || a.queue != b.queue {
+                    touched.queues.insert(a.queue.to_string());
+                    touched.queues.insert(b.queue.to_string());
+                }
+                if losing_members(a, b) {
+                    losing.insert(b.uid.to_string());
+                }
+            }
+            (Some(a), None) => {
+                touched.queues.insert(a.queue.to_string());
+            }
+            (None, Some(b)) => {
+                touched.groups.insert(b.uid.to_string());
+                touched.queues.insert(b.queue.to_string());
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// Whether a gang only lost members between two looks: some of its pods went or began
+/// terminating, and none came or changed otherwise.
+fn losing_members(old: &JobInfo, new: &JobInfo) -> bool {
+    let before: HashMap<&str, TaskStatus> =
+        old.tasks().iter().map(|t| (&*t.uid, t.status)).collect();
+    let mut lost = new.tasks().len() < before.len();
+    for t in new.tasks() {
+        match before.get(&*t.uid) {
+            Some(s) if *s == t.status => {}
+            Some(_) if t.status == TaskStatus::Releasing => lost = true,
+            _ => return false,
+        }
+    }
+    lost
+}
+/// The patch `t` needs now, with the resourceVersion it is computed from, or None when the
+/// object is gone, not ours, or already says it all.
+fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<String>)> {
+    let snapshot = ix.cache.state();
+    match t {
+        Target::Group(dialect, key) => {
+            if ix.group_dialect(key) != Some(*dialect) {
+                return None; // gone, or another kind defines the gang
+            }
+            let job = snapshot.job(snapshot.job_by_uid(key)?);
+            if ix.foreign(key, job) {
+                return None; // another scheduler's gang
+            }
+            if ix.group_deleting(*dialect, key) {
+                return None; // on its way out: nobody reads its status, the write would race
+            }
+            match dialect {
+                Dialect::Volcano => {
+                    let pg = ix.pod_groups.get(key)?;
+                    // A gang this process never judged (bound by an earlier instance that
+                    // died before writing so) but that runs says Scheduled, not whatever
+                    // the object last said.
+                    let condition = match ix.verdicts.get(key).and_then(|(c, _)| c.clone()) {
+                        Some(c) => Some(c),
+                        None if matches!(
+                            job.phase,
+                            PodGroupPhase::Running | PodGroupPhase::Completed
+                        ) =>
+                        {
+                            Some(JobCondition::scheduled(job))
+                        }
+                        None => None,
+                    };
+                    let desired = GroupStatus::of(job, condition.as_ref());
+                    Some((status_patch(pg, &desired, now_ms)?, pg.resource_version()))
+                }
+                Dialect::XK8sPodGroup => {
+                    let pg = ix.x_k8s_groups.get(key)?;
+                    Some((
+                        cosched_status_patch(pg, job, now_ms)?,
+                        pg.resource_version(),
+                    ))
+                }
+                Dialect::SigsPodGroup => {
+                    let pg = ix.sigs_groups.get(key)?;
+                    Some((
+                        cosched_status_patch(pg, job, now_ms)?,
+                        pg.resource_version(),
+                    ))
+                }
+            }
+        }
+        Target::Pod(uid) => pod_condition_patch(ix, uid),
+        Target::Queue(name) => {
+            let q = ix.queues.get(name)?;
+            let none = crate::snapshot::QueueSums::default();
+            let gangs = snapshot.tally().queue(name).unwrap_or(&none);
+            Some((queue_status_patch(q, gangs)?, q.resource_version()))
+        }
+    }
+}
+
+/// The PodScheduled=False condition a pending pod of ours lacks, if any: not for a pod
+/// being bound (the binding sets PodScheduled=True), nor one that already says it. Merged
+/// by condition type (strategic merge), its transition time kept while it stays False.
+fn pod_condition_patch(ix: &Index, uid: &str) -> Option<(Value, Option<String>)> {
+    let seen = ix.pending_pods.get(uid)?;
+    let (reason, message) = ix.pod_conditions.get(uid)?;
+    // A refused pod is not in the engine: the index alone says why it waits.
+    let placed = ix.cache.pod(uid).is_some_and(|p| p.task.node.is_some());
+    if ix.cache.assumption(uid).is_some() || placed {
+        return None;
+    }
+    let was_false = match &seen.scheduled {
+        Some((status, r, m)) if status == "False" => {
+            if r == reason && m == message {
+                return None;
+            }
+            true
+        }
+        _ => false,
+    };
+    let mut condition = serde_json::json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+    });
+    if !was_false {
+        condition["lastTransitionTime"] =
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string()
+                .into();
+    }
+    Some((
+        serde_json::json!({ "status": { "conditions": [condition] } }),
+        seen.resource_version.clone(),
+    ))
+}
+
+async fn write(
+    client: &Client,
+    index: &Mutex<Index>,
+    gate: &Gate,
+    metrics: &Metrics,
+    t: &Target,
+) -> Written {
+    let Some((mut patch, rv)) = patch_for(&lock(index), t, super::driver::now_ms()) else {
+        return Written::Nothing;
+    };
+    // Written only over the version it was computed from.
+    if let Some(rv) = rv {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+    }
+    let pp = PatchParams::default();
+    let started = Instant::now();
+    tracing::trace!(target = ?t, %patch, "writing status");
+    if let Target::Pod(uid) = t {
+        let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+            return Written::Nothing;
+        };
+        let r = Api::<Pod>::namespaced(client.clone(), &seen.namespace)
+            .patch_status(&seen.name, &pp, &Patch::Strategic(&patch))
+            .await
+            .map(|p| lock(index).note_pod_answer(&p));
+        return outcome_of(index, gate, metrics, t, "pod condition", started, r);
+    }
+    let patch = Patch::Merge(&patch);
+    let (what, outcome) = match t {
+        Target::Group(Dialect::Volcano, key) => {
+            let (ns, name) = split(key);
+            // Volcano's PodGroup has no status subresource: the patch goes to the object.
+            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .patch(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Group(Dialect::XK8sPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+                .patch_status(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Group(Dialect::SigsPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+                .patch_status(name, &pp, &patch)
+                .await;
+            ("podgroup status", stored(index, r))
+        }
+        Target::Queue(name) => {
+            let r = Api::<Queue>::all(client.clone())
+                .patch_status(name, &pp, &patch)
+                .await;
+            let r = r.map(|q| lock(index).apply_queue_answer(&q));
+            ("queue status", r)
+        }
+        Target::Pod(_) => return Written::Nothing,
+    };
+    outcome_of(index, gate, metrics, t, what, started, outcome)
+}
+
+/// What a write's answer means for the writer.
+fn outcome_of(
+    index: &Mutex<Index>,
+    gate: &Gate,
+    metrics: &Metrics,
+    t: &Target,
+    what: &str,
+    started: Instant,
+    outcome: Result<(), ::kube::Error>,
+) -> Written {
+    gate.record(&outcome);
+    metrics.api_write_timed(what, started.elapsed(), outcome.as_ref().err());
+    match outcome {
+        Ok(()) => Written::Done,
+        Err(e) => match Failure::of(&e) {
+            // Deleted: forgotten now (its watch event is on its way), so nothing writes it
+            // again meanwhile.
+            Failure::NotFound => {
+                lock(index).forget_gone(t);
+                Written::Done
+            }
+            Failure::Conflict(_) => Written::Conflict,
+            Failure::Transient => Written::Failed,
+            Failure::Refused(why) => {
+                warn_limited(
+                    &format!("{what} refused ({})", cause_of(&e)),
+                    &format!("{t:?}: {why}"),
+                );
+                Written::Failed
+            }
+        },
+    }
+}
+
+/// Keeps the API server's answer to a write as the newest object, if the index still has
+/// the object (a delete event may have come first: the answer must not bring it back).
+fn stored<G: StoredGroup>(
+    index: &Mutex<Index>,
+    written: Result<G, ::kube::Error>,
+) -> Result<(), ::kube::Error> {
+    written.map(|g| lock(index).apply_group_answer(&g))
+}
+
+/// Reads `t`'s object again after a conflict.
+async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Metrics, t: &Target) {
+    gate.pass().await;
+    let started = Instant::now();
+    let (what, outcome) = match t {
+        Target::Group(Dialect::Volcano, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            ("podgroup", stored(index, r))
+        }
+        Target::Group(Dialect::XK8sPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            ("podgroup", stored(index, r))
+        }
+        Target::Group(Dialect::SigsPodGroup, key) => {
+            let (ns, name) = split(key);
+            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
+                .get(name)
+                .await;
+            ("podgroup", stored(index, r))
+        }
+        Target::Queue(name) => (
+            "queue",
+            Api::<Queue>::all(client.clone())
+                .get(name)
+                .await
+                .map(|q| lock(index).apply_queue_answer(&q)),
+        ),
+        Target::Pod(uid) => {
+            let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+                return;
+            };
+            (
+                "pod",
+                Api::<Pod>::namespaced(client.clone(), &seen.namespace)
+                    .get(&seen.name)
+                    .await
+                    .map(|p| lock(index).note_pod_answer(&p)),
+            )
+        }
+    };
+    metrics.api_read_timed(what, started.elapsed(), outcome.as_ref().err());
+    gate.record(&outcome);
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_coalesce_per_object() {
+        let mut q = WriteQueue::default();
+        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let b = Target::Queue("q".into());
+        let now = Instant::now();
+        q.mark_at(a.clone(), now);
+        q.mark_at(a.clone(), now);
+        assert_eq!(q.len(), 1, "one entry per object");
+        q.mark_at(b.clone(), now);
+        assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(a));
+        assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(b));
+        assert!(q.next(now).is_err());
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_deleted_pod_group_is_never_written() {
+        let mut ix = Index::default();
+        let pg: PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"minMember": 1}
+        }))
+        .unwrap();
+        ix.apply_group(&pg);
+        let t = Target::Group(Dialect::Volcano, "ns/a".into());
+        let (patch, rv) = patch_for(&ix, &t, 0).expect("a new PodGroup gets its status");
+        assert_eq!(
+            rv.as_deref(),
+            Some("7"),
+            "written over the version it was computed from"
+        );
+        assert_eq!(patch["status"]["phase"], "Pending");
+        ix.delete_group(Dialect::Volcano, "ns/a");
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "gone from the index: nothing to write"
+        );
+    }
+
+    #[test]
+    fn a_pending_pod_gets_its_condition_once_and_never_while_binding() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        let pod = |rv: &str, cond: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": rv},
+                "spec": {"schedulerName": "rb", "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Pending", "conditions": cond}
+            }))
+            .unwrap()
+        };
+        ix.apply_pod(&pod("5", serde_json::json!([])));
+        let t = Target::Pod("u1".into());
+        assert!(patch_for(&ix, &t, 0).is_none(), "no verdict yet");
+        ix.pod_conditions
+            .insert("u1".into(), ("Unschedulable".into(), "gang msg".into()));
+        let (patch, rv) = patch_for(&ix, &t, 0).expect("the condition is missing");
+        assert_eq!(rv.as_deref(), Some("5"));
+        let c = &patch["status"]["conditions"][0];
+        assert_eq!(
+            (
+                c["type"].as_str(),
+                c["status"].as_str(),
+                c["reason"].as_str()
+            ),
+            (Some("PodScheduled"), Some("False"), Some("Unschedulable"))
+        );
+        assert!(c["lastTransitionTime"].is_string(), "False is new");
+        ix.apply_pod(&pod(
+            "6",
+            serde_json::json!([{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "gang msg"}]),
+        ));
+        assert!(patch_for(&ix, &t, 0).is_none(), "written only on change");
+        ix.pod_conditions
+            .insert("u1".into(), ("QueueLimit".into(), "queue full".into()));
+        let (patch, _) = patch_for(&ix, &t, 0).unwrap();
+        assert!(
+            patch["status"]["conditions"][0]["lastTransitionTime"].is_null(),
+            "still False: its transition time stays"
+        );
+        ix.cache
+            .assume("u1", crate::cache::Assumption::Bind("n1".into()));
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "the bind sets PodScheduled"
+        );
+    }
+
+    #[test]
+    fn a_failed_object_waits_for_its_own_back_off() {
+        let mut q = WriteQueue::default();
+        let a = Target::Queue("q".into());
+        let now = Instant::now();
+        q.back_off(a.clone(), now + Duration::from_secs(2), 1);
+        q.mark_at(a.clone(), now);
+        assert_eq!(q.len(), 1, "already waiting");
+        assert_eq!(q.next(now).err(), Some(Some(Duration::from_secs(2))));
+        let (t, tries) = q.next(now + Duration::from_secs(2)).unwrap();
+        assert_eq!((t, tries), (a, 1));
+    }
+
+    #[test]
+    fn a_burst_of_marks_after_a_write_costs_one_write_paced() {
+        let mut q = WriteQueue::default();
+        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let now = Instant::now();
+        q.mark_at(a.clone(), q.paced(&a, now));
+        assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(a.clone()));
+        q.sent(a.clone(), now);
+        // Cycles every 20 ms keep changing its counts.
+        for i in 1..=20u64 {
+            let at = now + Duration::from_millis(20 * i);
+            q.mark_at(a.clone(), q.paced(&a, at));
+            assert!(q.next(at).is_err(), "not again before PACE");
+        }
+        assert_eq!(q.len(), 1, "one entry");
+        assert_eq!(q.next(now + PACE).ok().map(|(t, _)| t), Some(a.clone()));
+        assert!(q.next(now + PACE).is_err(), "written once");
+        // An urgent mark (a phase change) is not paced.
+        q.sent(a.clone(), now + PACE);
+        q.mark_at(a.clone(), now + PACE);
+        assert!(q.next(now + PACE).is_ok());
+    }
+
+    #[test]
+    fn a_hold_is_not_hastened_by_later_marks() {
+        let mut q = WriteQueue::default();
+        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let now = Instant::now();
+        q.hold_until(a.clone(), now + TEARDOWN_GRACE);
+        q.mark_at(a.clone(), now);
+        assert!(q.next(now).is_err());
+        assert!(q.next(now + TEARDOWN_GRACE).is_ok());
+    }
+
+    fn group(uid: &str, rv: &str, status: serde_json::Value) -> PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "uid": uid, "resourceVersion": rv},
+            "spec": {"minMember": 2},
+            "status": status
+        }))
+        .unwrap()
+    }
+
+    fn member(i: usize, node: Option<&str>) -> Pod {
+        let mut spec = serde_json::json!({"schedulerName": "rb",
+            "containers": [{"name": "c", "image": "i"}]});
+        if let Some(n) = node {
+            spec["nodeName"] = n.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("p{i}"), "namespace": "ns", "uid": format!("u{i}"),
+                         "resourceVersion": "3",
+                         "annotations": {"scheduling.k8s.io/group-name": "g"}},
+            "spec": spec,
+            "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
+        }))
+        .unwrap()
+    }
+
+    /// A gang of two running pods whose PodGroup already says what the scheduler wants.
+    fn settled() -> Index {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, Some("n1")));
+        ix.apply_pod(&member(1, Some("n1")));
+        ix.cache.set_job_phase("ns/g", PodGroupPhase::Running);
+        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let (patch, _) = patch_for(&ix, &t, 0).expect("its status is missing");
+        ix.apply_group_answer(&group("pg1", "6", patch["status"].clone()));
+        assert!(patch_for(&ix, &t, 0).is_none(), "now it says it all");
+        ix
+    }
+
+    #[test]
+    fn a_gangs_binds_count_as_seen_once_the_watch_shows_every_member_bound() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, None));
+        ix.apply_pod(&member(1, None));
+        assert!(
+            binds_seen(&ix, "ns/g"),
+            "nothing bound, nothing to wait for"
+        );
+        assert!(
+            binds_seen(&ix, "ns/gone"),
+            "a gang not known waits for nothing"
+        );
+        for uid in ["u0", "u1"] {
+            ix.cache
+                .assume(uid, crate::cache::Assumption::Bind("n1".into()));
+        }
+        assert!(!binds_seen(&ix, "ns/g"), "both binds only assumed");
+        ix.apply_pod(&member(0, Some("n1")));
+        assert!(!binds_seen(&ix, "ns/g"), "one member still only assumed");
+        ix.apply_pod(&member(1, Some("n1")));
+        assert!(binds_seen(&ix, "ns/g"), "the watch showed both");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_waiting_for_binds_to_be_seen_wakes_when_the_watch_shows_them() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, None));
+        let in_flight = std::sync::Arc::new(InFlight::default());
+        ix.cache
+            .assume("u0", crate::cache::Assumption::Bind("n1".into()));
+        in_flight.count_unseen(&ix.cache);
+        assert!(!in_flight.all_seen(), "one bind assumed, not seen");
+        let index = std::sync::Arc::new(std::sync::Mutex::new(ix));
+        let started = tokio::time::Instant::now();
+        let waiting = tokio::spawn({
+            let (in_flight, index) = (in_flight.clone(), index.clone());
+            async move {
+                in_flight
+                    .seen(BINDS_SEEN_LIMIT, || binds_seen(&lock(&index), "ns/g"))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(!waiting.is_finished(), "the bind is not seen yet");
+        {
+            // The watch shows the pod bound (what `watch` does with a pod event).
+            let mut ix = lock(&index);
+            ix.apply_pod(&member(0, Some("n1")));
+            in_flight.count_unseen(&ix.cache);
+        }
+        assert!(waiting.await.unwrap(), "seen");
+        assert!(in_flight.all_seen());
+        assert!(
+            started.elapsed() < BINDS_SEEN_LIMIT,
+            "woken by the watch, not by the limit ({:?})",
+            started.elapsed()
+        );
+        // Nothing seen within the limit: the wait ends there, saying so.
+        assert!(!in_flight.seen(BINDS_SEEN_LIMIT, || false).await);
+    }
+
+    fn marked(w: &StatusWriter) -> Vec<(Target, Instant)> {
+        let q = w.queue();
+        q.schedule
+            .iter()
+            .map(|((at, _), t)| (t.clone(), *at))
+            .collect()
+    }
+
+    #[test]
+    fn only_what_changed_since_the_last_look_is_computed_and_marked() {
+        let mut ix = settled();
+        let w = StatusWriter::default();
+        let now = Instant::now();
+        w.mark_touched_at(&mut ix, 0, now);
+        assert!(
+            marked(&w).is_empty(),
+            "the first look finds nothing to write"
+        );
+        // The stored object loses its status behind the scheduler's back (no event): with
+        // nothing touched, no cycle computes its patch again.
+        ix.pod_groups.get_mut("ns/g").unwrap().status = None;
+        w.mark_touched_at(&mut ix, 0, now);
+        assert!(marked(&w).is_empty(), "nothing touched, nothing computed");
+        // A new pending member changes the gang: its PodGroup is marked, paced.
+        ix.apply_pod(&member(2, None));
+        w.mark_touched_at(&mut ix, 0, now);
+        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        assert_eq!(
+            marked(&w),
+            [(t.clone(), now + BINDS_FIRST)],
+            "never written: due now, after the binds"
+        );
+        // A watch event on the object touches it too.
+        let mut ix = settled();
+        w.mark_touched_at(&mut ix, 0, now); // the first look of this index
+        let _ = w.queue().next(now + PACE);
+        ix.apply_group(&group("pg1", "7", serde_json::json!({})));
+        w.mark_touched_at(&mut ix, 0, now);
+        assert_eq!(marked(&w).len(), 1);
+    }
+
+    #[test]
+    fn a_gang_losing_members_is_written_after_a_grace_and_not_at_all_once_deleted() {
+        let mut ix = settled();
+        let w = StatusWriter::default();
+        let now = Instant::now();
+        w.mark_touched_at(&mut ix, 0, now);
+        ix.delete_pod("u1");
+        w.mark_touched_at(&mut ix, 0, now);
+        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        assert_eq!(marked(&w), [(t.clone(), now + TEARDOWN_GRACE)]);
+        // Another cycle's change does not hasten it.
+        ix.cache.set_job_phase("ns/g", PodGroupPhase::Pending);
+        w.mark_touched_at(&mut ix, 0, now);
+        assert_eq!(marked(&w), [(t.clone(), now + TEARDOWN_GRACE)]);
+        assert!(
+            patch_for(&ix, &t, 0).is_some(),
+            "a PodGroup that stays gets its status after the grace"
+        );
+        // Its delete event arrives within the grace: nothing is written.
+        ix.delete_group(Dialect::Volcano, "ns/g");
+        assert!(patch_for(&ix, &t, 0).is_none());
+    }
+
+    #[test]
+    fn a_pod_group_being_deleted_gets_no_status() {
+        let mut ix = settled();
+        let mut pg = ix.pod_groups["ns/g"].clone();
+        pg.metadata.resource_version = Some("9".into());
+        pg.metadata.deletion_timestamp =
+            Some(serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).unwrap());
+        pg.status = None;
+        ix.apply_group(&pg);
+        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        assert!(patch_for(&ix, &t, 0).is_none());
+    }
+
+    #[test]
+    fn a_phase_change_is_marked_at_once_even_just_after_a_write() {
+        let mut ix = settled();
+        let w = StatusWriter::default();
+        let now = Instant::now();
+        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        w.mark_touched_at(&mut ix, 0, now);
+        w.queue().sent(t.clone(), now);
+        ix.apply_pod(&member(2, None));
+        w.mark_touched_at(&mut ix, 0, now);
+        assert_eq!(marked(&w), [(t.clone(), now + PACE)], "counts: paced");
+        ix.cache.set_job_phase("ns/g", PodGroupPhase::Inqueue);
+        w.mark_touched_at(&mut ix, 0, now);
+        assert_eq!(
+            marked(&w),
+            [(t, now + BINDS_FIRST)],
+            "a phase change: at once, after the binds"
+        );
+    }
+
+    #[test]
+    fn a_pending_pods_condition_waits_a_grace_and_is_dropped_if_bound_meanwhile() {
+        let mut ix = Index::new(vec!["rb".into()]);
+        ix.apply_group(&group("pg1", "5", serde_json::json!({})));
+        ix.apply_pod(&member(0, None));
+        let w = StatusWriter::default();
+        let now = Instant::now();
+        w.mark_touched_at(&mut ix, 0, now);
+        let _ = w.queue().next(now);
+        ix.want_pod_condition("u0", "GangIncomplete", "waiting");
+        w.mark_touched_at(&mut ix, 0, now);
+        let t = Target::Pod("u0".into());
+        assert_eq!(
+            marked(&w)
+                .into_iter()
+                .filter(|(t, _)| matches!(t, Target::Pod(_)))
+                .collect::<Vec<_>>(),
+            [(t.clone(), now + POD_CONDITION_GRACE)]
+        );
+        ix.cache
+            .assume("u0", crate::cache::Assumption::Bind("n1".into()));
+        assert!(
+            patch_for(&ix, &t, 0).is_none(),
+            "bound meanwhile: nothing to say"
+        );
+    }
+}
