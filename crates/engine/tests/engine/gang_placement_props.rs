@@ -419,7 +419,7 @@ fn sub_build(w: &SubWorld) -> (Cache, String) {
     for (i, (cpu, rack)) in w.nodes.iter().enumerate() {
         cache.apply_node(NodeSpec {
             labels: labels(&[("example.com/rack", RACKS[*rack])]),
-            ..rust_batch::testkit::node(&node_name(i), &[("cpu", &cpu.to_string())])
+            ..rust_batch_engine::testkit::node(&node_name(i), &[("cpu", &cpu.to_string())])
         });
     }
     for (r, rack) in RACKS.iter().enumerate() {
