@@ -460,7 +460,10 @@ fn start_controllers(
             "--kube-api-burst=5000",
             "--logtostderr",
         ])
-        .arg(format!("--listen-address=127.0.0.1:{}", common::free_port()))
+        .arg(format!(
+            "--listen-address=127.0.0.1:{}",
+            common::free_port()
+        ))
         .arg(format!(
             "--healthz-address=127.0.0.1:{}",
             common::free_port()

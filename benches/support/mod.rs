@@ -783,7 +783,8 @@ impl Changes {
             ),
         ];
         if let Some(resource) = also {
-            let api = Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), ns, &resource);
+            let api =
+                Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), ns, &resource);
             tasks.push(note(api, last.clone()));
         }
         Changes { last, tasks }

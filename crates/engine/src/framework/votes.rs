@@ -98,7 +98,12 @@ pub type GangDomainsFn =
 /// to place the subgroup inside, best first, or `None` to abstain. Given, as for
 /// `GangDomainsFn`, the nodes that pass the static predicates of its pending members.
 pub type SubGroupDomainsFn = Box<
-    dyn Fn(&ClusterState, JobId, &crate::model::SubGroupKey, &[super::StaticNodes]) -> Option<GangDomains>,
+    dyn Fn(
+        &ClusterState,
+        JobId,
+        &crate::model::SubGroupKey,
+        &[super::StaticNodes],
+    ) -> Option<GangDomains>,
 >;
 pub type JobEnqueuedFn = Box<dyn Fn(&JobInfo)>;
 

@@ -593,7 +593,7 @@ impl GpuAffinity {
                     let mut by_room: Vec<(i64, usize)> = rooms
                         .iter()
                         .enumerate()
-                        .map(|(d, room)| (room.get(&dominant), d))
+                        .map(|(d, room)| (room.get(dominant), d))
                         .collect();
                     by_room.sort_by(|a, b| b.cmp(a));
                     let mut nodes = Vec::new();
@@ -783,14 +783,13 @@ fn fitting_domains(
         let level = &view.levels[l];
         let mut fits: Vec<(i64, usize)> = Vec::new();
         let mut best: Option<(i64, usize)> = None;
-        for d in 0..level.domains.len() {
+        for (d, room) in sums[l].iter().enumerate().take(level.domains.len()) {
             if !placed
                 .iter()
                 .all(|n| level.domain_of[n.0 as usize] == Some(d as u32))
             {
                 continue;
             }
-            let room = &sums[l][d];
             let left = room.get(dominant) - need.get(dominant);
             if best.is_none_or(|(b, _)| left > b) {
                 best = Some((left, d));

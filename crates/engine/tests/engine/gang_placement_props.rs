@@ -299,20 +299,30 @@ fn valid(w: &World, r: &Rules, assignment: &[Option<usize>]) -> bool {
 
 /// Every assignment of pods to nodes or to none; true if one is valid.
 fn solvable(w: &World, r: &Rules) -> bool {
-    fn go(w: &World, r: &Rules, a: &mut Vec<Option<usize>>) -> bool {
-        if a.len() == r.pods.len() {
-            return valid(w, r, a);
+    any_assignment(r.pods.len(), w.nodes.len(), &|a| valid(w, r, a))
+}
+
+/// Whether some assignment of `pods` pods to `nodes` nodes or to none passes `valid`.
+fn any_assignment(pods: usize, nodes: usize, valid: &dyn Fn(&[Option<usize>]) -> bool) -> bool {
+    fn go(
+        pods: usize,
+        nodes: usize,
+        valid: &dyn Fn(&[Option<usize>]) -> bool,
+        a: &mut Vec<Option<usize>>,
+    ) -> bool {
+        if a.len() == pods {
+            return valid(a);
         }
-        for choice in std::iter::once(None).chain((0..w.nodes.len()).map(Some)) {
+        for choice in std::iter::once(None).chain((0..nodes).map(Some)) {
             a.push(choice);
-            if go(w, r, a) {
+            if go(pods, nodes, valid, a) {
                 return true;
             }
             a.pop();
         }
         false
     }
-    go(w, r, &mut Vec::new())
+    go(pods, nodes, valid, &mut Vec::new())
 }
 
 fn check(w: &World) -> Result<(), TestCaseError> {
@@ -438,7 +448,8 @@ fn sub_build(w: &SubWorld) -> (Cache, String) {
         });
     }
     let min_member = (w.min_groups * w.size) as u32;
-    let mut gang = Gang::new("g", min_member).subgroups("worker", w.size as u32, w.min_groups as u32);
+    let mut gang =
+        Gang::new("g", min_member).subgroups("worker", w.size as u32, w.min_groups as u32);
     for r in 0..w.replicas {
         gang = gang
             .tasks(&format!("rep{r}"), w.size, &[("cpu", &w.cpu.to_string())])
@@ -481,20 +492,9 @@ fn sub_valid(w: &SubWorld, assignment: &[Option<usize>], own_racks: bool) -> boo
 }
 
 fn sub_solvable(w: &SubWorld, own_racks: bool) -> bool {
-    fn go(w: &SubWorld, own: bool, a: &mut Vec<Option<usize>>) -> bool {
-        if a.len() == w.replicas * w.size {
-            return sub_valid(w, a, own);
-        }
-        for choice in std::iter::once(None).chain((0..w.nodes.len()).map(Some)) {
-            a.push(choice);
-            if go(w, own, a) {
-                return true;
-            }
-            a.pop();
-        }
-        false
-    }
-    go(w, own_racks, &mut Vec::new())
+    any_assignment(w.replicas * w.size, w.nodes.len(), &|a| {
+        sub_valid(w, a, own_racks)
+    })
 }
 
 fn sub_check(w: &SubWorld) -> Result<(), TestCaseError> {

@@ -732,7 +732,10 @@ jobs:
         let node = p.node.as_deref().unwrap();
         racks[replica / 2].insert(node.split('-').next().unwrap().to_string());
     }
-    assert!(racks.iter().all(|r| r.len() == 1), "each replica in one rack: {racks:?}");
+    assert!(
+        racks.iter().all(|r| r.len() == 1),
+        "each replica in one rack: {racks:?}"
+    );
     assert_ne!(racks[0], racks[1], "{racks:?}");
     let report = sim.run(&mut |_| {});
     assert!(report.invariants_hold(), "{:?}", report.invariants);

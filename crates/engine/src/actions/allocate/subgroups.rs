@@ -78,7 +78,10 @@ pub(super) fn place_in_domains(
         why = why.or(search.why);
     }
     match gang.filter(|g| g.hard) {
-        Some(g) => Some(format!("{}: no allowed domain holds the whole gang", g.rule)),
+        Some(g) => Some(format!(
+            "{}: no allowed domain holds the whole gang",
+            g.rule
+        )),
         None => why,
     }
 }
@@ -184,7 +187,10 @@ impl Search<'_> {
         if !domains.hard {
             places.push(within.cloned());
         } else if self.why.is_none() && places.is_empty() {
-            let mut why = format!("{}: no allowed domain holds the whole subgroup", domains.rule);
+            let mut why = format!(
+                "{}: no allowed domain holds the whole subgroup",
+                domains.rule
+            );
             if let Some(s) = &domains.shortfall {
                 why = format!("{why} ({s})");
             }

@@ -178,7 +178,9 @@ mod tests {
         let mut by: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
         for b in result.binds.iter().filter(|b| &*b.job == job) {
             let replica = b.task.rsplit_once('-').map_or("", |(r, _)| r).to_string();
-            by.entry(replica).or_default().insert(b.node[..2].to_string());
+            by.entry(replica)
+                .or_default()
+                .insert(b.node[..2].to_string());
         }
         by.into_values().collect()
     }
@@ -196,7 +198,10 @@ mod tests {
         assert_eq!(nodes_of(&result, &job).len(), 4, "{result:?}");
         let racks = racks_by_replica(&result, &job);
         assert_eq!(racks.len(), 2, "{racks:?}");
-        assert!(racks.iter().all(|r| r.len() == 1), "each replica in one rack: {racks:?}");
+        assert!(
+            racks.iter().all(|r| r.len() == 1),
+            "each replica in one rack: {racks:?}"
+        );
     }
 
     #[test]
@@ -276,6 +281,9 @@ mod tests {
         let result = run_cycle(&cache, Some(CONF));
         assert!(result.binds.is_empty(), "{:?}", result.binds);
         let message = condition_message(&result, &job).unwrap_or_default();
-        assert!(message.contains("no allowed domain holds the whole subgroup"), "{message}");
+        assert!(
+            message.contains("no allowed domain holds the whole subgroup"),
+            "{message}"
+        );
     }
 }
