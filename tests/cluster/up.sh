@@ -228,13 +228,15 @@ rb_log "etcd ready on 127.0.0.1:$etcd_client_port (pid $ETCD_PID)"
 #   off by default) and pods' spec.schedulingGroup: GenericWorkload; the PodGroup fields
 #   behind their own gates: schedulingConstraints (TopologyAwareWorkloadScheduling, alpha),
 #   preemptionPolicy (PodGroupPreemptionPolicy, alpha), resourceClaims and their status
-#   (DRAWorkloadResourceClaims, beta, off by default). Without a gate the API server drops
-#   the field. DRA (resource.k8s.io/v1) is GA and on, its gate locked.
+#   (DRAWorkloadResourceClaims, beta, off by default); a Job's spec.scheduling, from which
+#   the Job controller makes a Workload and a PodGroup (WorkloadWithJob, alpha; the
+#   controller needs it too: tests/e2e_job_controller.rs). Without a gate the API server
+#   drops the field. DRA (resource.k8s.io/v1) is GA and on, its gate locked.
 # * 1.33: DynamicResourceAllocation is off by default, and without it the API server drops
 #   spec.resourceClaims from every pod: on (with resource.k8s.io/v1beta1), so tests can
 #   send the pods rust-batch refuses.
 if (( K8S_MINOR >= 37 )); then
-  feature_gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,PodGroupPreemptionPolicy=true,DRAWorkloadResourceClaims=true
+  feature_gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,PodGroupPreemptionPolicy=true,DRAWorkloadResourceClaims=true,WorkloadWithJob=true
   runtime_config=scheduling.k8s.io/v1beta1=true
 elif (( K8S_MINOR <= 33 )); then
   feature_gates=DynamicResourceAllocation=true

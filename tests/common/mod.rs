@@ -587,7 +587,8 @@ where
 /// from the pods (kube-batch annotation, ACK labels).
 pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usize)> {
     use rust_batch::kube::dialects::coscheduling::{SigsPodGroup, XK8sPodGroup};
-    // Every PodGroup kind; where several share a name, Volcano's, then scheduler-plugins'.
+    // Every PodGroup kind; where several share a name, Kubernetes' own, then Volcano's, then
+    // scheduler-plugins'.
     let mut groups: HashMap<String, usize> = HashMap::new();
     let min = |m: Option<i32>| m.unwrap_or(1) as usize;
     for g in list_all(&Api::<SigsPodGroup>::namespaced(client.clone(), ns)).await {
@@ -598,6 +599,15 @@ pub async fn partial_gangs(client: &Client, ns: &str) -> Vec<(String, usize, usi
     }
     for g in list_all(&Api::<PodGroup>::namespaced(client.clone(), ns)).await {
         groups.insert(g.metadata.name.clone().unwrap(), min(g.spec.min_member));
+    }
+    // Kubernetes' own PodGroup defines a gang before every other kind (basic: no gang).
+    use rust_batch::kube::dialects::native::NativePodGroup;
+    for g in list_all(&Api::<NativePodGroup>::namespaced(client.clone(), ns)).await {
+        let gang = g.spec.scheduling_policy.gang.as_ref();
+        groups.insert(
+            g.metadata.name.clone().unwrap(),
+            gang.map_or(1, |g| g.min_count.max(1) as usize),
+        );
     }
     let pods = list_all(&Api::<Pod>::namespaced(client.clone(), ns)).await;
     let mut gangs: BTreeMap<String, (usize, usize)> = BTreeMap::new();

@@ -163,6 +163,26 @@ fn rbac_is_least_privilege_without_wildcards() {
             );
         }
     }
+    // Kubernetes' own PodGroups: read, and only their status written.
+    let native = |resource: &str| -> Vec<String> {
+        let mut v: Vec<String> = role
+            .rules
+            .iter()
+            .flatten()
+            .filter(|r| {
+                r.api_groups
+                    .iter()
+                    .flatten()
+                    .any(|g| g == "scheduling.k8s.io")
+            })
+            .filter(|r| r.resources.iter().flatten().any(|x| x == resource))
+            .flat_map(|r| r.verbs.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(native("podgroups"), ["get", "list", "watch"]);
+    assert_eq!(native("podgroups/status"), ["patch"]);
     assert_eq!(verbs_of("nodes"), ["list", "watch"]);
     assert_eq!(verbs_of("pods"), ["get", "list", "watch"]);
     // Secrets and ConfigMaps are nobody's business here.

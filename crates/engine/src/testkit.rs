@@ -148,6 +148,18 @@ impl Gang {
         self
     }
 
+    /// `disruptionMode: All`: members are evicted only with the whole gang.
+    pub fn disrupt_whole(mut self) -> Self {
+        self.spec.policy.disrupt_whole = true;
+        self
+    }
+
+    /// The gang's own `preemptionPolicy: Never`.
+    pub fn never_preempts(mut self) -> Self {
+        self.spec.policy.never_preempts = true;
+        self
+    }
+
     pub fn total_number(mut self, n: u32) -> Self {
         self.spec.policy.total_number = Some(n);
         self

@@ -487,29 +487,14 @@ pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
     if pod_claims.is_some_and(|c| !c.is_empty()) {
         found.push("spec.resources.claims (DRA)".to_string());
     }
-    let mut why = match found.as_slice() {
+    match found.as_slice() {
         [] => None,
         [one] => Some(format!("{one} is not supported by rust-batch")),
         many => Some(format!(
             "{} are not supported by rust-batch",
             many.join(", ")
         )),
-    };
-    // A member of a Kubernetes PodGroup (scheduling.k8s.io, 1.35+): placed alone it could
-    // leave its gang half bound, so it waits until the native gang API is modelled. Older
-    // API servers drop the field: None there.
-    if let Some(group) = &spec.scheduling_group {
-        let name = group.pod_group_name.as_deref().unwrap_or_default();
-        let native = format!(
-            "spec.schedulingGroup (PodGroup \"{name}\" of scheduling.k8s.io): \
-             the native gang API is not supported yet"
-        );
-        why = Some(match why {
-            None => native,
-            Some(why) => format!("{why}; {native}"),
-        });
     }
-    why
 }
 
 pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
@@ -663,6 +648,7 @@ spec: {containers: []}
                 name: "tf-smoke-gpu".into(),
                 implicit_min: Some(5),
                 policy: GangPolicy::default(),
+                overrides: None,
             })
         );
         let kube_batch = pod(r#"
@@ -678,6 +664,7 @@ spec: {containers: []}
                 name: "g1".into(),
                 implicit_min: Some(3),
                 policy: GangPolicy::default(),
+                overrides: None,
             }),
             "the Volcano/kube-batch annotation wins over ACK labels"
         );
@@ -688,6 +675,7 @@ spec: {containers: []}
                 name: "pg".into(),
                 implicit_min: None,
                 policy: GangPolicy::default(),
+                overrides: None,
             })
         );
         let bad_min = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: g, pod-group.scheduling.sigs.k8s.io/min-available: five}}\nspec: {containers: []}\n");
@@ -1042,25 +1030,9 @@ status:
         assert_eq!(
             unsupported_fields(&spec(
                 "containers: [{name: c}]\nschedulingGroup: {podGroupName: trainers}\n"
-            ))
-            .as_deref(),
-            Some(
-                "spec.schedulingGroup (PodGroup \"trainers\" of scheduling.k8s.io): \
-                 the native gang API is not supported yet"
-            ),
-            "a member of a native gang waits rather than being placed alone"
-        );
-        assert_eq!(
-            unsupported_fields(&spec(
-                "containers: [{name: c}]\nresourceClaims: [{name: gpu, resourceClaimName: g}]\n\
-                 schedulingGroup: {podGroupName: trainers}\n"
-            ))
-            .as_deref(),
-            Some(
-                "spec.resourceClaims (DRA) is not supported by rust-batch; \
-                 spec.schedulingGroup (PodGroup \"trainers\" of scheduling.k8s.io): \
-                 the native gang API is not supported yet"
-            )
+            )),
+            None,
+            "a member of a native gang joins its PodGroup's gang (dialects::native)"
         );
         assert_eq!(
             unsupported_fields(&spec(
@@ -1143,6 +1115,7 @@ status:
                 ("priorityClassName", "through priority; system-*-critical pods are never victims"),
                 ("runtimeClassName", "through what RuntimeClass admission writes into the pod: overhead, and its scheduling nodeSelector and tolerations"),
                 ("schedulerName", "which pods are ours"),
+                ("schedulingGroup", "the pod's gang: its scheduling.k8s.io PodGroup (dialects::native)"),
                 ("schedulingGates", "a gated pod is held back; its gang waits and says which gates"),
                 ("tolerations", "predicates, against node taints"),
                 ("topologySpreadConstraints", "predicates (DoNotSchedule) and nodeorder (ScheduleAnyway)"),
@@ -1152,7 +1125,6 @@ status:
             ],
             &[
                 ("resourceClaims", "DRA: devices allocated from ResourceSlices, not modelled"),
-                ("schedulingGroup", "a member of a scheduling.k8s.io PodGroup (the native gang API, 1.35+): placed alone it could leave its gang half bound; waits until that API is modelled"),
             ],
             &[
                 ("automountServiceAccountToken", "kubelet: token mount"),

@@ -21,9 +21,9 @@ use tracing::{debug, info, warn};
 
 use super::bind_limit::{BindLimit, LimitController};
 use super::binder::{Binder, InFlight};
-use super::dialects::coscheduling::{Dialect, SigsPodGroup, XK8sPodGroup};
 use super::dialects::volcano::api::DEFAULT_QUEUE;
-use super::dialects::volcano::{HyperNode, PodGroup, Queue};
+use super::dialects::volcano::{HyperNode, Queue};
+use super::dialects::KINDS;
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
@@ -721,45 +721,10 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             known: Index::node_keys,
         },
     );
-    supervised(
-        &mut watches,
-        watch,
-        Api::<PodGroup>::all(client.clone()),
-        sink,
-        Feed {
-            kind: "scheduling.volcano.sh PodGroup",
-            optional: Some(DIALECT),
-            apply: |ix, o| ix.apply_group::<PodGroup>(o),
-            delete: |ix, key| ix.delete_group(Dialect::Volcano, key),
-            known: Index::group_keys::<PodGroup>,
-        },
-    );
-    supervised(
-        &mut watches,
-        watch,
-        Api::<XK8sPodGroup>::all(client.clone()),
-        sink,
-        Feed {
-            kind: "scheduling.x-k8s.io PodGroup",
-            optional: Some(DIALECT),
-            apply: |ix, o| ix.apply_group::<XK8sPodGroup>(o),
-            delete: |ix, key| ix.delete_group(Dialect::XK8sPodGroup, key),
-            known: Index::group_keys::<XK8sPodGroup>,
-        },
-    );
-    supervised(
-        &mut watches,
-        watch,
-        Api::<SigsPodGroup>::all(client.clone()),
-        sink,
-        Feed {
-            kind: "scheduling.sigs.k8s.io PodGroup",
-            optional: Some(DIALECT),
-            apply: |ix, o| ix.apply_group::<SigsPodGroup>(o),
-            delete: |ix, key| ix.delete_group(Dialect::SigsPodGroup, key),
-            known: Index::group_keys::<SigsPodGroup>,
-        },
-    );
+    // Every PodGroup kind (dialects::KINDS), each off while the API server lacks it.
+    for kind in KINDS {
+        (kind.watch)(&mut watches, client, sink);
+    }
     supervised(
         &mut watches,
         watch,

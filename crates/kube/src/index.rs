@@ -19,11 +19,10 @@ use super::budgets;
 use super::convert::{
     node_to_spec, pod_to_update_with_warnings, unsupported_fields, INVALID_NETWORK_TOPOLOGY,
 };
-use super::dialects::coscheduling::{
-    cosched_to_job, key_of_group, Dialect, SigsPodGroup, XK8sPodGroup,
-};
+use super::dialects::coscheduling::key_of_group;
+use super::dialects::kind::{Dialect, GangKind, Groups, KindContext};
 use super::dialects::volcano::{
-    hypernode_to_spec, pod_group_to_job, queue_problems, queue_to_info, HyperNode, PodGroup, Queue,
+    hypernode_to_spec, queue_problems, queue_to_info, HyperNode, Queue,
 };
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
@@ -39,6 +38,8 @@ use crate::snapshot::{Slots, Snapshot};
 /// How long a pending pod's group must be missing before the pod is told (see
 /// `Index::report_missing_groups`).
 pub const MISSING_GROUP_GRACE_MS: i64 = 2_000;
+/// The event a pod gets when it declares two gangs (see `dialects::pod_gang`).
+pub const CONFLICTING_DECLARATIONS: &str = "ConflictingGangDeclarations";
 
 /// How soon a cycle should see a change a watch applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,11 +122,9 @@ pub struct Index {
     names: Vec<String>,
     priority_classes: HashMap<String, i32>,
     /// Real PodGroups by `namespace/name`, the newest seen (from the watch or from the
-    /// status writer's own write), per kind (see `Dialect` for which defines a gang named by
-    /// several).
-    pub(super) pod_groups: HashMap<String, PodGroup>,
-    pub(super) x_k8s_groups: HashMap<String, XK8sPodGroup>,
-    pub(super) sigs_groups: HashMap<String, SigsPodGroup>,
+    /// status writer's own write), per kind (see `dialects::KINDS` for which defines a gang
+    /// named by several).
+    pub(super) groups: Groups,
     /// The last cycle's verdict per gang: its condition and why each pending pod waits.
     pub(super) verdicts: HashMap<String, Verdict>,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
@@ -359,6 +358,9 @@ impl Index {
         let job = if ours {
             match pod_gang(pod) {
                 Ok(decl) => {
+                    if let Some(d) = &decl {
+                        self.report_overridden(&uid, &ns, &name, d);
+                    }
                     let key = self.gang_for(pod, decl);
                     if let Some(hold) = hold_of(pod) {
                         self.hold(&uid, &ns, &name, key, hold);
@@ -530,6 +532,19 @@ impl Index {
         self.cache.set_held_back(gang, held);
     }
 
+    /// A pod declaring two gangs is told which one it joins and which it does not.
+    fn report_overridden(&mut self, uid: &str, ns: &str, name: &str, decl: &GangDecl) {
+        if let Some(note) = &decl.overrides {
+            let r = pod_ref(ns, name, uid);
+            self.report(
+                r,
+                EventType::Warning,
+                CONFLICTING_DECLARATIONS,
+                note.clone(),
+            );
+        }
+    }
+
     /// The gang key of a pod of ours. Gangs declared on the pods alone (kube-batch's
     /// group-min-member, ACK labels) and pods with no gang (a gang of one, as Volcano's shadow
     /// PodGroups) are made up here; a PodGroup object of the same name takes precedence.
@@ -661,14 +676,23 @@ impl Index {
         self.orphaned_since = waiting;
         for (key, task) in missing {
             let group = key.split_once('/').map_or(key.as_str(), |x| x.1);
+            // An object that exists but cannot be used got an event saying why.
+            let message = match self.group_dialect(&key) {
+                Some(d) => format!(
+                    "PodGroup {group} ({}) cannot be used (see its events); the pod waits \
+                     until it is fixed",
+                    d.api_group()
+                ),
+                None => format!(
+                    "PodGroup {group} does not exist in namespace {}; the pod waits for it",
+                    task.namespace
+                ),
+            };
             self.report(
                 pod_ref(&task.namespace, &task.name, &task.uid),
                 EventType::Warning,
                 "FailedScheduling",
-                format!(
-                    "PodGroup {group} does not exist in namespace {}; the pod waits for it",
-                    task.namespace
-                ),
+                message,
             );
         }
     }
@@ -921,10 +945,9 @@ impl Index {
             .insert(name.clone(), pc.value.unwrap_or(0));
         // PodGroups that named this class before it was seen get its value now.
         let waiting: Vec<String> = self
-            .pod_groups
-            .iter()
-            .filter(|(_, g)| g.spec.priority_class_name.as_deref() == Some(name.as_str()))
-            .map(|(k, _)| k.clone())
+            .groups
+            .all()
+            .flat_map(|s| s.naming_class(&name))
             .collect();
         for key in &waiting {
             self.refresh_group(key);
@@ -1030,18 +1053,10 @@ impl Index {
 
     // ----- PodGroups of every dialect --------------------------------------------------
 
-    /// Which kind of object defines the gang `key`, if any: Volcano's PodGroup, then
-    /// scheduler-plugins', then the legacy one.
+    /// Which kind of object defines the gang `key`, if any (the first of
+    /// `dialects::KINDS` that has it).
     pub fn group_dialect(&self, key: &str) -> Option<Dialect> {
-        if self.pod_groups.contains_key(key) {
-            Some(Dialect::Volcano)
-        } else if self.x_k8s_groups.contains_key(key) {
-            Some(Dialect::XK8sPodGroup)
-        } else if self.sigs_groups.contains_key(key) {
-            Some(Dialect::SigsPodGroup)
-        } else {
-            None
-        }
+        self.groups.defining(key).map(|s| s.dialect())
     }
 
     fn has_group_object(&self, key: &str) -> bool {
@@ -1050,23 +1065,17 @@ impl Index {
 
     /// The object that defines the gang `key`, for events.
     pub fn group_ref(&self, key: &str) -> Option<ObjectReference> {
-        match self.group_dialect(key)? {
-            Dialect::Volcano => self.pod_groups.get(key).map(|g| g.object_ref(&())),
-            Dialect::XK8sPodGroup => self.x_k8s_groups.get(key).map(|g| g.object_ref(&())),
-            Dialect::SigsPodGroup => self.sigs_groups.get(key).map(|g| g.object_ref(&())),
-        }
+        self.groups.defining(key)?.object_ref(key)
     }
 
     /// Makes the engine's gang `key` what its defining object says (or an event on that
     /// object says why it cannot). Returns whether the engine's view changed.
     fn refresh_group(&mut self, key: &str) -> bool {
-        let converted = match self.group_dialect(key) {
-            None => return false,
-            Some(Dialect::Volcano) => {
-                pod_group_to_job(&self.pod_groups[key], &self.priority_classes)
-            }
-            Some(Dialect::XK8sPodGroup) => cosched_to_job(&self.x_k8s_groups[key]),
-            Some(Dialect::SigsPodGroup) => cosched_to_job(&self.sigs_groups[key]),
+        let ctx = KindContext {
+            priority_classes: &self.priority_classes,
+        };
+        let Some(converted) = self.groups.defining(key).and_then(|s| s.to_job(key, &ctx)) else {
+            return false;
         };
         match converted {
             Ok(spec) => {
@@ -1097,9 +1106,9 @@ impl Index {
     /// has this version (the echo of the status writer's own write, whose answer it
     /// stored) or a newer one; at once when the gang changed for the engine; soon when only
     /// its status did (someone else's write, which the status writer may have to mend).
-    pub fn apply_group<G: StoredGroup>(&mut self, pg: &G) -> Wake {
+    pub fn apply_group<G: GangKind>(&mut self, pg: &G) -> Wake {
         let key = key_of_group(pg);
-        if !store_newest(G::stored_mut(self), key.clone(), pg) {
+        if !store_newest(self.groups.typed_mut::<G>(), key.clone(), pg) {
             return Wake::No;
         }
         self.status_touched.groups.insert(key.clone());
@@ -1114,9 +1123,11 @@ impl Index {
     /// the index still has that object. A delete event that came first means the object is
     /// gone; stored again, it would stay in the index for good (no event ever removes it)
     /// and every change of its gang would write it again, answered 404.
-    pub fn apply_group_answer<G: StoredGroup>(&mut self, pg: &G) {
+    pub fn apply_group_answer<G: GangKind>(&mut self, pg: &G) {
         let key = key_of_group(pg);
-        let same = G::stored(self)
+        let same = self
+            .groups
+            .typed::<G>()
             .get(&key)
             .is_some_and(|have| have.uid() == pg.uid());
         if same {
@@ -1127,11 +1138,7 @@ impl Index {
     /// Whether the PodGroup of `dialect` at `key` is being deleted (it has a
     /// deletionTimestamp: finalizers hold it).
     pub fn group_deleting(&self, dialect: Dialect, key: &str) -> bool {
-        let meta = match dialect {
-            Dialect::Volcano => self.pod_groups.get(key).map(|g| g.meta()),
-            Dialect::XK8sPodGroup => self.x_k8s_groups.get(key).map(|g| g.meta()),
-            Dialect::SigsPodGroup => self.sigs_groups.get(key).map(|g| g.meta()),
-        };
+        let meta = self.groups.of(dialect).and_then(|s| s.meta(key));
         meta.is_some_and(|m| m.deletion_timestamp.is_some())
     }
 
@@ -1172,19 +1179,15 @@ impl Index {
         self.verdicts.insert(key.to_string(), verdict);
     }
 
-    pub fn group_keys<G: StoredGroup>(&self) -> Vec<String> {
-        G::stored(self).keys().cloned().collect()
+    pub fn group_keys<G: GangKind>(&self) -> Vec<String> {
+        self.groups.typed::<G>().keys().cloned().collect()
     }
 
     /// A PodGroup object of one kind is gone: another kind of the same name takes over, or
     /// the gang goes and its pods say so. The status writer drops it when it comes up: it
     /// writes only objects the index has.
     pub fn delete_group(&mut self, dialect: Dialect, key: &str) {
-        let uid = match dialect {
-            Dialect::Volcano => self.pod_groups.remove(key).and_then(|g| g.uid()),
-            Dialect::XK8sPodGroup => self.x_k8s_groups.remove(key).and_then(|g| g.uid()),
-            Dialect::SigsPodGroup => self.sigs_groups.remove(key).and_then(|g| g.uid()),
-        };
+        let uid = self.groups.of_mut(dialect).and_then(|s| s.remove(key));
         if let Some(uid) = uid {
             self.events.forget(&uid);
         }
@@ -1280,42 +1283,11 @@ pub struct GangView {
     pub held: Vec<(String, String)>,
 }
 
-/// A coscheduling PodGroup kind and where the index keeps its objects.
-pub trait StoredGroup: Resource + ResourceExt + Clone {
-    fn stored(st: &Index) -> &HashMap<String, Self>;
-    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self>;
-}
-
-impl StoredGroup for PodGroup {
-    fn stored(st: &Index) -> &HashMap<String, Self> {
-        &st.pod_groups
-    }
-    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
-        &mut st.pod_groups
-    }
-}
-
-impl StoredGroup for XK8sPodGroup {
-    fn stored(st: &Index) -> &HashMap<String, Self> {
-        &st.x_k8s_groups
-    }
-    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
-        &mut st.x_k8s_groups
-    }
-}
-
-impl StoredGroup for SigsPodGroup {
-    fn stored(st: &Index) -> &HashMap<String, Self> {
-        &st.sigs_groups
-    }
-    fn stored_mut(st: &mut Index) -> &mut HashMap<String, Self> {
-        &mut st.sigs_groups
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialects::coscheduling::{SigsPodGroup, XK8sPodGroup};
+    use crate::dialects::volcano::PodGroup;
     use serde::de::DeserializeOwned;
 
     fn object<K: DeserializeOwned>(api_version: &str, min: i32) -> K {
@@ -1344,12 +1316,12 @@ mod tests {
         // A later update of a lower kind does not take over.
         st.apply_group::<SigsPodGroup>(&object("scheduling.sigs.k8s.io/v1alpha1", 5));
         assert_eq!(min_member(&st), Some(1));
-        assert_eq!(st.group_dialect("ns/g"), Some(Dialect::Volcano));
-        st.delete_group(Dialect::Volcano, "ns/g");
+        assert_eq!(st.group_dialect("ns/g"), Some(Dialect::VOLCANO));
+        st.delete_group(Dialect::VOLCANO, "ns/g");
         assert_eq!(min_member(&st), Some(2), "the next kind takes over");
-        st.delete_group(Dialect::XK8sPodGroup, "ns/g");
+        st.delete_group(Dialect::X_K8S, "ns/g");
         assert_eq!(min_member(&st), Some(5));
-        st.delete_group(Dialect::SigsPodGroup, "ns/g");
+        st.delete_group(Dialect::SIGS, "ns/g");
         assert_eq!(min_member(&st), None, "no object left: the gang is gone");
     }
 
@@ -1369,7 +1341,7 @@ mod tests {
         st.apply_group(&pod_group("20", "Running"));
         st.apply_group(&pod_group("12", "Pending"));
         let phase = |st: &Index| {
-            st.pod_groups["ns/g"]
+            st.groups.typed::<PodGroup>()["ns/g"]
                 .status
                 .as_ref()
                 .and_then(|s| s.phase.as_ref())
@@ -1424,12 +1396,15 @@ mod tests {
         st.apply_group(&with_uid("5"));
         st.apply_group_answer(&with_uid("6"));
         assert_eq!(
-            st.pod_groups["ns/g"].metadata.resource_version.as_deref(),
+            st.groups.typed::<PodGroup>()["ns/g"]
+                .metadata
+                .resource_version
+                .as_deref(),
             Some("6"),
             "an answer updates the object the index has"
         );
         // The status writer's PATCH was answered, but the delete event came first.
-        st.delete_group(Dialect::Volcano, "ns/g");
+        st.delete_group(Dialect::VOLCANO, "ns/g");
         st.apply_group_answer(&with_uid("7"));
         assert_eq!(st.group_dialect("ns/g"), None, "gone stays gone");
         assert!(st.cache.state().job_by_uid("ns/g").is_none());
@@ -1439,7 +1414,10 @@ mod tests {
         st.apply_group(&new);
         st.apply_group_answer(&with_uid("10"));
         assert_eq!(
-            st.pod_groups["ns/g"].metadata.uid.as_deref(),
+            st.groups.typed::<PodGroup>()["ns/g"]
+                .metadata
+                .uid
+                .as_deref(),
             Some("other"),
             "an answer about the old object does not replace the new one"
         );
@@ -1555,7 +1533,7 @@ mod tests {
         st.apply_pod(&done);
         st.apply_pod(&pod("waiting", false, "rust-batch"));
         // Volcano's job controller deletes the PodGroup of a finished job.
-        st.delete_group(Dialect::Volcano, "ns/g");
+        st.delete_group(Dialect::VOLCANO, "ns/g");
         assert_eq!(
             st.events.last("done", "FailedScheduling"),
             None,

@@ -28,11 +28,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::binder::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
-use super::dialects::coscheduling::GroupObject;
-use super::dialects::coscheduling::{cosched_status_patch, Dialect, SigsPodGroup, XK8sPodGroup};
-use super::dialects::volcano::{queue_status_patch, status_patch, GroupStatus, PodGroup, Queue};
+use super::dialects::kind::{registered, Dialect};
+use super::dialects::volcano::{queue_status_patch, Queue};
 use super::index::Touched;
-use super::index::{lock, Index, StoredGroup};
+use super::index::{lock, Index};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
 use crate::framework::JobCondition;
@@ -240,9 +239,9 @@ impl StatusWriter {
         match &previous {
             // The first look: everything.
             None => {
-                touched.groups.extend(ix.pod_groups.keys().cloned());
-                touched.groups.extend(ix.x_k8s_groups.keys().cloned());
-                touched.groups.extend(ix.sigs_groups.keys().cloned());
+                touched
+                    .groups
+                    .extend(ix.groups.all().flat_map(|s| s.keys()));
                 touched.queues.extend(ix.queues.keys().cloned());
                 touched.pods.extend(ix.pod_conditions.keys().cloned());
             }
@@ -359,20 +358,7 @@ fn binds_seen(ix: &Index, key: &str) -> bool {
 /// What the stored object of `t` says its phase is.
 fn stored_phase<'a>(ix: &'a Index, t: &Target) -> Option<&'a str> {
     match t {
-        Target::Group(Dialect::Volcano, key) => ix
-            .pod_groups
-            .get(key)?
-            .status
-            .as_ref()?
-            .phase
-            .as_ref()
-            .map(|p| p.as_str()),
-        Target::Group(Dialect::XK8sPodGroup, key) => {
-            ix.x_k8s_groups.get(key)?.cosched_status()?.phase.as_deref()
-        }
-        Target::Group(Dialect::SigsPodGroup, key) => {
-            ix.sigs_groups.get(key)?.cosched_status()?.phase.as_deref()
-        }
+        Target::Group(dialect, key) => ix.groups.of(*dialect)?.stored_phase(key),
         Target::Queue(_) | Target::Pod(_) => None,
     }
 }
@@ -451,41 +437,19 @@ fn patch_for(ix: &Index, t: &Target, now_ms: i64) -> Option<(Value, Option<Strin
             if ix.group_deleting(*dialect, key) {
                 return None; // on its way out: nobody reads its status, the write would race
             }
-            match dialect {
-                Dialect::Volcano => {
-                    let pg = ix.pod_groups.get(key)?;
-                    // A gang this process never judged (bound by an earlier instance that
-                    // died before writing so) but that runs says Scheduled, not whatever
-                    // the object last said.
-                    let condition = match ix.verdicts.get(key).and_then(|(c, _)| c.clone()) {
-                        Some(c) => Some(c),
-                        None if matches!(
-                            job.phase,
-                            PodGroupPhase::Running | PodGroupPhase::Completed
-                        ) =>
-                        {
-                            Some(JobCondition::scheduled(job))
-                        }
-                        None => None,
-                    };
-                    let desired = GroupStatus::of(job, condition.as_ref());
-                    Some((status_patch(pg, &desired, now_ms)?, pg.resource_version()))
+            // A gang this process never judged (bound by an earlier instance that died
+            // before writing so) but that runs says Scheduled, not whatever the object last
+            // said.
+            let condition = match ix.verdicts.get(key).and_then(|(c, _)| c.clone()) {
+                Some(c) => Some(c),
+                None if matches!(job.phase, PodGroupPhase::Running | PodGroupPhase::Completed) => {
+                    Some(JobCondition::scheduled(job))
                 }
-                Dialect::XK8sPodGroup => {
-                    let pg = ix.x_k8s_groups.get(key)?;
-                    Some((
-                        cosched_status_patch(pg, job, now_ms)?,
-                        pg.resource_version(),
-                    ))
-                }
-                Dialect::SigsPodGroup => {
-                    let pg = ix.sigs_groups.get(key)?;
-                    Some((
-                        cosched_status_patch(pg, job, now_ms)?,
-                        pg.resource_version(),
-                    ))
-                }
-            }
+                None => None,
+            };
+            ix.groups
+                .of(*dialect)?
+                .status_patch(key, job, condition.as_ref(), now_ms)
         }
         Target::Pod(uid) => pod_condition_patch(ix, uid),
         Target::Queue(name) => {
@@ -562,29 +526,16 @@ async fn write(
             .map(|p| lock(index).note_pod_answer(&p));
         return outcome_of(index, gate, metrics, t, "pod condition", started, r);
     }
-    let patch = Patch::Merge(&patch);
+    let value = patch;
+    let patch = Patch::Merge(&value);
     let (what, outcome) = match t {
-        Target::Group(Dialect::Volcano, key) => {
-            let (ns, name) = split(key);
-            // Volcano's PodGroup has no status subresource: the patch goes to the object.
-            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
-                .patch(name, &pp, &patch)
-                .await;
-            ("podgroup status", stored(index, r))
-        }
-        Target::Group(Dialect::XK8sPodGroup, key) => {
-            let (ns, name) = split(key);
-            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
-                .patch_status(name, &pp, &patch)
-                .await;
-            ("podgroup status", stored(index, r))
-        }
-        Target::Group(Dialect::SigsPodGroup, key) => {
-            let (ns, name) = split(key);
-            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
-                .patch_status(name, &pp, &patch)
-                .await;
-            ("podgroup status", stored(index, r))
+        // Each kind writes its own way (a status subresource or not) and keeps the answer.
+        Target::Group(dialect, key) => {
+            let Some(kind) = registered(*dialect) else {
+                return Written::Nothing;
+            };
+            let r = (kind.call)(client, index, key, Some(&value)).await;
+            ("podgroup status", r)
         }
         Target::Queue(name) => {
             let r = Api::<Queue>::all(client.clone())
@@ -632,40 +583,16 @@ fn outcome_of(
     }
 }
 
-/// Keeps the API server's answer to a write as the newest object, if the index still has
-/// the object (a delete event may have come first: the answer must not bring it back).
-fn stored<G: StoredGroup>(
-    index: &Mutex<Index>,
-    written: Result<G, ::kube::Error>,
-) -> Result<(), ::kube::Error> {
-    written.map(|g| lock(index).apply_group_answer(&g))
-}
-
 /// Reads `t`'s object again after a conflict.
 async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Metrics, t: &Target) {
     gate.pass().await;
     let started = Instant::now();
     let (what, outcome) = match t {
-        Target::Group(Dialect::Volcano, key) => {
-            let (ns, name) = split(key);
-            let r = Api::<PodGroup>::namespaced(client.clone(), ns)
-                .get(name)
-                .await;
-            ("podgroup", stored(index, r))
-        }
-        Target::Group(Dialect::XK8sPodGroup, key) => {
-            let (ns, name) = split(key);
-            let r = Api::<XK8sPodGroup>::namespaced(client.clone(), ns)
-                .get(name)
-                .await;
-            ("podgroup", stored(index, r))
-        }
-        Target::Group(Dialect::SigsPodGroup, key) => {
-            let (ns, name) = split(key);
-            let r = Api::<SigsPodGroup>::namespaced(client.clone(), ns)
-                .get(name)
-                .await;
-            ("podgroup", stored(index, r))
+        Target::Group(dialect, key) => {
+            let Some(kind) = registered(*dialect) else {
+                return;
+            };
+            ("podgroup", (kind.call)(client, index, key, None).await)
         }
         Target::Queue(name) => (
             "queue",
@@ -691,18 +618,15 @@ async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Me
     gate.record(&outcome);
 }
 
-fn split(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialects::volcano::PodGroup;
 
     #[test]
     fn marks_coalesce_per_object() {
         let mut q = WriteQueue::default();
-        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let a = Target::Group(Dialect::VOLCANO, "ns/a".into());
         let b = Target::Queue("q".into());
         let now = Instant::now();
         q.mark_at(a.clone(), now);
@@ -725,7 +649,7 @@ mod tests {
         }))
         .unwrap();
         ix.apply_group(&pg);
-        let t = Target::Group(Dialect::Volcano, "ns/a".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/a".into());
         let (patch, rv) = patch_for(&ix, &t, 0).expect("a new PodGroup gets its status");
         assert_eq!(
             rv.as_deref(),
@@ -733,7 +657,7 @@ mod tests {
             "written over the version it was computed from"
         );
         assert_eq!(patch["status"]["phase"], "Pending");
-        ix.delete_group(Dialect::Volcano, "ns/a");
+        ix.delete_group(Dialect::VOLCANO, "ns/a");
         assert!(
             patch_for(&ix, &t, 0).is_none(),
             "gone from the index: nothing to write"
@@ -805,7 +729,7 @@ mod tests {
     #[test]
     fn a_burst_of_marks_after_a_write_costs_one_write_paced() {
         let mut q = WriteQueue::default();
-        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let a = Target::Group(Dialect::VOLCANO, "ns/a".into());
         let now = Instant::now();
         q.mark_at(a.clone(), q.paced(&a, now));
         assert_eq!(q.next(now).ok().map(|(t, _)| t), Some(a.clone()));
@@ -828,7 +752,7 @@ mod tests {
     #[test]
     fn a_hold_is_not_hastened_by_later_marks() {
         let mut q = WriteQueue::default();
-        let a = Target::Group(Dialect::Volcano, "ns/a".into());
+        let a = Target::Group(Dialect::VOLCANO, "ns/a".into());
         let now = Instant::now();
         q.hold_until(a.clone(), now + TEARDOWN_GRACE);
         q.mark_at(a.clone(), now);
@@ -869,7 +793,7 @@ mod tests {
         ix.apply_pod(&member(0, Some("n1")));
         ix.apply_pod(&member(1, Some("n1")));
         ix.cache.set_job_phase("ns/g", PodGroupPhase::Running);
-        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/g".into());
         let (patch, _) = patch_for(&ix, &t, 0).expect("its status is missing");
         ix.apply_group_answer(&group("pg1", "6", patch["status"].clone()));
         assert!(patch_for(&ix, &t, 0).is_none(), "now it says it all");
@@ -960,13 +884,17 @@ mod tests {
         );
         // The stored object loses its status behind the scheduler's back (no event): with
         // nothing touched, no cycle computes its patch again.
-        ix.pod_groups.get_mut("ns/g").unwrap().status = None;
+        ix.groups
+            .typed_mut::<PodGroup>()
+            .get_mut("ns/g")
+            .unwrap()
+            .status = None;
         w.mark_touched_at(&mut ix, 0, now);
         assert!(marked(&w).is_empty(), "nothing touched, nothing computed");
         // A new pending member changes the gang: its PodGroup is marked, paced.
         ix.apply_pod(&member(2, None));
         w.mark_touched_at(&mut ix, 0, now);
-        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/g".into());
         assert_eq!(
             marked(&w),
             [(t.clone(), now + BINDS_FIRST)],
@@ -989,7 +917,7 @@ mod tests {
         w.mark_touched_at(&mut ix, 0, now);
         ix.delete_pod("u1");
         w.mark_touched_at(&mut ix, 0, now);
-        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/g".into());
         assert_eq!(marked(&w), [(t.clone(), now + TEARDOWN_GRACE)]);
         // Another cycle's change does not hasten it.
         ix.cache.set_job_phase("ns/g", PodGroupPhase::Pending);
@@ -1000,20 +928,20 @@ mod tests {
             "a PodGroup that stays gets its status after the grace"
         );
         // Its delete event arrives within the grace: nothing is written.
-        ix.delete_group(Dialect::Volcano, "ns/g");
+        ix.delete_group(Dialect::VOLCANO, "ns/g");
         assert!(patch_for(&ix, &t, 0).is_none());
     }
 
     #[test]
     fn a_pod_group_being_deleted_gets_no_status() {
         let mut ix = settled();
-        let mut pg = ix.pod_groups["ns/g"].clone();
+        let mut pg = ix.groups.typed::<PodGroup>()["ns/g"].clone();
         pg.metadata.resource_version = Some("9".into());
         pg.metadata.deletion_timestamp =
             Some(serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).unwrap());
         pg.status = None;
         ix.apply_group(&pg);
-        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/g".into());
         assert!(patch_for(&ix, &t, 0).is_none());
     }
 
@@ -1022,7 +950,7 @@ mod tests {
         let mut ix = settled();
         let w = StatusWriter::default();
         let now = Instant::now();
-        let t = Target::Group(Dialect::Volcano, "ns/g".into());
+        let t = Target::Group(Dialect::VOLCANO, "ns/g".into());
         w.mark_touched_at(&mut ix, 0, now);
         w.queue().sent(t.clone(), now);
         ix.apply_pod(&member(2, None));

@@ -194,6 +194,9 @@ impl Attempt<'_> {
             }
             // Victims one by one (a gang's surplus), lowest priority first, as few as needed.
             let mut victims = stmt.victims(kind, task, &members);
+            // `disruptionMode: All` (Kubernetes' PodGroup): such a gang goes whole or not at
+            // all (the whole-gang plans below).
+            victims.retain(|v| !stmt.job(v.job).policy.disrupt_whole);
             victims.sort_by(|a, b| victim_order(stmt, *a, *b));
             let mut freed = Resource::new();
             let mut needed = 0;
@@ -407,11 +410,13 @@ pub fn starving_gangs(ssn: &mut Session) -> Vec<(std::sync::Arc<str>, Vec<JobId>
     let pending = ssn.state().tally().pending().clone();
     let groups = ssn.jobs_by_queue(&pending, |s, id| {
         let job = s.job(id);
-        job.pending_count() > 0
-            && !job
+        let never = job.policy.never_preempts
+            || job
                 .tasks()
                 .iter()
-                .any(|t| t.never_preempts && t.status == TaskStatus::Pending)
+                .any(|t| t.never_preempts && t.status == TaskStatus::Pending);
+        job.pending_count() > 0
+            && !never
             && !(enqueue_configured && job.phase == PodGroupPhase::Pending)
             && s.job_valid(id).is_none()
             && s.job_starving(id)
@@ -589,6 +594,41 @@ mod tests {
             evicted(&result),
             BTreeMap::from([("default/low".into(), 2)])
         );
+    }
+
+    #[test]
+    fn a_gang_disrupted_only_whole_loses_all_its_members_or_none() {
+        let mut cache = cache_with_default_queue();
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        Gang::new("low", 2)
+            .priority(1)
+            .created(1)
+            .phase(PodGroupPhase::Running)
+            .tasks("", 4, &[("cpu", "1")])
+            .running_on(&["n-00000", "n-00001", "n-00000", "n-00001"])
+            .disrupt_whole()
+            .apply(&mut cache);
+        preemptor(&mut cache, 2, 2);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert_eq!(
+            evicted(&result),
+            BTreeMap::from([("default/low".into(), 4)]),
+            "not only the surplus: the whole gang"
+        );
+    }
+
+    #[test]
+    fn a_gang_that_never_preempts_waits_for_room() {
+        let mut cache = full_cluster(&[("low", 4, 4, 1)]);
+        Gang::new("high", 4)
+            .priority(100)
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 4, &[("cpu", "1")])
+            .never_preempts()
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(PREEMPT));
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
     }
 
     #[test]

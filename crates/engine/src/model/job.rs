@@ -68,6 +68,12 @@ pub struct GangPolicy {
     /// and it backs off (Koordinator's waiting-time, scheduler-plugins'
     /// scheduleTimeoutSeconds). Milliseconds.
     pub wait_timeout: Option<i64>,
+    /// The gang's own `preemptionPolicy: Never` (Kubernetes' PodGroup): it waits for room,
+    /// it never evicts others for it, whatever its pods say.
+    pub never_preempts: bool,
+    /// `disruptionMode: All` (Kubernetes' PodGroup): a member is evicted only with the
+    /// whole gang.
+    pub disrupt_whole: bool,
 }
 
 /// Where a gang comes from, for drivers that report it (not for scheduling decisions).

@@ -244,6 +244,7 @@ impl Simulation {
                     g
                 },
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
+                ..Default::default()
             },
             origin: GangOrigin::Declared,
             topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),

@@ -14,9 +14,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::kind::{Dialect, GangKind, KindContext};
 use super::koordinator;
 use super::volcano::QUEUE_NAME_ANNOTATION;
 use crate::convert::{resource_list, ConvertError};
+use crate::framework::JobCondition;
 use crate::model::{
     GangOrigin, GangPolicy, JobInfo, JobSpec, MatchPolicy, PodGroupPhase, TaskStatus,
 };
@@ -50,7 +52,7 @@ pub struct CoschedulingStatus {
 
 /// A PodGroup kind of this module: its spec fields, whatever its API group.
 macro_rules! coscheduling_pod_group {
-    ($spec:ident, $root:ident, $root_name:literal, $group:literal, $doc:literal) => {
+    ($spec:ident, $root:ident, $dialect:ident, $root_name:literal, $group:literal, $doc:literal) => {
         #[doc = $doc]
         #[derive(
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
@@ -79,8 +81,26 @@ macro_rules! coscheduling_pod_group {
             pub schedule_timeout_seconds: Option<i32>,
         }
 
+        impl GangKind for $root {
+            const DIALECT: Dialect = Dialect::$dialect;
+            const WATCH_NAME: &'static str = concat!($group, " PodGroup");
+            fn to_job(&self, _: &KindContext) -> Result<JobSpec, ConvertError> {
+                cosched_to_job(self)
+            }
+            fn status_patch(
+                &self,
+                job: &JobInfo,
+                _: Option<&JobCondition>,
+                now_ms: i64,
+            ) -> Option<Value> {
+                cosched_status_patch(self, job, now_ms)
+            }
+            fn stored_phase(&self) -> Option<&str> {
+                self.status.as_ref()?.phase.as_deref()
+            }
+        }
+
         impl GroupObject for $root {
-            const DIALECT: Dialect = Dialect::$root;
             fn metadata(&self) -> &ObjectMeta {
                 &self.metadata
             }
@@ -103,6 +123,7 @@ macro_rules! coscheduling_pod_group {
 coscheduling_pod_group!(
     XK8sPodGroupSpec,
     XK8sPodGroup,
+    X_K8S,
     "XK8sPodGroup",
     "scheduling.x-k8s.io",
     "scheduler-plugins' PodGroup (`scheduling.x-k8s.io/v1alpha1`)."
@@ -110,34 +131,14 @@ coscheduling_pod_group!(
 coscheduling_pod_group!(
     SigsPodGroupSpec,
     SigsPodGroup,
+    SIGS,
     "SigsPodGroup",
     "scheduling.sigs.k8s.io",
     "The legacy PodGroup (`scheduling.sigs.k8s.io/v1alpha1`) of ACK and Koordinator."
 );
 
-/// Which kind a gang's object is. When several kinds name the same `namespace/name`, the
-/// first in this order defines the gang: Volcano, then scheduler-plugins, then legacy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Dialect {
-    Volcano,
-    XK8sPodGroup,
-    SigsPodGroup,
-}
-
-impl Dialect {
-    /// The API group, as logs and the debug API name it.
-    pub fn api_group(self) -> &'static str {
-        match self {
-            Dialect::Volcano => "scheduling.volcano.sh",
-            Dialect::XK8sPodGroup => "scheduling.x-k8s.io",
-            Dialect::SigsPodGroup => "scheduling.sigs.k8s.io",
-        }
-    }
-}
-
 /// What a coscheduling PodGroup kind offers, whatever its group.
-pub trait GroupObject {
-    const DIALECT: Dialect;
+pub trait GroupObject: GangKind {
     fn metadata(&self) -> &ObjectMeta;
     fn min_member(&self) -> Option<i32>;
     fn min_resources(&self) -> Option<&BTreeMap<String, Quantity>>;
@@ -224,13 +225,13 @@ pub fn cosched_to_job<G: GroupObject>(group: &G) -> Result<JobSpec, ConvertError
     let koordinator_keys = annotations
         .keys()
         .any(|k| k.starts_with("gang.scheduling.koordinator.sh/"));
-    if G::DIALECT == Dialect::SigsPodGroup && koordinator_keys {
+    if G::DIALECT == Dialect::SIGS && koordinator_keys {
         let gang = koordinator::gang_policy(&annotations, &ns, &name, &object)?;
         policy = GangPolicy {
             wait_timeout: gang.policy.wait_timeout.or(timeout),
             ..gang.policy
         };
-    } else if G::DIALECT == Dialect::SigsPodGroup {
+    } else if G::DIALECT == Dialect::SIGS {
         policy.match_policy = MatchPolicy::OnceSatisfied; // Koordinator's default
     }
     if let Some(total) = policy.total_number {
@@ -281,7 +282,7 @@ pub fn cosched_status_patch<G: GroupObject>(
     let scheduled = running + n(TaskStatus::Bound) + n(TaskStatus::Binding);
     let (succeeded, failed) = (n(TaskStatus::Succeeded), n(TaskStatus::Failed));
     let start = current.schedule_start_time.is_none() && phase != "Pending";
-    let legacy = G::DIALECT == Dialect::SigsPodGroup;
+    let legacy = G::DIALECT == Dialect::SIGS;
     let same = current.phase.as_deref() == Some(phase)
         && current.running.unwrap_or(0) == running
         && current.succeeded.unwrap_or(0) == succeeded

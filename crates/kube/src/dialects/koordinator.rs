@@ -140,6 +140,7 @@ pub fn gang_policy(
             total_number,
             group,
             wait_timeout,
+            ..Default::default()
         },
     })
 }

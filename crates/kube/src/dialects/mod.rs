@@ -2,8 +2,10 @@
 //! objects live in its file — `volcano` (PodGroup, Queue, the group-name annotation; also
 //! what operators such as the training-operator create), `coscheduling`
 //! (scheduler-plugins' and the legacy PodGroup), `koordinator` (gang annotations),
-//! `kube_batch` (kube-batch's and ACK's pod-only gangs) — and `crds` generates the CRDs
-//! from the types. [`pod_gang`] is the one function that says which gang a pod declares.
+//! `kube_batch` (kube-batch's and ACK's pod-only gangs), `native` (Kubernetes' own
+//! `scheduling.k8s.io` PodGroup) — and `crds` generates the CRDs from the types. Each
+//! PodGroup kind implements `kind::GangKind` and is registered in [`KINDS`].
+//! [`pod_gang`] is the one function that says which gang a pod declares.
 
 use std::collections::BTreeMap;
 
@@ -14,9 +16,23 @@ use crate::model::GangPolicy;
 
 pub mod coscheduling;
 pub mod crds;
+pub mod kind;
 pub mod koordinator;
 pub mod kube_batch;
+pub mod native;
 pub mod volcano;
+
+/// Every PodGroup kind, in precedence order: when several kinds name the same
+/// `namespace/name`, the first defines the gang; a pod field of a kind's own
+/// (`GangKind::pod_declares`) is read in this order too, before any annotation or label.
+/// Kubernetes' own PodGroup comes first: the API server validates it and its pods'
+/// `spec.schedulingGroup`, and kube-scheduler reads nothing else.
+pub static KINDS: &[kind::Kind] = &[
+    kind::kind::<native::NativePodGroup>(),
+    kind::kind::<volcano::PodGroup>(),
+    kind::kind::<coscheduling::XK8sPodGroup>(),
+    kind::kind::<coscheduling::SigsPodGroup>(),
+];
 
 pub use coscheduling::X_K8S_POD_GROUP_LABEL;
 pub use kube_batch::{
@@ -27,7 +43,7 @@ pub use volcano::{
 };
 
 /// How a pod declares its gang.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GangDecl {
     pub name: String,
     /// The minimum the pod itself carries: such a gang exists without a PodGroup object
@@ -36,6 +52,9 @@ pub struct GangDecl {
     /// The gang's policy, as the pod declares it (Koordinator annotations); the default
     /// (Volcano's semantics) otherwise.
     pub policy: GangPolicy,
+    /// Another declaration the pod carries that lost to this one: the event that tells the
+    /// pod so, naming both.
+    pub overrides: Option<String>,
 }
 
 pub(crate) fn is_dns_subdomain(s: &str) -> bool {
@@ -52,6 +71,8 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
 }
 
 /// The gang a pod declares, in this order of precedence (the first key present wins):
+/// 0. a pod field of a registered kind (`spec.schedulingGroup.podGroupName`, Kubernetes'
+///    own PodGroup): it wins over every key below, which is then named in `overrides`;
 /// 1. annotation `scheduling.k8s.io/group-name` (Volcano, kube-batch; with kube-batch's
 ///    `scheduling.k8s.io/group-min-member` the gang needs no PodGroup object);
 /// 2. `scheduling.volcano.sh/group-name`, annotation then label;
@@ -65,6 +86,33 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
 /// Whatever key named it, a gang's PodGroup object, if one exists, is what defines it (see
 /// the driver for the precedence between PodGroup kinds).
 pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
+    for k in KINDS {
+        if let Some(mut decl) = (k.pod_declares)(pod)? {
+            let other = keyed_gang(pod).ok().flatten();
+            decl.overrides = other.map(|o| {
+                format!(
+                    "the pod joins PodGroup {} of {} ({}), which takes precedence over its \
+                     {} {:?}; that declaration is ignored",
+                    decl.name,
+                    k.dialect.api_group(),
+                    k.pod_field,
+                    o.source,
+                    o.decl.name
+                )
+            });
+            return Ok(Some(decl));
+        }
+    }
+    Ok(keyed_gang(pod)?.map(|k| k.decl))
+}
+
+/// A gang declared by annotations or labels, with the key that declared it.
+struct Keyed {
+    decl: GangDecl,
+    source: String,
+}
+
+fn keyed_gang(pod: &Pod) -> Result<Option<Keyed>, ConvertError> {
     let meta = &pod.metadata;
     let object = format!(
         "pod {}/{}",
@@ -97,6 +145,7 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
             .transpose()
     };
     let mut policy = GangPolicy::default();
+    let mut source = format!("annotation {GROUP_NAME_ANNOTATION}");
     let (name, implicit_min) = if let Some(name) = ann(GROUP_NAME_ANNOTATION) {
         let m = min(
             format!("metadata.annotations[{KUBE_BATCH_MIN_MEMBER}]"),
@@ -104,10 +153,13 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         )?;
         (name, m)
     } else if let Some(name) = ann(VOLCANO_GROUP_NAME).or_else(|| label(VOLCANO_GROUP_NAME)) {
+        source = format!("key {VOLCANO_GROUP_NAME}");
         (name, None)
     } else if let Some(name) = label(X_K8S_POD_GROUP_LABEL) {
+        source = format!("label {X_K8S_POD_GROUP_LABEL}");
         (name, None)
     } else if let Some(name) = ann(koordinator::NAME) {
+        source = format!("annotation {}", koordinator::NAME);
         check_name(&name, &object)?;
         let ns = meta.namespace.clone().unwrap_or_default();
         let empty = BTreeMap::new();
@@ -119,6 +171,7 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         // With min-available the labels alone make the gang; without, its PodGroup object
         // (scheduling.sigs.k8s.io) does. Never a gang of one by default: pods that arrive
         // before their PodGroup must not bind one by one.
+        source = format!("label {ACK_GROUP_NAME}");
         let m = min(
             format!("metadata.labels[{ACK_MIN_AVAILABLE}]"),
             label(ACK_MIN_AVAILABLE),
@@ -128,14 +181,18 @@ pub fn pod_gang(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         return Ok(None);
     };
     check_name(&name, &object)?;
-    Ok(Some(GangDecl {
-        name,
-        implicit_min,
-        policy,
+    Ok(Some(Keyed {
+        decl: GangDecl {
+            name,
+            implicit_min,
+            policy,
+            overrides: None,
+        },
+        source,
     }))
 }
 
-fn check_name(name: &str, object: &str) -> Result<(), ConvertError> {
+pub(crate) fn check_name(name: &str, object: &str) -> Result<(), ConvertError> {
     if !is_dns_subdomain(name) {
         return Err(ConvertError {
             object: object.to_string(),

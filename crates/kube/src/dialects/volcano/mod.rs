@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
+use super::kind::{Dialect, GangKind, KindContext};
 use crate::convert::ConvertError;
 use crate::framework::{ConditionKind, JobCondition};
 use crate::model::pod_rules::LabelSelector;
@@ -69,6 +70,29 @@ impl From<ConditionKind> for api::PodGroupConditionType {
             ConditionKind::Scheduled => Self::Scheduled,
             ConditionKind::Unschedulable => Self::Unschedulable,
         }
+    }
+}
+
+impl GangKind for PodGroup {
+    const DIALECT: Dialect = Dialect::VOLCANO;
+    const WATCH_NAME: &'static str = "scheduling.volcano.sh PodGroup";
+    const STATUS_SUBRESOURCE: bool = false;
+    fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError> {
+        pod_group_to_job(self, ctx.priority_classes)
+    }
+    fn status_patch(
+        &self,
+        job: &JobInfo,
+        condition: Option<&JobCondition>,
+        now_ms: i64,
+    ) -> Option<Value> {
+        status_patch(self, &GroupStatus::of(job, condition), now_ms)
+    }
+    fn stored_phase(&self) -> Option<&str> {
+        self.status.as_ref()?.phase.as_ref().map(|p| p.as_str())
+    }
+    fn priority_class_name(&self) -> Option<&str> {
+        self.spec.priority_class_name.as_deref()
     }
 }
 
