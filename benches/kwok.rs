@@ -78,6 +78,7 @@ async fn create_pods(
         scheduler: scheduler.into(),
         gangs: 0..size.gangs,
         gang_size: size.gang_size,
+        dialect: support::Dialect::Volcano,
     }
     .create_pods(client)
     .await

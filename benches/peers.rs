@@ -1,36 +1,54 @@
-//! rust-batch against its peers, end to end on kwok clusters: the null binder (binds pods
-//! round-robin deciding nothing: the API server's ceiling) with 16 and with 64 binds in
-//! flight, rust-batch (its defaults), kube-scheduler and the Volcano scheduler, each on a
-//! FRESH control plane (tests/cluster/up.sh) with the same nodes and the same workload: pods
-//! in gangs of 10 (a Volcano PodGroup each, minMember 10), created 32 at a time right after
-//! the scheduler process started, as benches/kwok.rs creates them. Per size it prints a
-//! table: pods/s, the ratio to the best null binder and to each peer, gang latency p50/p99
-//! (the gang's last pod created → the whole gang bound), idle gang latency p50/p99 (after
-//! the bulk run, once nothing in the namespace changed for a second, gangs of 8 created one
-//! at a time), process start → first bind, peak
-//! RSS, CPU seconds (the scheduler's, and the API server's + etcd's), and how loaded the
-//! machine was (cores busy, cores stolen by the hypervisor: a round with much stolen ran on
-//! a slower machine than its neighbours). Each run also prints where its time went: when the
-//! last pod was created, and at each tenth of the run how many pods were created but not yet
-//! bound (a scheduler that keeps up holds a few dozen; the run then lasts as long as the
-//! creates do). Every run checks 0 partial gangs, 0 over-committed nodes, 0 pods seen on
-//! two nodes.
+//! rust-batch against its peers, end to end on kwok clusters, each contender on a FRESH
+//! control plane (tests/cluster/up.sh: Kubernetes 1.37 with its gang API served) with the
+//! same nodes and the same gangs (RB_BENCH_GANG_SIZE pods each, default 8), created 32 at a
+//! time right after the scheduler process started, as benches/kwok.rs creates them. The
+//! contenders (RB_BENCH_RUNS names them):
+//!
+//! - `null-N`: the null binder (binds pods round-robin deciding nothing: the API server's
+//!   ceiling) with N binds in flight; "the best null binder" of a table is the fastest of
+//!   those run (by default 64 and 256 in flight);
+//! - `rust-batch`: the gangs as Volcano PodGroups (minMember = the gang's size);
+//! - `rust-batch-upstream`: the gangs declared the upstream way, a scheduling.k8s.io/v1beta1
+//!   PodGroup each (`schedulingPolicy.gang.minCount`) and pods joining it by
+//!   `spec.schedulingGroup.podGroupName`;
+//! - `kube-scheduler`: kube-scheduler of the control plane's version with its gang scheduling
+//!   on (feature gate GenericWorkload: the GangScheduling plugin), the gangs declared the
+//!   upstream way;
+//! - `volcano`: Volcano's scheduler (its CRDs, default config and queues), Volcano PodGroups;
+//! - `vcjob-volcano`, `vcjob-rust-batch`: a Volcano Job (vcjob) per gang, Volcano's
+//!   vc-controller-manager making its PodGroup and pods, Volcano's scheduler or rust-batch
+//!   behind it (the vcjob's gang latency counts from the vcjob's create);
+//! - `null-gang-N`: the null binder holding each pod until its gang is whole, then binding
+//!   the gang's pods together — the floor of any binder that never binds part of a gang;
+//! - `rust-batch-b`: rust-batch from the binary RB_BENCH_BIN_B, another build, for an A/B of
+//!   a change in the same run.
+//!
+//! Per size it prints a table: pods/s, the ratio to the best null binder and to each peer
+//! (a vcjob run to Volcano's vcjob run), gang latency p50/p99 (the gang's last pod created
+//! → the whole gang bound), idle gang latency p50/p99 (after the bulk run, once nothing in
+//! the namespace changed for a second, gangs of 8 created one at a time; rust-batch's also
+//! as a ratio to kube-scheduler's), process start → first bind, peak RSS, CPU seconds (the
+//! scheduler's, and the API server's + etcd's), the partial gangs, over-committed nodes and
+//! pods seen on two nodes each run left (counted for every contender from the pods' names,
+//! whatever the dialect; a rust-batch run that leaves any fails the bench), and how loaded
+//! the machine was (cores busy, cores stolen by the hypervisor: a round with much stolen ran
+//! on a slower machine than its neighbours). Each run also prints where its time went: when
+//! the last pod was created, and at each tenth of the run how many pods were created but not
+//! yet bound (a scheduler that keeps up holds a few dozen; the run then lasts as long as the
+//! creates do).
 //!
 //!   cargo bench --bench peers                                  # 500, 1,000 and 5,000 nodes
 //!   RB_BENCH_SIZES=500 RB_BENCH_RUNS=null-64,rust-batch cargo bench --bench peers
 //!
 //! The peers are built first by tests/cluster/build-peers.sh (cached by version in
 //! ~/.cache/rust-batch; kube-scheduler from the control plane's wrapper module, Volcano's
-//! scheduler v1.15.1 from Volcano's source snapshot, the release whose controllers the e2e
-//! suite runs). Each run starts and stops its own control plane, so
+//! scheduler v1.15.1 from Volcano's source snapshot) and, for the vcjob runs,
+//! tests/cluster/operators/volcano-controllers/build.sh (vc-controller-manager of the same
+//! release, as the e2e suite runs it). Each run starts and stops its own control plane, so
 //! the bench needs no with-cluster.sh (under one it runs the same; the ambient cluster idles).
 //!
 //! Env: RB_BENCH_SIZES (nodes, comma-separated; default 500,1000,5000), RB_BENCH_PODS_PER_NODE
-//! (default 10), RB_BENCH_RUNS (default null-16,null-64,rust-batch,kube-scheduler,volcano;
-//! also null-gang-N: the null binder holding each pod until its gang is whole, then binding
-//! the gang's pods together — the floor of any binder that never binds part of a gang, set
-//! beside rust-batch's idle gang latency; and rust-batch-b: rust-batch from the binary
-//! RB_BENCH_BIN_B, another build, for an A/B of a change in the same run),
+//! (default 10), RB_BENCH_GANG_SIZE (default 8), RB_BENCH_RUNS (default: `DEFAULT_RUNS`),
 //! RB_BENCH_IDLE_GANGS (default 20: gangs of the idle phase; 0 measures the bulk only and
 //! skips the minutes of waiting for the namespace to settle after it),
 //! RB_BENCH_TIMEOUT (seconds a run may take to bind everything; default 900: a run that
@@ -60,7 +78,10 @@ use kube::Client;
 use serde_json::json;
 use support::*;
 
-const GANG_SIZE: usize = 10;
+/// The bulk's gang size: RB_BENCH_GANG_SIZE, default 8.
+fn gang_size() -> usize {
+    env_or("RB_BENCH_GANG_SIZE", 8usize).max(1)
+}
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Contender {
@@ -71,8 +92,17 @@ enum Contender {
     /// rust-batch from the binary RB_BENCH_BIN_B (`rust-batch-b`): another build of it,
     /// for an A/B of a change in the same run.
     RustBatchB,
+    /// rust-batch scheduling the gangs declared the upstream way (scheduling.k8s.io
+    /// PodGroups, pods' spec.schedulingGroup) instead of as Volcano PodGroups.
+    RustBatchUpstream,
+    /// kube-scheduler with its gang scheduling on (GenericWorkload: the GangScheduling
+    /// plugin), the gangs declared the upstream way.
     KubeScheduler,
     Volcano,
+    /// Volcano's scheduler behind Volcano's vc-controller-manager: the gangs are vcjobs.
+    VcJobVolcano,
+    /// rust-batch (answering to `rust-batch`) behind the same controller.
+    VcJobRustBatch,
 }
 
 impl Contender {
@@ -80,8 +110,11 @@ impl Contender {
         match s.trim() {
             "rust-batch" => Contender::RustBatch,
             "rust-batch-b" => Contender::RustBatchB,
+            "rust-batch-upstream" => Contender::RustBatchUpstream,
             "kube-scheduler" => Contender::KubeScheduler,
             "volcano" => Contender::Volcano,
+            "vcjob-volcano" => Contender::VcJobVolcano,
+            "vcjob-rust-batch" => Contender::VcJobRustBatch,
             other => {
                 let in_flight = |prefix: &str| {
                     other
@@ -104,8 +137,11 @@ impl Contender {
             Contender::NullGang(n) => format!("null binder of whole gangs, {n} in flight"),
             Contender::RustBatch => "rust-batch".into(),
             Contender::RustBatchB => "rust-batch B (RB_BENCH_BIN_B)".into(),
-            Contender::KubeScheduler => "kube-scheduler".into(),
+            Contender::RustBatchUpstream => "rust-batch, scheduling.k8s.io gangs".into(),
+            Contender::KubeScheduler => "kube-scheduler, scheduling.k8s.io gangs".into(),
             Contender::Volcano => "Volcano".into(),
+            Contender::VcJobVolcano => "vcjobs: Volcano".into(),
+            Contender::VcJobRustBatch => "vcjobs: rust-batch".into(),
         }
     }
 
@@ -115,18 +151,49 @@ impl Contender {
             Contender::NullGang(n) => format!("null-gang-{n}"),
             Contender::RustBatch => "rust-batch".into(),
             Contender::RustBatchB => "rust-batch-b".into(),
+            Contender::RustBatchUpstream => "rust-batch-upstream".into(),
             Contender::KubeScheduler => "kube-scheduler".into(),
             Contender::Volcano => "volcano".into(),
+            Contender::VcJobVolcano => "vcjob-volcano".into(),
+            Contender::VcJobRustBatch => "vcjob-rust-batch".into(),
         }
+    }
+
+    /// How its gangs are declared.
+    fn dialect(self) -> Dialect {
+        match self {
+            Contender::RustBatchUpstream | Contender::KubeScheduler => Dialect::Upstream,
+            Contender::VcJobVolcano | Contender::VcJobRustBatch => Dialect::VcJob,
+            _ => Dialect::Volcano,
+        }
+    }
+
+    /// rust-batch, however its gangs come.
+    fn is_rust_batch(self) -> bool {
+        matches!(
+            self,
+            Contender::RustBatch
+                | Contender::RustBatchB
+                | Contender::RustBatchUpstream
+                | Contender::VcJobRustBatch
+        )
+    }
+
+    /// Runs Volcano's scheduler (its CRDs and queues installed as Volcano installs them).
+    fn is_volcano(self) -> bool {
+        matches!(self, Contender::Volcano | Contender::VcJobVolcano)
     }
 
     /// The schedulerName its pods carry.
     fn scheduler_name(self) -> &'static str {
         match self {
             Contender::Null(_) | Contender::NullGang(_) => "null-binder",
-            Contender::RustBatch | Contender::RustBatchB => "rust-batch",
+            Contender::RustBatch
+            | Contender::RustBatchB
+            | Contender::RustBatchUpstream
+            | Contender::VcJobRustBatch => "rust-batch",
             Contender::KubeScheduler => "default-scheduler",
-            Contender::Volcano => "volcano",
+            Contender::Volcano | Contender::VcJobVolcano => "volcano",
         }
     }
 }
@@ -144,9 +211,12 @@ struct Peers {
     kube_scheduler: PathBuf,
     volcano: PathBuf,
     volcano_src: PathBuf,
+    /// Volcano's vc-controller-manager (tests/cluster/operators/volcano-controllers), for
+    /// the vcjob runs.
+    vc_controllers: Option<PathBuf>,
 }
 
-fn build_peers() -> Peers {
+fn build_peers(vcjobs: bool) -> Peers {
     let t = Instant::now();
     let report = common::script_stdout("tests/cluster/build-peers.sh", "building the peers");
     let field = |key: &str| -> PathBuf {
@@ -159,6 +229,7 @@ fn build_peers() -> Peers {
         kube_scheduler: field("KUBE_SCHEDULER"),
         volcano: field("VOLCANO_SCHEDULER"),
         volcano_src: field("VOLCANO_SRC"),
+        vc_controllers: vcjobs.then(|| common::operators::built("volcano-controllers").bin),
     }
 }
 
@@ -186,6 +257,8 @@ struct Outcome {
     /// Requests the API server answered (anyone's: the bench's creates, kwok, the
     /// contender) from the start to the last bind, by verb and resource.
     api_requests: Vec<(String, f64)>,
+    /// Partial gangs, over-committed nodes, double binds left at the end.
+    violations: Violations,
 }
 
 impl Outcome {
@@ -197,13 +270,25 @@ impl Outcome {
 /// Installs Volcano's own CRDs (its source's config/crd/volcano/bases: PodGroup, Queue, Job,
 /// Command, HyperNode, …) and its queues `root` and `default`, both Open.
 async fn volcano_setup(client: &Client, src: &Path) {
+    volcano_crds(client, src, |_| true).await;
+    volcano_queues(client).await;
+}
+
+/// The CRDs vc-controller-manager's job and queue controllers wait for beside PodGroups and
+/// Queues (rust-batch's own CRDs): Volcano's Job and Command, as tests/e2e_volcano_controllers.rs
+/// installs them.
+const VCJOB_CRDS: [&str; 2] = ["batch.volcano.sh_jobs.yaml", "bus.volcano.sh_commands.yaml"];
+
+/// Applies the CRDs of Volcano's source whose file name `want` picks, and waits for them.
+async fn volcano_crds(client: &Client, src: &Path, want: impl Fn(&str) -> bool) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let dir = src.join("config/crd/volcano/bases");
     let mut names = vec![];
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if path.extension().is_some_and(|e| e == "yaml") && want(&file) {
             let crd: CustomResourceDefinition =
                 rust_batch::yaml::from_str(&std::fs::read_to_string(&path).unwrap())
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -221,6 +306,10 @@ async fn volcano_setup(client: &Client, src: &Path) {
     for name in names {
         common::wait_crd_established(client, &name, Duration::from_secs(60)).await;
     }
+}
+
+/// Volcano's queues `root` and `default`, both Open.
+async fn volcano_queues(client: &Client) {
     let queues = Api::<DynamicObject>::all_with(
         client.clone(),
         &ApiResource {
@@ -268,7 +357,10 @@ fn start(
     let log = log_dir().join(format!("peers-{tag}-{}.log", contender.key()));
     match contender {
         Contender::Null(_) | Contender::NullGang(_) => None,
-        Contender::RustBatch | Contender::RustBatchB => {
+        Contender::RustBatch
+        | Contender::RustBatchB
+        | Contender::RustBatchUpstream
+        | Contender::VcJobRustBatch => {
             // Under `cargo test` the scheduler runs as the ServiceAccount the chart ships, as
             // in every e2e test; in the benchmark every contender runs as the cluster admin.
             let kubeconfig = if smoke {
@@ -300,10 +392,16 @@ fn start(
             .unwrap();
             let mut cmd = Command::new(&peers.kube_scheduler);
             cmd.arg(format!("--config={}", config.display()))
-                .arg("--secure-port=0");
+                .arg("--secure-port=0")
+                // Kubernetes' gang scheduling (pkg/features/kube_features.go of 1.37: beta,
+                // off by default): with it the default profile gains the GangScheduling
+                // plugin (pkg/scheduler/apis/config/v1/default_plugins.go) and the
+                // scheduler watches scheduling.k8s.io PodGroups and schedules each one's
+                // pods in one pod-group cycle.
+                .arg(format!("--feature-gates={KUBE_SCHEDULER_GATES}"));
             Some(Proc::spawn("kube-scheduler", &mut cmd, log))
         }
-        Contender::Volcano => {
+        Contender::Volcano | Contender::VcJobVolcano => {
             let peers = peers.expect("peers built");
             let conf = peers
                 .volcano_src
@@ -331,6 +429,62 @@ fn start(
     }
 }
 
+/// kube-scheduler's feature gates: GenericWorkload, the gate of 1.37's gang scheduling (the
+/// API server's are set by tests/cluster/up.sh).
+const KUBE_SCHEDULER_GATES: &str = "GenericWorkload=true";
+
+/// Volcano's vc-controller-manager for the vcjob runs: its job and queue controllers (as
+/// tests/e2e_volcano_controllers.rs runs them, and for the same reasons), client QPS and
+/// burst 5000 as the schedulers', leader election off; None for other contenders.
+fn start_controllers(
+    contender: Contender,
+    cluster: &Cluster,
+    peers: Option<&Peers>,
+    tag: &str,
+) -> Option<Proc> {
+    if contender.dialect() != Dialect::VcJob {
+        return None;
+    }
+    let bin = peers
+        .and_then(|p| p.vc_controllers.as_ref())
+        .expect("vc-controller-manager built");
+    let log = log_dir().join(format!("peers-{tag}-{}-controllers.log", contender.key()));
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--kubeconfig={}", cluster.kubeconfig.display()))
+        .args([
+            "--leader-elect=false",
+            "--controllers=job-controller,queue-controller",
+            "--scheduler-name=volcano",
+            "--scheduler-name=rust-batch",
+            "--kube-api-qps=5000",
+            "--kube-api-burst=5000",
+            "--logtostderr",
+        ])
+        .arg(format!(
+            "--listen-address=127.0.0.1:{}",
+            common::free_port()
+        ))
+        .arg(format!(
+            "--healthz-address=127.0.0.1:{}",
+            common::free_port()
+        ));
+    let proc = Proc::spawn("vc-controller-manager", &mut cmd, log);
+    // Its job controller waits for every informer it starts before it makes a pod.
+    let t = Instant::now();
+    while !std::fs::read_to_string(&proc.log)
+        .unwrap_or_default()
+        .contains("JobController is running")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "vc-controller-manager's job controller not running after 60 s; log: {}",
+            proc.log.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(proc)
+}
+
 /// One contender on `cluster` (fresh, or the ambient one for the smoke test).
 async fn run(
     contender: Contender,
@@ -348,12 +502,16 @@ async fn run(
         ns: ns.clone(),
         pool: pool.into(),
         scheduler: contender.scheduler_name().into(),
-        gangs: 0..nodes.len() * env_or("RB_BENCH_PODS_PER_NODE", 10usize) / GANG_SIZE,
-        gang_size: GANG_SIZE,
+        gangs: 0..nodes.len() * env_or("RB_BENCH_PODS_PER_NODE", 10usize) / gang_size(),
+        gang_size: gang_size(),
+        dialect: contender.dialect(),
     };
     work.create_pod_groups(client).await;
     let (log, watch) = observe_binds(client, &ns).await;
     let timeout = Duration::from_secs(env_or("RB_BENCH_TIMEOUT", 900u64));
+    // The controller runs before the scheduler starts: it is how the gangs are submitted.
+    let mut controllers = start_controllers(contender, cluster, peers, tag);
+    let controllers_cpu0 = controllers.as_ref().map_or(0.0, |c| c.usage().cpu_s);
 
     let cpu0 = machine_cpu();
     let cp0 = cluster.control_plane_cpu();
@@ -373,14 +531,14 @@ async fn run(
     eprintln!(
         "[peers] {}: {}",
         contender.label(),
-        backlog_timeline(&log, &created, GANG_SIZE, t0)
+        backlog_timeline(&log, &created, work.gang_size, t0)
     );
     let mut out = Outcome {
         pods: work.pods(),
         bound,
         all_bound: if all { last } else { None },
         first_bind: first,
-        latencies: gang_latencies(&log, &created, GANG_SIZE),
+        latencies: gang_latencies(&log, &created, &work),
         idle: vec![],
         usage: proc.as_ref().map(|p| p.usage()),
         control_plane_cpu: cluster.control_plane_cpu() - cp0,
@@ -390,8 +548,17 @@ async fn run(
         writes: vec![],
         writes_settled: vec![],
         api_requests: requests_between(&requests0, &cluster.api_requests().await),
+        violations: Violations::default(),
     };
-    let rust_batch = matches!(contender, Contender::RustBatch | Contender::RustBatchB);
+    if let Some(c) = &controllers {
+        eprintln!(
+            "[peers] {}: vc-controller-manager {:.1} CPU s, peak RSS {} MiB",
+            contender.label(),
+            c.usage().cpu_s - controllers_cpu0,
+            c.usage().peak_rss_mib
+        );
+    }
+    let rust_batch = contender.is_rust_batch();
     if rust_batch {
         out.writes = rust_batch_writes(port).await;
     }
@@ -407,7 +574,12 @@ async fn run(
         // The cluster settles first: kwok marks the bulk's pods running in the seconds
         // after they bind, and a scheduler may still write their PodGroups' status. Idle
         // means no pod or PodGroup of the namespace changed for IDLE_QUIET.
-        let changes = Changes::watch(client, &ns);
+        let also = match work.dialect {
+            Dialect::Volcano => None,
+            Dialect::Upstream => Some(upstream_pod_group_resource()),
+            Dialect::VcJob => Some(vcjob_resource()),
+        };
+        let changes = Changes::watch(client, &ns, also);
         let waited = changes.settled(IDLE_QUIET, timeout).await;
         drop(changes);
         eprintln!(
@@ -426,9 +598,20 @@ async fn run(
     if let Some(b) = binder {
         b.abort();
     }
-    check_invariants(client, &ns, &log).await;
+    out.violations = count_violations(client, &work, &log).await;
+    // Rule 4: rust-batch never leaves a partial gang, an over-committed node or a pod bound
+    // twice; a peer that does is reported in the table.
+    assert!(
+        !(contender.is_rust_batch() && out.violations.any()),
+        "{}: partial gangs / over-committed nodes / double binds: {}",
+        contender.label(),
+        out.violations
+    );
     if let Some(p) = proc.as_mut() {
         p.stop();
+    }
+    if let Some(c) = controllers.as_mut() {
+        c.stop();
     }
     watch.abort();
     if !all {
@@ -471,6 +654,7 @@ async fn idle_gangs(
             scheduler: bulk.scheduler.clone(),
             gangs: first..first + 1,
             gang_size: IDLE_GANG_SIZE,
+            dialect: bulk.dialect,
         };
         gang.create_pod_groups(client).await;
         let created = gang.create_pods(client).await;
@@ -479,7 +663,7 @@ async fn idle_gangs(
             eprintln!("[peers] idle gang {g} not bound in {timeout:?}");
             break;
         }
-        latencies.extend(gang_latencies(log, &created, IDLE_GANG_SIZE));
+        latencies.extend(gang_latencies(log, &created, &gang));
         if std::env::var_os("RB_BENCH_IDLE_TRACE").is_some() {
             let wall = |t: Instant| {
                 let ago = Instant::now().saturating_duration_since(t);
@@ -488,7 +672,11 @@ async fn idle_gangs(
             let last_created = created.values().max().copied().unwrap();
             let b = log.lock().unwrap();
             let last_bound = (0..IDLE_GANG_SIZE)
-                .filter_map(|i| b.first.get(&format!("gang-{first}-{i}")).map(|(t, _)| *t))
+                .filter_map(|i| {
+                    b.first
+                        .get(&gang.member(&format!("gang-{first}"), i))
+                        .map(|(t, _)| *t)
+                })
                 .max()
                 .unwrap();
             eprintln!(
@@ -539,17 +727,21 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
     let null_idle = idle_of(|c| matches!(c, Contender::Null(_)));
     let gang_null_idle = idle_of(|c| matches!(c, Contender::NullGang(_)));
     let kube = rate_of(|c| *c == Contender::KubeScheduler);
+    let kube_idle = idle_of(|c| *c == Contender::KubeScheduler);
     let volcano = rate_of(|c| *c == Contender::Volcano);
+    // A vcjob run is compared with Volcano's scheduler behind the same controller.
+    let vcjob_volcano = rate_of(|c| *c == Contender::VcJobVolcano);
+    let gang = gang_size();
     println!();
     println!(
-        "peers benchmark: {nodes} kwok nodes, {pods} pods in gangs of {GANG_SIZE} (each run on a fresh control plane)"
+        "peers benchmark: {nodes} kwok nodes, {pods} pods in gangs of {gang} (each run on a fresh control plane)"
     );
     println!();
     println!(
-        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | idle gang of {IDLE_GANG_SIZE} p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | cores busy (of {}) / stolen / load1 |",
+        "| | pods/s | of the best null binder | vs kube-scheduler | vs Volcano | gang latency p50 / p99 | idle gang of {IDLE_GANG_SIZE} p50 / p99 | start → first bind | peak RSS | CPU s | API server + etcd CPU s | partial gangs / over-committed nodes / double binds | cores busy (of {}) / stolen / load1 |",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (c, o) in results {
         let rate = match o.rate() {
             Some(r) => format!("{r:.0}"),
@@ -569,6 +761,13 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             // The p50 against the best null binder's.
             idle += &format!(" ({})", ratio(percentile(&o.idle, 0.5), null_idle));
         }
+        if c.is_rust_batch() && kube_idle.is_some() {
+            // And against kube-scheduler's gangs.
+            idle += &format!(
+                " ({} of kube-scheduler's)",
+                ratio(percentile(&o.idle, 0.5), kube_idle)
+            );
+        }
         if !matches!(c, Contender::Null(_) | Contender::NullGang(_)) && gang_null_idle.is_some() {
             // And against the whole-gang null binder's: a gang scheduler's floor.
             idle += &format!(
@@ -581,13 +780,21 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
             None => ("–".into(), "–".into()),
         };
         println!(
-            "| {} | {rate} | {} | {} | {} | {gang} | {idle} | {} | {rss} | {cpu} | {:.1} | {:.2} / {:.2} / {:.1} |",
+            "| {} | {rate} | {} | {} | {} | {gang} | {idle} | {} | {rss} | {cpu} | {:.1} | {} | {:.2} / {:.2} / {:.1} |",
             c.label(),
             ratio(o.rate(), best_null),
             ratio(o.rate(), kube),
-            ratio(o.rate(), volcano),
+            ratio(
+                o.rate(),
+                if c.dialect() == Dialect::VcJob {
+                    vcjob_volcano
+                } else {
+                    volcano
+                }
+            ),
             fmt_s(o.first_bind),
             o.control_plane_cpu,
+            o.violations,
             o.cores_busy,
             o.cores_stolen,
             o.load1
@@ -633,6 +840,9 @@ fn report(nodes: usize, results: &[(Contender, Outcome)]) {
     }
 }
 
+/// The contenders `cargo bench --bench peers` runs unless RB_BENCH_RUNS names others.
+const DEFAULT_RUNS: &str = "null-64,null-256,rust-batch,rust-batch-upstream,kube-scheduler,volcano,vcjob-volcano,vcjob-rust-batch";
+
 async fn bench() {
     let sizes: Vec<usize> = std::env::var("RB_BENCH_SIZES")
         .unwrap_or_else(|_| "500,1000,5000".into())
@@ -640,7 +850,7 @@ async fn bench() {
         .map(|s| s.trim().parse().expect("RB_BENCH_SIZES: numbers of nodes"))
         .collect();
     let runs: Vec<Contender> = std::env::var("RB_BENCH_RUNS")
-        .unwrap_or_else(|_| "null-16,null-64,rust-batch,kube-scheduler,volcano".into())
+        .unwrap_or_else(|_| DEFAULT_RUNS.into())
         .split(',')
         .map(Contender::parse)
         .collect();
@@ -650,8 +860,11 @@ async fn bench() {
     }
     let peers = runs
         .iter()
-        .any(|c| matches!(c, Contender::KubeScheduler | Contender::Volcano))
-        .then(build_peers);
+        .any(|c| {
+            matches!(c, Contender::KubeScheduler | Contender::Volcano)
+                || c.dialect() == Dialect::VcJob
+        })
+        .then(|| build_peers(runs.iter().any(|c| c.dialect() == Dialect::VcJob)));
     let rounds: usize = env_or("RB_BENCH_ROUNDS", 1).max(1);
     for nodes in sizes {
         let mut by_round = vec![];
@@ -667,10 +880,14 @@ async fn bench() {
             };
             for &contender in &order {
                 let cluster = Cluster::fresh(&format!("peers-{nodes}")).await;
-                if contender == Contender::Volcano {
+                if contender.is_volcano() {
                     volcano_setup(&cluster.client, &peers.as_ref().unwrap().volcano_src).await;
                 } else {
                     common::install_crds(&cluster.client).await;
+                }
+                if contender == Contender::VcJobRustBatch {
+                    let src = &peers.as_ref().unwrap().volcano_src;
+                    volcano_crds(&cluster.client, src, |f| VCJOB_CRDS.contains(&f)).await;
                 }
                 let t = Instant::now();
                 let names = create_nodes(&cluster.client, "peers", "peers", nodes).await;

@@ -116,6 +116,7 @@ async fn scale(cluster: Cluster, nodes: usize, pods: usize, more: usize, smoke: 
         scheduler: scheduler.clone(),
         gangs: 0..pods / GANG_SIZE,
         gang_size: GANG_SIZE,
+        dialect: Dialect::Volcano,
     };
     let t = Instant::now();
     first.create_pod_groups(&client).await;

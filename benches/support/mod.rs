@@ -459,8 +459,26 @@ pub async fn create_nodes(client: &Client, prefix: &str, pool: &str, n: usize) -
     names
 }
 
-/// The gangs of a run: `gangs` gangs `gang-{g}` of `gang_size` pods `gang-{g}-{i}`, each pod
-/// 100m cpu / 128Mi, on the nodes of `pool`, for `scheduler`.
+/// How a run's gangs are declared, the same gangs either way.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dialect {
+    /// A Volcano PodGroup per gang (minMember = the gang's size, queue `default`), each pod
+    /// naming it by the annotation `scheduling.k8s.io/group-name`.
+    Volcano,
+    /// Kubernetes' own gang API (1.35+): a `scheduling.k8s.io/v1beta1` PodGroup per gang
+    /// (`schedulingPolicy.gang.minCount` = the gang's size), each pod joining it by
+    /// `spec.schedulingGroup.podGroupName`.
+    Upstream,
+    /// A Volcano Job (`batch.volcano.sh/v1alpha1`) per gang, one task `w` of the gang's size
+    /// (minAvailable = the size), written as Volcano's mutating webhook leaves it: Volcano's
+    /// vc-controller-manager makes its PodGroup, and its pods `{job}-w-{i}` once the
+    /// scheduler's enqueue lets the PodGroup out of Pending.
+    VcJob,
+}
+
+/// The gangs of a run: `gangs` gangs `gang-{g}` of `gang_size` pods (`gang-{g}-{i}`; a
+/// vcjob's `gang-{g}-w-{i}`), each pod 100m cpu / 128Mi, on the nodes of `pool`, for
+/// `scheduler`, declared in `dialect`.
 #[derive(Clone)]
 pub struct Workload {
     pub ns: String,
@@ -468,6 +486,30 @@ pub struct Workload {
     pub scheduler: String,
     pub gangs: std::ops::Range<usize>,
     pub gang_size: usize,
+    pub dialect: Dialect,
+}
+
+/// scheduling.k8s.io/v1beta1 PodGroup (Kubernetes 1.37's native gang), served where the API
+/// server has its GenericWorkload gate on (tests/cluster/up.sh turns it on).
+pub fn upstream_pod_group_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "scheduling.k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "scheduling.k8s.io/v1beta1".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    }
+}
+
+/// batch.volcano.sh/v1alpha1 Job (a vcjob).
+pub fn vcjob_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "batch.volcano.sh".into(),
+        version: "v1alpha1".into(),
+        api_version: "batch.volcano.sh/v1alpha1".into(),
+        kind: "Job".into(),
+        plural: "jobs".into(),
+    }
 }
 
 impl Workload {
@@ -475,48 +517,149 @@ impl Workload {
         self.gangs.len() * self.gang_size
     }
 
+    /// The name of member `i` of the gang `group`.
+    pub fn member(&self, group: &str, i: usize) -> String {
+        match self.dialect {
+            Dialect::VcJob => format!("{group}-w-{i}"),
+            Dialect::Volcano | Dialect::Upstream => format!("{group}-{i}"),
+        }
+    }
+
+    /// The gang a pod of this workload belongs to, by its name.
+    pub fn gang_of<'a>(&self, pod: &'a str) -> Option<&'a str> {
+        let (group, i) = pod.rsplit_once('-')?;
+        i.parse::<usize>().ok()?;
+        match self.dialect {
+            Dialect::VcJob => group.strip_suffix("-w"),
+            Dialect::Volcano | Dialect::Upstream => Some(group),
+        }
+    }
+
+    fn resources() -> serde_json::Value {
+        json!({"requests": {"cpu": "100m", "memory": "128Mi"}})
+    }
+
     fn pod(&self, group: &str, name: &str) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": self.ns, "annotations": {"scheduling.k8s.io/group-name": group}},
+        let mut pod = json!({
+            "metadata": {"name": name, "namespace": self.ns},
             "spec": {
                 "schedulerName": self.scheduler,
                 "nodeSelector": {"pool": self.pool},
-                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]
+                "containers": [{"name": "c", "image": "busybox", "resources": Self::resources()}]
+            }
+        });
+        match self.dialect {
+            Dialect::Upstream => {
+                pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+            }
+            _ => {
+                pod["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": group});
+            }
+        }
+        serde_json::from_value(pod).unwrap()
+    }
+
+    /// A vcjob of one task `w` for gang `group`.
+    fn vcjob(&self, group: &str) -> kube::api::DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": group, "namespace": self.ns},
+            "spec": {
+                "schedulerName": self.scheduler, "queue": "default",
+                "minAvailable": self.gang_size, "maxRetry": 3,
+                "tasks": [{
+                    "name": "w", "replicas": self.gang_size, "minAvailable": self.gang_size,
+                    "maxRetry": 3,
+                    "template": {"spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": {"pool": self.pool},
+                        "containers": [{"name": "c", "image": "busybox", "resources": Self::resources()}]
+                    }}
+                }]
             }
         }))
         .unwrap()
     }
 
-    /// A Volcano PodGroup per gang (minMember = the gang's size, queue default), created
-    /// `CREATE_CONCURRENCY` at a time. rust-batch and Volcano read them; kube-scheduler and
-    /// the null binder ignore them (they exist in every run, so every API server holds the
-    /// same objects).
+    /// A PodGroup per gang in the workload's dialect (none for vcjobs: the controller makes
+    /// them), created `CREATE_CONCURRENCY` at a time. The schedulers that do not read a
+    /// dialect ignore its PodGroups (the null binder's workload has them too, so every API
+    /// server holds the same objects).
     pub async fn create_pod_groups(&self, client: &Client) {
         use rust_batch::kube::dialects::volcano::PodGroup;
-        let api = Api::<PodGroup>::namespaced(client.clone(), &self.ns);
+        let volcano = Api::<PodGroup>::namespaced(client.clone(), &self.ns);
+        let upstream = Api::<kube::api::DynamicObject>::namespaced_with(
+            client.clone(),
+            &self.ns,
+            &upstream_pod_group_resource(),
+        );
+        if self.dialect == Dialect::VcJob {
+            return;
+        }
         stream::iter(self.gangs.clone())
             .for_each_concurrent(CREATE_CONCURRENCY, |g| {
-                let api = api.clone();
+                let (volcano, upstream) = (volcano.clone(), upstream.clone());
                 async move {
-                    let pg: PodGroup = serde_json::from_value(json!({
-                        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                        "metadata": {"name": format!("gang-{g}"), "namespace": self.ns},
-                        "spec": {"minMember": self.gang_size, "queue": "default"}
-                    }))
-                    .unwrap();
-                    api.create(&PostParams::default(), &pg)
-                        .await
-                        .expect("podgroup created");
+                    let name = format!("gang-{g}");
+                    if self.dialect == Dialect::Upstream {
+                        let pg: kube::api::DynamicObject = serde_json::from_value(json!({
+                            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                            "metadata": {"name": name, "namespace": self.ns},
+                            "spec": {"schedulingPolicy": {"gang": {"minCount": self.gang_size}}}
+                        }))
+                        .unwrap();
+                        upstream
+                            .create(&PostParams::default(), &pg)
+                            .await
+                            .expect("scheduling.k8s.io PodGroup created");
+                    } else {
+                        let pg: PodGroup = serde_json::from_value(json!({
+                            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                            "metadata": {"name": name, "namespace": self.ns},
+                            "spec": {"minMember": self.gang_size, "queue": "default"}
+                        }))
+                        .unwrap();
+                        volcano
+                            .create(&PostParams::default(), &pg)
+                            .await
+                            .expect("podgroup created");
+                    }
                 }
             })
             .await;
     }
 
-    /// Creates every pod, gang by gang, `CREATE_CONCURRENCY` in flight; returns when each
-    /// gang's last pod was created.
+    /// Creates every pod, gang by gang, `CREATE_CONCURRENCY` in flight (vcjobs: every
+    /// vcjob, as many in flight); returns when each gang's last pod (its vcjob) was created.
     pub async fn create_pods(&self, client: &Client) -> HashMap<String, Instant> {
-        let api = Api::<Pod>::namespaced(client.clone(), &self.ns);
         let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let note = |created: &Mutex<HashMap<String, Instant>>, group: String| {
+            let now = Instant::now();
+            let mut c = created.lock().unwrap();
+            let last = c.entry(group).or_insert(now);
+            *last = (*last).max(now);
+        };
+        if self.dialect == Dialect::VcJob {
+            let api = Api::<kube::api::DynamicObject>::namespaced_with(
+                client.clone(),
+                &self.ns,
+                &vcjob_resource(),
+            );
+            stream::iter(self.gangs.clone())
+                .for_each_concurrent(CREATE_CONCURRENCY, |g| {
+                    let (api, created) = (api.clone(), created.clone());
+                    async move {
+                        let group = format!("gang-{g}");
+                        api.create(&PostParams::default(), &self.vcjob(&group))
+                            .await
+                            .expect("vcjob created");
+                        note(&created, group);
+                    }
+                })
+                .await;
+            return Arc::try_unwrap(created).unwrap().into_inner().unwrap();
+        }
+        let api = Api::<Pod>::namespaced(client.clone(), &self.ns);
         let work: Vec<(String, String)> = self
             .gangs
             .clone()
@@ -532,10 +675,7 @@ impl Workload {
                     api.create(&PostParams::default(), &self.pod(&group, &name))
                         .await
                         .expect("pod created");
-                    let now = Instant::now();
-                    let mut c = created.lock().unwrap();
-                    let last = c.entry(group).or_insert(now);
-                    *last = (*last).max(now);
+                    note(&created, group);
                 }
             })
             .await;
@@ -605,7 +745,9 @@ pub struct Changes {
 }
 
 impl Changes {
-    pub fn watch(client: &Client, ns: &str) -> Changes {
+    /// Watches the pods and Volcano PodGroups of `ns`, and the objects of `also` (the
+    /// workload's own kind: scheduling.k8s.io PodGroups, vcjobs) if given.
+    pub fn watch(client: &Client, ns: &str, also: Option<kube::discovery::ApiResource>) -> Changes {
         use rust_batch::kube::dialects::volcano::PodGroup;
         let last = Arc::new(Mutex::new((Instant::now(), 0)));
         fn note<K>(api: Api<K>, last: Arc<Mutex<(Instant, usize)>>) -> tokio::task::JoinHandle<()>
@@ -633,13 +775,18 @@ impl Changes {
                 }
             })
         }
-        let tasks = vec![
+        let mut tasks = vec![
             note(Api::<Pod>::namespaced(client.clone(), ns), last.clone()),
             note(
                 Api::<PodGroup>::namespaced(client.clone(), ns),
                 last.clone(),
             ),
         ];
+        if let Some(resource) = also {
+            let api =
+                Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), ns, &resource);
+            tasks.push(note(api, last.clone()));
+        }
         Changes { last, tasks }
     }
 
@@ -847,6 +994,110 @@ pub async fn check_invariants(client: &Client, ns: &str, log: &BindLog) {
     );
 }
 
+/// What a run left that no gang scheduler may: gangs bound in part, nodes holding more
+/// than their allocatable, pods seen bound to a second node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Violations {
+    pub partial_gangs: usize,
+    pub over_committed_nodes: usize,
+    pub double_binds: usize,
+}
+
+impl Violations {
+    pub fn any(&self) -> bool {
+        *self != Violations::default()
+    }
+}
+
+impl std::fmt::Display for Violations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} / {} / {}",
+            self.partial_gangs, self.over_committed_nodes, self.double_binds
+        )
+    }
+}
+
+/// The invariants of `check_invariants`, counted rather than asserted, for a contender
+/// whose failures the table reports (a peer's): gangs are known by their pods' names in
+/// `work` (whatever the dialect, one a scheduler may not read), a gang partial when some but
+/// not all of its pods are on nodes (read again after 3 s: binds of one gang land one by
+/// one).
+pub async fn count_violations(client: &Client, work: &Workload, log: &BindLog) -> Violations {
+    let partial = |pods: &[Pod]| -> HashSet<String> {
+        let mut gangs: HashMap<&str, (usize, usize)> = HashMap::new();
+        for p in pods {
+            let Some(g) = p.metadata.name.as_deref().and_then(|n| work.gang_of(n)) else {
+                continue;
+            };
+            let e = gangs.entry(g).or_default();
+            e.0 += 1;
+            if common::node_of(p).is_some() && p.metadata.deletion_timestamp.is_none() {
+                e.1 += 1;
+            }
+        }
+        gangs
+            .into_iter()
+            .filter(|(_, (all, bound))| *bound > 0 && bound < all)
+            .map(|(g, _)| g.to_string())
+            .collect()
+    };
+    let pods_of = || async {
+        Api::<Pod>::namespaced(client.clone(), &work.ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+    };
+    let mut partial_gangs = partial(&pods_of().await);
+    if !partial_gangs.is_empty() {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let again = partial(&pods_of().await);
+        partial_gangs.retain(|g| again.contains(g));
+    }
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    Violations {
+        partial_gangs: partial_gangs.len(),
+        over_committed_nodes: over_committed_nodes(client, &pods).await,
+        double_binds: log.lock().unwrap().rebound,
+    }
+}
+
+/// Nodes whose pods (not finished) ask for more than the node's allocatable.
+async fn over_committed_nodes(client: &Client, pods: &[Pod]) -> usize {
+    use rust_batch::kube::convert::{node_to_spec, pod_to_update};
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut used: HashMap<String, rust_batch::model::Resource> = HashMap::new();
+    for p in pods {
+        let phase = common::phase(p);
+        if let (Some(node), false) = (
+            common::node_of(p),
+            phase == "Succeeded" || phase == "Failed",
+        ) {
+            if let Ok(update) = pod_to_update(p, None) {
+                used.entry(node).or_default().add(&update.task.resreq);
+            }
+        }
+    }
+    nodes
+        .iter()
+        .filter_map(|n| node_to_spec(n).ok())
+        .filter(|spec| {
+            used.get(&spec.name)
+                .is_some_and(|u| !u.fits(&spec.allocatable))
+        })
+        .count()
+}
+
 /// Seconds from `since` to the first and to the last bind seen.
 pub fn first_last(log: &BindLog, since: Instant) -> (Option<f64>, Option<f64>) {
     let b = log.lock().unwrap();
@@ -857,18 +1108,19 @@ pub fn first_last(log: &BindLog, since: Instant) -> (Option<f64>, Option<f64>) {
     )
 }
 
-/// Each complete gang's latency (its last pod created → its last pod bound), sorted.
+/// Each complete gang's latency (its last pod created — a vcjob's: the vcjob created — →
+/// its last pod bound), sorted.
 pub fn gang_latencies(
     log: &BindLog,
     created: &HashMap<String, Instant>,
-    gang_size: usize,
+    work: &Workload,
 ) -> Vec<f64> {
     let b = log.lock().unwrap();
     let mut latencies: Vec<f64> = created
         .iter()
         .filter_map(|(group, last_created)| {
-            let whole = (0..gang_size)
-                .map(|i| b.first.get(&format!("{group}-{i}")).map(|(t, _)| *t))
+            let whole = (0..work.gang_size)
+                .map(|i| b.first.get(&work.member(group, i)).map(|(t, _)| *t))
                 .collect::<Option<Vec<_>>>()?
                 .into_iter()
                 .max()?;

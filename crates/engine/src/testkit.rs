@@ -252,7 +252,26 @@ impl Gang {
                 match_expressions: Vec::new(),
             }),
             match_label_keys: vec!["replica".into()],
+            topology: None,
         });
+        self
+    }
+
+    /// Gives the last subgroup policy added a `networkTopology` of its own (each of its
+    /// subgroups inside one domain).
+    pub fn subgroup_topology(mut self, mode: &str, highest_tier_allowed: Option<i64>) -> Self {
+        let i = self
+            .spec
+            .subgroups
+            .len()
+            .checked_sub(1)
+            .expect("a subgroup policy");
+        self.spec.subgroups[i].topology = Some(crate::model::TopologyRequest::from_volcano_field(
+            Some(mode),
+            highest_tier_allowed,
+            &self.spec.uid,
+            &format!("spec.subGroupPolicy[{i}].networkTopology"),
+        ));
         self
     }
 

@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 use crate::model::subgroup::{count_subgroups, subgroup_of};
 use crate::model::{GangMode, JobId, NodeId, PodGroupPhase, SubGroupKey, TaskRef, TaskStatus};
 
+mod subgroups;
+
 pub struct Allocate {
     /// Stop looking for feasible nodes after this many (at least), to bound the work per
     /// task on large clusters (kube-scheduler's percentageOfNodesToScore idea).
@@ -169,6 +171,9 @@ pub fn place_whole_gang(
     budget: &mut SearchBudget,
 ) -> Option<String> {
     let placed = |s: &Statement| s.job_ready(id) || s.job_pipelined(id);
+    if stmt.job(id).subgroups.iter().any(|p| p.topology.is_some()) {
+        return subgroups::place_in_domains(stmt, id, tasks, want_nodes, budget);
+    }
     let mut gave_up = 0u64;
     if let Some(domains) = stmt.gang_domains(id, tasks) {
         for set in &domains.options {

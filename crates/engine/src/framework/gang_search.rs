@@ -140,6 +140,9 @@ struct Search<'a> {
     within: Option<&'a NodeSet>,
     /// Only room that is free now counts (backfill binds what it places at once).
     idle_only: bool,
+    /// A part of the gang (one subgroup): placing `need` of its tasks is enough; the gang
+    /// need not be ready yet.
+    part: bool,
     tries: u64,
     limit: u64,
 }
@@ -233,6 +236,24 @@ impl Statement<'_> {
         self.search_counted(job, tasks, within, true, budget)
     }
 
+    /// Searches for a placement of at least `need` of `tasks` (one part of a gang: a
+    /// subgroup) inside `within` if given, whether or not the gang is ready with it. On
+    /// success the placement is left in the statement; otherwise the statement is as it
+    /// was.
+    pub fn search_part(
+        &mut self,
+        job: JobId,
+        tasks: &[TaskRef],
+        need: usize,
+        within: Option<&NodeSet>,
+        budget: &mut SearchBudget,
+    ) -> SearchOutcome {
+        let limit = budget.per_gang.min(budget.left_in_cycle);
+        let outcome = self.search_gang_within(job, tasks, within, false, limit, Some(need));
+        budget.left_in_cycle = budget.left_in_cycle.saturating_sub(outcome.tries());
+        outcome
+    }
+
     fn search_counted(
         &mut self,
         job: JobId,
@@ -242,7 +263,7 @@ impl Statement<'_> {
         budget: &mut SearchBudget,
     ) -> SearchOutcome {
         let limit = budget.per_gang.min(budget.left_in_cycle);
-        let outcome = self.search_gang_within(job, tasks, within, idle_only, limit);
+        let outcome = self.search_gang_within(job, tasks, within, idle_only, limit, None);
         budget.left_in_cycle = budget.left_in_cycle.saturating_sub(outcome.tries());
         let stats = &mut self.search_stats;
         stats.searches += 1;
@@ -262,9 +283,11 @@ impl Statement<'_> {
         within: Option<&NodeSet>,
         idle_only: bool,
         limit: u64,
+        part: Option<usize>,
     ) -> SearchOutcome {
         let j = self.job(job);
-        let need = (j.min_member as usize).saturating_sub(j.ready_count() as usize);
+        let need = part
+            .unwrap_or_else(|| (j.min_member as usize).saturating_sub(j.ready_count() as usize));
         if tasks.len() < need || tasks.is_empty() {
             return SearchOutcome::NoPlacement { tries: 0 };
         }
@@ -294,6 +317,7 @@ impl Statement<'_> {
             masks,
             within,
             idle_only,
+            part: part.is_some(),
             tries: 0,
             limit,
         };
@@ -481,7 +505,7 @@ impl Statement<'_> {
     /// Places units `u..` given `placed` members placed so far.
     fn place_unit(&mut self, s: &mut Search, u: usize, placed: usize) -> Step {
         if u == s.units.len() {
-            let ready = self.job_ready(s.job) || self.job_pipelined(s.job);
+            let ready = s.part || self.job_ready(s.job) || self.job_pipelined(s.job);
             return if placed >= s.need && ready {
                 Step::Found
             } else {

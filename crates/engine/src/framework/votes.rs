@@ -94,6 +94,17 @@ pub type EventFn = Box<dyn Fn(&Event)>;
 /// that room on nodes the gang cannot use is not counted.
 pub type GangDomainsFn =
     Box<dyn Fn(&ClusterState, JobId, &[super::StaticNodes]) -> Option<GangDomains>>;
+/// Where one subgroup of a gang should go (its policy's own `networkTopology`): node sets
+/// to place the subgroup inside, best first, or `None` to abstain. Given, as for
+/// `GangDomainsFn`, the nodes that pass the static predicates of its pending members.
+pub type SubGroupDomainsFn = Box<
+    dyn Fn(
+        &ClusterState,
+        JobId,
+        &crate::model::SubGroupKey,
+        &[super::StaticNodes],
+    ) -> Option<GangDomains>,
+>;
 pub type JobEnqueuedFn = Box<dyn Fn(&JobInfo)>;
 
 /// Functions of one kind, grouped by tier in configuration order.
@@ -304,6 +315,8 @@ pub mod vote {
         /// Switched by `enableHyperNodeOrder` (Volcano's switch for its network-topology
         /// votes).
         GangDomains(GangDomainsFn) = HyperNodeOrder in gang_domains;
+        /// Switched by `enableHyperNodeOrder`, like `GangDomains`.
+        SubGroupDomains(SubGroupDomainsFn) = HyperNodeOrder in subgroup_domains;
     }
 }
 
@@ -331,6 +344,7 @@ pub struct Votes {
     pub overused: Tiered<QueueCheckFn>,
     pub allocatable: Tiered<AllocatableFn>,
     pub gang_domains: Tiered<GangDomainsFn>,
+    pub subgroup_domains: Tiered<SubGroupDomainsFn>,
     pub on_allocate: Vec<EventFn>,
     pub on_deallocate: Vec<EventFn>,
 }
@@ -507,6 +521,34 @@ impl Session {
         if self.votes.gang_domains.is_empty() {
             return None;
         }
+        let usable = self.usable_nodes(tasks);
+        self.votes
+            .gang_domains
+            .all()
+            .find_map(|f| f(&self.state, job, &usable))
+    }
+
+    /// Where the subgroup `key` of the gang should go, given its tasks to place: the first
+    /// plugin's answer that does not abstain.
+    pub fn subgroup_domains(
+        &mut self,
+        job: JobId,
+        key: &crate::model::SubGroupKey,
+        tasks: &[TaskRef],
+    ) -> Option<GangDomains> {
+        if self.votes.subgroup_domains.is_empty() {
+            return None;
+        }
+        let usable = self.usable_nodes(tasks);
+        self.votes
+            .subgroup_domains
+            .all()
+            .find_map(|f| f(&self.state, job, key, &usable))
+    }
+
+    /// The nodes that pass the static predicates of `tasks`, one entry per distinct
+    /// placement.
+    fn usable_nodes(&mut self, tasks: &[TaskRef]) -> Vec<super::StaticNodes> {
         let mut usable: Vec<(u64, super::StaticNodes)> = Vec::new();
         for &task in tasks {
             let key = self.task(task).placement_key;
@@ -515,11 +557,7 @@ impl Session {
                 usable.push((key, nodes));
             }
         }
-        let usable: Vec<super::StaticNodes> = usable.into_iter().map(|(_, n)| n).collect();
-        self.votes
-            .gang_domains
-            .all()
-            .find_map(|f| f(&self.state, job, &usable))
+        usable.into_iter().map(|(_, n)| n).collect()
     }
 
     /// Sum of every node-order plugin's score.

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::pod_rules::{LabelSelector, Labels};
+use super::topology::TopologyRequest;
 use super::{TaskInfo, TaskStatus};
 
 /// One `subGroupPolicy` entry.
@@ -29,6 +30,9 @@ pub struct SubGroupPolicy {
     pub selector: Option<LabelSelector>,
     /// `matchLabelKeys`: pods with equal values of these labels form one subgroup.
     pub match_label_keys: Vec<String>,
+    /// `networkTopology`: each subgroup of this policy inside one domain of its own (hard:
+    /// must, soft: preferably); different subgroups may use different domains.
+    pub topology: Option<TopologyRequest>,
 }
 
 impl SubGroupPolicy {
@@ -207,6 +211,7 @@ mod tests {
                 match_expressions: vec![],
             }),
             match_label_keys: vec!["replica".into()],
+            topology: None,
         }
     }
 

@@ -57,15 +57,26 @@ impl TopologyRequest {
         highest_tier_allowed: Option<i64>,
         object: &str,
     ) -> TopologyRequest {
-        let source = "spec.networkTopology".to_string();
+        Self::from_volcano_field(mode, highest_tier_allowed, object, "spec.networkTopology")
+    }
+
+    /// As `from_volcano`, for a `networkTopology` found at `field` (a subgroup policy's:
+    /// `spec.subGroupPolicy[0].networkTopology`).
+    pub fn from_volcano_field(
+        mode: Option<&str>,
+        highest_tier_allowed: Option<i64>,
+        object: &str,
+        field: &str,
+    ) -> TopologyRequest {
+        let source = field.to_string();
         let mut problem = None;
         let mode = match mode.unwrap_or("hard") {
             "hard" | "" => TopologyMode::Hard,
             "soft" => TopologyMode::Soft,
             other => {
                 problem = Some(format!(
-                    "PodGroup {object}: spec.networkTopology.mode {other:?} is not hard or \
-                     soft; treated as soft"
+                    "PodGroup {object}: {field}.mode {other:?} is not hard or soft; treated as \
+                     soft"
                 ));
                 TopologyMode::Soft
             }
@@ -74,8 +85,7 @@ impl TopologyRequest {
             Some(t) if t >= 1 && t <= i64::from(u32::MAX) => TopologyBound::Tier(t as u32),
             Some(t) => {
                 problem = Some(format!(
-                    "PodGroup {object}: spec.networkTopology.highestTierAllowed must be at \
-                     least 1, got {t}"
+                    "PodGroup {object}: {field}.highestTierAllowed must be at least 1, got {t}"
                 ));
                 TopologyBound::Unbounded
             }

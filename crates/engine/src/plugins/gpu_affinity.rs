@@ -16,9 +16,12 @@
 //!   stay whole for large gangs); GPU tasks prefer nodes whose GPUs are already in use
 //!   (whole nodes stay free).
 //!
-//! Votes: HyperNodeOrder (the node sets a gang is placed inside, best first), JobReady (a
-//! hard rule holds for what a gang has placed, whichever action placed it) and NodeOrder
-//! (GPU packing). Free capacity per domain is kept up to date through event handlers, so
+//! - Subgroups: a `subGroupPolicy` entry's own `networkTopology` keeps each of its
+//!   subgroups inside one domain, each its own (`gpu_affinity/subgroups.rs`).
+//!
+//! Votes: HyperNodeOrder (the node sets a gang, or one subgroup, is placed inside, best
+//! first), JobReady (a hard rule holds for what a gang has placed, whichever action placed
+//! it) and NodeOrder (GPU packing). Free capacity per domain is kept up to date through event handlers, so
 //! answering for one gang does not sum a zone's nodes.
 
 use std::cell::RefCell;
@@ -38,6 +41,8 @@ use crate::model::{
     TopologyRequest,
 };
 use crate::snapshot::ClusterState;
+
+mod subgroups;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelRule {
@@ -263,8 +268,19 @@ impl Plugin for GpuAffinity {
         let plugin = self.clone();
         let v = view.clone();
         ssn.add(
+            vote::SubGroupDomains,
+            Box::new(move |state, id, key, usable| {
+                plugin.subgroup_domains(&v, state, id, key, usable)
+            }),
+        );
+        let plugin = self.clone();
+        let v = view.clone();
+        ssn.add(
             vote::JobReady,
-            Box::new(move |job| plugin.hard_rules_hold(&v, job)),
+            Box::new(move |job| {
+                plugin.hard_rules_hold(&v, job)
+                    && (job.subgroups.is_empty() || plugin.subgroup_rules_hold(&v, job))
+            }),
         );
         if self.weight > 0.0 {
             let (gpu, weight) = (self.gpu_resource.clone(), self.weight);
@@ -529,34 +545,23 @@ impl GpuAffinity {
         let need = pending_need(job);
         let dominant = self.dominant(&need);
         let placed = placed_nodes(view, job);
-        // Room on nodes the gang's pods cannot use (another pool, a taint) is no room: sum
-        // only usable nodes unless the gang can use every node.
-        let owned;
-        view.domain_free
-            .borrow_mut()
-            .get_or_insert_with(|| domain_sums(&view.levels, state, None));
-        let all_sums = view.domain_free.borrow();
-        let restricted = view.restricted.borrow();
-        let sums: &Vec<Vec<Resource>> = if unconstrained {
-            all_sums.as_ref().expect("summed above")
-        } else {
-            match restricted.iter().position(|r| r.is_for(usable)) {
-                Some(i) => &restricted[i].sums,
-                None => {
-                    let r = Restricted {
-                        usable: usable.to_vec(),
-                        sums: domain_sums(&view.levels, state, Some(usable)),
-                    };
-                    drop(restricted);
-                    let mut cached = view.restricted.borrow_mut();
-                    if cached.len() < RESTRICTED_CACHED {
-                        cached.push(r.clone());
-                    }
-                    owned = r.sums;
-                    &owned
-                }
-            }
-        };
+        with_sums(view, state, usable, |sums| {
+            self.gang_options(view, &wanted, model, sums, &need, &dominant, &placed)
+        })
+    }
+
+    /// The node sets of `gang_domains` given the room per domain (`sums`).
+    #[allow(clippy::too_many_arguments)]
+    fn gang_options(
+        &self,
+        view: &View,
+        wanted: &Option<Wanted>,
+        model: Option<Option<u32>>,
+        sums: &[Vec<Resource>],
+        need: &Resource,
+        dominant: &str,
+        placed: &[NodeId],
+    ) -> Option<GangDomains> {
         let domain_free = |l: usize, d: usize| &sums[l][d];
         let models: Vec<u32> = match model {
             None => Vec::new(),
@@ -573,44 +578,10 @@ impl GpuAffinity {
         let mut options = Vec::new();
         let mut shortfall = None;
         if let Some(w) = &wanted {
-            for &l in &w.levels {
-                let level = &view.levels[l];
-                let mut fits: Vec<(i64, usize)> = Vec::new();
-                let mut best: Option<(i64, usize)> = None;
-                for d in 0..level.domains.len() {
-                    if !placed
-                        .iter()
-                        .all(|n| level.domain_of[n.0 as usize] == Some(d as u32))
-                    {
-                        continue;
-                    }
-                    let room = domain_free(l, d);
-                    let left = room.get(&dominant) - need.get(&dominant);
-                    if best.is_none_or(|(b, _)| left > b) {
-                        best = Some((left, d));
-                    }
-                    if need.fits(room) {
-                        fits.push((left, d));
-                    }
-                }
-                fits.sort();
-                for &(_, d) in fits.iter().take(DOMAINS_PER_LEVEL) {
-                    let domain = &level.domains[d];
-                    let list = Arc::new(domain.nodes.clone());
-                    let base = NodeRule::new(None, list, view.slots);
-                    let name = format!("{} {}", level.key, domain.name);
-                    push_with_models(&mut options, name, base, &models, &model_rule, view);
-                }
-                if let Some((left, d)) = best {
-                    if left < 0 {
-                        shortfall = Some(format!(
-                            "the best {} domain, {}, is short of {} {dominant}",
-                            level.key,
-                            level.domains[d].name,
-                            crate::model::resource::format_amount(&dominant, -left)
-                        ));
-                    }
-                }
+            let (fitting, short) = fitting_domains(view, &w.levels, sums, need, dominant, placed);
+            shortfall = short;
+            for (name, base) in fitting {
+                push_with_models(&mut options, name, base, &models, &model_rule, view);
             }
             // Soft: the fewest domains of the narrowest level that hold the gang together.
             if !w.hard {
@@ -622,7 +593,7 @@ impl GpuAffinity {
                     let mut by_room: Vec<(i64, usize)> = rooms
                         .iter()
                         .enumerate()
-                        .map(|(d, room)| (room.get(&dominant), d))
+                        .map(|(d, room)| (room.get(dominant), d))
                         .collect();
                     by_room.sort_by(|a, b| b.cmp(a));
                     let mut nodes = Vec::new();
@@ -667,7 +638,7 @@ impl GpuAffinity {
         })
     }
 
-    /// The gang's scarcest resource (GPUs if it asks any).
+    /// The scarcest resource of `need` (GPUs if it asks any).
     fn dominant(&self, need: &Resource) -> String {
         if need.get(&self.gpu_resource) > 0 {
             self.gpu_resource.clone()
@@ -735,10 +706,7 @@ impl GpuAffinity {
             return false;
         }
         match &rules.levels {
-            Ok(Some(levels)) => levels.iter().map(|l| &view.levels[*l]).any(|l| {
-                let d = l.domain_of[nodes[0].0 as usize];
-                d.is_some() && nodes.iter().all(|n| l.domain_of[n.0 as usize] == d)
-            }),
+            Ok(Some(levels)) => view.one_domain(levels, &nodes),
             Ok(None) => true,
             Err(()) => false,
         }
@@ -761,6 +729,94 @@ const RESTRICTED_CACHED: usize = 8;
 struct Restricted {
     usable: Vec<crate::framework::StaticNodes>,
     sums: Vec<Vec<Resource>>,
+}
+
+/// Calls `f` with the room per level and domain that pods passing `usable` can use (every
+/// schedulable node's when they can use any): room on nodes the pods cannot use (another
+/// pool, a taint) is no room. Summed once a session per distinct `usable`, then kept current
+/// by the event handlers.
+fn with_sums<R>(
+    view: &View,
+    state: &ClusterState,
+    usable: &[crate::framework::StaticNodes],
+    f: impl FnOnce(&[Vec<Resource>]) -> R,
+) -> R {
+    let unconstrained = usable.iter().any(|u| u.nodes().len() == view.node_count);
+    view.domain_free
+        .borrow_mut()
+        .get_or_insert_with(|| domain_sums(&view.levels, state, None));
+    if unconstrained {
+        return f(view.domain_free.borrow().as_ref().expect("summed above"));
+    }
+    let restricted = view.restricted.borrow();
+    if let Some(r) = restricted.iter().find(|r| r.is_for(usable)) {
+        return f(&r.sums);
+    }
+    drop(restricted);
+    let sums = domain_sums(&view.levels, state, Some(usable));
+    let mut cached = view.restricted.borrow_mut();
+    if cached.len() < RESTRICTED_CACHED {
+        cached.push(Restricted {
+            usable: usable.to_vec(),
+            sums: sums.clone(),
+        });
+    }
+    drop(cached);
+    f(&sums)
+}
+
+/// The single domains of `levels` (narrowest first) that hold `need` and every node in
+/// `placed`, tightest fit of the `dominant` resource first, at most DOMAINS_PER_LEVEL a
+/// level, each as its name and node rule; and, when a level's best domain falls short, by
+/// how much (the widest level's, for the waiting gang's message).
+fn fitting_domains(
+    view: &View,
+    levels: &[usize],
+    sums: &[Vec<Resource>],
+    need: &Resource,
+    dominant: &str,
+    placed: &[NodeId],
+) -> (Vec<(String, NodeRule)>, Option<String>) {
+    let mut out = Vec::new();
+    let mut shortfall = None;
+    for &l in levels {
+        let level = &view.levels[l];
+        let mut fits: Vec<(i64, usize)> = Vec::new();
+        let mut best: Option<(i64, usize)> = None;
+        for (d, room) in sums[l].iter().enumerate().take(level.domains.len()) {
+            if !placed
+                .iter()
+                .all(|n| level.domain_of[n.0 as usize] == Some(d as u32))
+            {
+                continue;
+            }
+            let left = room.get(dominant) - need.get(dominant);
+            if best.is_none_or(|(b, _)| left > b) {
+                best = Some((left, d));
+            }
+            if need.fits(room) {
+                fits.push((left, d));
+            }
+        }
+        fits.sort();
+        for &(_, d) in fits.iter().take(DOMAINS_PER_LEVEL) {
+            let domain = &level.domains[d];
+            let list = Arc::new(domain.nodes.clone());
+            let name = format!("{} {}", level.key, domain.name);
+            out.push((name, NodeRule::new(None, list, view.slots)));
+        }
+        if let Some((left, d)) = best {
+            if left < 0 {
+                shortfall = Some(format!(
+                    "the best {} domain, {}, is short of {} {dominant}",
+                    level.key,
+                    level.domains[d].name,
+                    crate::model::resource::format_amount(dominant, -left)
+                ));
+            }
+        }
+    }
+    (out, shortfall)
 }
 
 /// Per level, per domain, what its schedulable nodes will have free: all of them, or only
@@ -871,13 +927,13 @@ fn placed_nodes(view: &View, job: &JobInfo) -> Vec<NodeId> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
 
     use crate::model::{HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, NodeSpec};
     use crate::testkit::*;
 
-    const CONF: &str = "actions: \"enqueue, allocate\"
+    pub(super) const CONF: &str = "actions: \"enqueue, allocate\"
 tiers:
 - plugins:
   - name: gang
@@ -905,7 +961,7 @@ tiers:
     }
 
     /// Racks of `per_rack` 4-cpu nodes, labelled example.com/rack=r{i}.
-    fn racks(cache: &mut crate::cache::Cache, racks: usize, per_rack: usize) {
+    pub(super) fn racks(cache: &mut crate::cache::Cache, racks: usize, per_rack: usize) {
         for r in 0..racks {
             for i in 0..per_rack {
                 cache.apply_node(labelled(
@@ -933,7 +989,7 @@ tiers:
     }
 
     /// Two tier-1 HyperNodes (rack-a: r0-*, rack-b: r1-*) under one tier-2 spine.
-    fn hypernodes(cache: &mut crate::cache::Cache) {
+    pub(super) fn hypernodes(cache: &mut crate::cache::Cache) {
         cache.apply_hypernode(hypernode(
             "rack-a",
             1,
@@ -957,7 +1013,7 @@ tiers:
         ));
     }
 
-    fn nodes_of(result: &crate::framework::SessionResult, job: &str) -> Vec<String> {
+    pub(super) fn nodes_of(result: &crate::framework::SessionResult, job: &str) -> Vec<String> {
         let mut nodes = binds_by_job(result).get(job).cloned().unwrap_or_default();
         nodes.sort();
         nodes

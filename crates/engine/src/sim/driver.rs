@@ -281,7 +281,7 @@ impl Simulation {
                 .sub_group_policy
                 .iter()
                 .enumerate()
-                .map(|(i, p)| p.to_policy(i))
+                .map(|(i, p)| p.to_policy(i, &uid))
                 .collect(),
         };
         let mut pods = Vec::new();

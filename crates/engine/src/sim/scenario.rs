@@ -463,12 +463,15 @@ pub struct SubGroupPolicyDef {
     pub label_selector: Option<crate::model::pod_rules::LabelSelector>,
     #[serde(default)]
     pub match_label_keys: Vec<String>,
+    /// Each subgroup inside one network domain of its own.
+    #[serde(default)]
+    pub network_topology: Option<NetworkTopologyDef>,
 }
 
 impl SubGroupPolicyDef {
     /// The engine's rule; `index` names an unnamed policy by its position, as the
-    /// Kubernetes driver does.
-    pub fn to_policy(&self, index: usize) -> crate::model::SubGroupPolicy {
+    /// Kubernetes driver does; `object` names the gang in messages.
+    pub fn to_policy(&self, index: usize, object: &str) -> crate::model::SubGroupPolicy {
         crate::model::SubGroupPolicy {
             name: self
                 .name
@@ -479,6 +482,14 @@ impl SubGroupPolicyDef {
             min_groups: self.min_sub_groups,
             selector: self.label_selector.clone(),
             match_label_keys: self.match_label_keys.clone(),
+            topology: self.network_topology.as_ref().map(|t| {
+                TopologyRequest::from_volcano_field(
+                    t.mode.as_deref(),
+                    t.highest_tier_allowed,
+                    object,
+                    &format!("spec.subGroupPolicy[{index}].networkTopology"),
+                )
+            }),
         }
     }
 }

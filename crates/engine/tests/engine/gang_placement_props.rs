@@ -1,4 +1,5 @@
-//! Whole-gang placement against an exhaustive solver.
+//! Whole-gang placement against an exhaustive solver (and, at the end, subgroups placed in
+//! domains of their own).
 //!
 //! Small random worlds (≤ 5 nodes with random cpu, memory and GPUs, rack and GPU-model
 //! labels, part of each node taken by other schedulers' pods) and one gang (≤ 7 pods in
@@ -298,20 +299,30 @@ fn valid(w: &World, r: &Rules, assignment: &[Option<usize>]) -> bool {
 
 /// Every assignment of pods to nodes or to none; true if one is valid.
 fn solvable(w: &World, r: &Rules) -> bool {
-    fn go(w: &World, r: &Rules, a: &mut Vec<Option<usize>>) -> bool {
-        if a.len() == r.pods.len() {
-            return valid(w, r, a);
+    any_assignment(r.pods.len(), w.nodes.len(), &|a| valid(w, r, a))
+}
+
+/// Whether some assignment of `pods` pods to `nodes` nodes or to none passes `valid`.
+fn any_assignment(pods: usize, nodes: usize, valid: &dyn Fn(&[Option<usize>]) -> bool) -> bool {
+    fn go(
+        pods: usize,
+        nodes: usize,
+        valid: &dyn Fn(&[Option<usize>]) -> bool,
+        a: &mut Vec<Option<usize>>,
+    ) -> bool {
+        if a.len() == pods {
+            return valid(a);
         }
-        for choice in std::iter::once(None).chain((0..w.nodes.len()).map(Some)) {
+        for choice in std::iter::once(None).chain((0..nodes).map(Some)) {
             a.push(choice);
-            if go(w, r, a) {
+            if go(pods, nodes, valid, a) {
                 return true;
             }
             a.pop();
         }
         false
     }
-    go(w, r, &mut Vec::new())
+    go(pods, nodes, valid, &mut Vec::new())
 }
 
 fn check(w: &World) -> Result<(), TestCaseError> {
@@ -366,5 +377,164 @@ proptest! {
     #[test]
     fn every_gang_the_exhaustive_solver_can_place_is_placed_and_only_validly(w in world()) {
         check(&w)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Subgroups in domains of their own
+// ---------------------------------------------------------------------------------------
+//
+// Small random worlds (≤ 5 nodes in two racks, tier-1 HyperNodes) and one gang of 1–3
+// replicas of 1–3 pods, each replica a subgroup (Volcano `subGroupPolicy`, `matchLabelKeys:
+// [replica]`) whose policy asks for a domain of its own, hard or soft, `minSubGroups`
+// 1..=replicas. The solver tries every assignment of pods to nodes or to none, with the
+// rules itself: resources; only whole replicas; at least minSubGroups of them; hard: each
+// replica inside one rack (replicas in different racks allowed). Checked after one cycle:
+// whatever is bound is such a placement; whenever one exists in which every replica has a
+// rack of its own that holds it by itself (so that placing replicas one after another
+// cannot strand a later one), the gang is bound.
+
+#[derive(Clone, Debug)]
+struct SubWorld {
+    /// (cpu, rack) per node.
+    nodes: Vec<(i64, usize)>,
+    replicas: usize,
+    size: usize,
+    cpu: i64,
+    min_groups: usize,
+    hard: bool,
+}
+
+fn sub_world() -> impl Strategy<Value = SubWorld> {
+    (
+        prop::collection::vec((1i64..=8, 0usize..2), 1..=5),
+        1usize..=3,
+        1usize..=3,
+        1i64..=4,
+        any::<bool>(),
+        0usize..3,
+    )
+        .prop_map(|(nodes, replicas, size, cpu, hard, min)| SubWorld {
+            nodes,
+            replicas,
+            size: size.min(7 / replicas),
+            cpu,
+            min_groups: 1 + min % replicas,
+            hard,
+        })
+}
+
+fn sub_build(w: &SubWorld) -> (Cache, String) {
+    let mut cache = cache_with_default_queue();
+    for (i, (cpu, rack)) in w.nodes.iter().enumerate() {
+        cache.apply_node(NodeSpec {
+            labels: labels(&[("example.com/rack", RACKS[*rack])]),
+            ..rust_batch_engine::testkit::node(&node_name(i), &[("cpu", &cpu.to_string())])
+        });
+    }
+    for (r, rack) in RACKS.iter().enumerate() {
+        let members = (0..w.nodes.len())
+            .filter(|i| w.nodes[*i].1 == r)
+            .map(|i| HyperNodeMember {
+                kind: MemberKind::Node,
+                selector: MemberSelector::Exact(node_name(i)),
+            })
+            .collect();
+        cache.apply_hypernode(HyperNodeSpec {
+            name: rack.to_string(),
+            tier: 1,
+            tier_name: None,
+            members,
+        });
+    }
+    let min_member = (w.min_groups * w.size) as u32;
+    let mut gang =
+        Gang::new("g", min_member).subgroups("worker", w.size as u32, w.min_groups as u32);
+    for r in 0..w.replicas {
+        gang = gang
+            .tasks(&format!("rep{r}"), w.size, &[("cpu", &w.cpu.to_string())])
+            .last_labelled(w.size, &[("role", "worker"), ("replica", &r.to_string())]);
+    }
+    let gang = gang.subgroup_topology(if w.hard { "hard" } else { "soft" }, Some(1));
+    let uid = gang.apply(&mut cache);
+    (cache, uid)
+}
+
+/// Whether `assignment` (replica-major pods -> node or None) keeps the subgroup rules;
+/// `own_racks`: and every placed replica has a rack to itself that holds it alone.
+fn sub_valid(w: &SubWorld, assignment: &[Option<usize>], own_racks: bool) -> bool {
+    let mut used = vec![0i64; w.nodes.len()];
+    let mut whole = 0;
+    let mut racks_taken = std::collections::BTreeSet::new();
+    for r in 0..w.replicas {
+        let pods = &assignment[r * w.size..(r + 1) * w.size];
+        let placed: Vec<usize> = pods.iter().flatten().copied().collect();
+        if placed.is_empty() {
+            continue;
+        }
+        if placed.len() < w.size {
+            return false;
+        }
+        whole += 1;
+        let racks: std::collections::BTreeSet<usize> =
+            placed.iter().map(|n| w.nodes[*n].1).collect();
+        if (w.hard || own_racks) && racks.len() > 1 {
+            return false;
+        }
+        if own_racks && !racks.iter().all(|r| racks_taken.insert(*r)) {
+            return false;
+        }
+        for n in placed {
+            used[n] += w.cpu;
+        }
+    }
+    whole >= w.min_groups && used.iter().zip(&w.nodes).all(|(u, (cpu, _))| u <= cpu)
+}
+
+fn sub_solvable(w: &SubWorld, own_racks: bool) -> bool {
+    any_assignment(w.replicas * w.size, w.nodes.len(), &|a| {
+        sub_valid(w, a, own_racks)
+    })
+}
+
+fn sub_check(w: &SubWorld) -> Result<(), TestCaseError> {
+    let (cache, uid) = sub_build(w);
+    let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  \
+                - name: predicates\n  - name: nodeorder\n  - name: gpu-affinity\n";
+    let result = run_cycle(&cache, Some(conf));
+    let binds: Vec<_> = result.binds.iter().filter(|b| *b.job == *uid).collect();
+    if binds.is_empty() {
+        prop_assert!(
+            !sub_solvable(w, true),
+            "fits (each replica in a rack of its own) but not placed: {:?}\n{w:?}",
+            condition_message(&result, &uid)
+        );
+        return Ok(());
+    }
+    // Pods are default/g-rep{r}-{i}.
+    let mut assignment = vec![None; w.replicas * w.size];
+    for b in &binds {
+        let rest = b.task.split("-rep").nth(1).unwrap();
+        let (r, i) = rest.split_once('-').unwrap();
+        let (r, i): (usize, usize) = (r.parse().unwrap(), i.parse().unwrap());
+        assignment[r * w.size + i] = Some(b.node[1..].parse::<usize>().unwrap());
+    }
+    prop_assert!(
+        sub_valid(w, &assignment, false),
+        "the bound placement breaks a subgroup rule: {assignment:?}\n{w:?}"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn subgroups_bind_whole_each_inside_its_own_domain_when_one_holds_each(w in sub_world()) {
+        sub_check(&w)?;
     }
 }

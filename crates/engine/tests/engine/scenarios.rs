@@ -737,3 +737,68 @@ fn s11_dra_gangs_bind_whole_with_their_devices_in_one_clique() {
     assert_eq!(statuses(&sim, "six"), vec![TaskStatus::Pending]);
     assert_eq!(statuses(&sim, "bad-class"), vec![TaskStatus::Pending]);
 }
+
+/// Subgroups in domains of their own: two replicas of two 3-cpu workers on two racks of two
+/// 4-cpu nodes (one worker a node), each replica's policy hard within tier 1 (a rack). Each
+/// replica binds inside one rack, the two in different racks; held to one rack for the
+/// whole gang, it could not bind at all.
+#[test]
+fn subgroups_with_their_own_network_topology_bind_each_inside_one_rack() {
+    const YAML: &str = r#"
+name: subgroups in racks of their own
+schedulePeriod: 1s
+maxTime: 30m
+nodeGroups:
+- name: ra
+  count: 2
+  allocatable: {cpu: "4", memory: 16Gi}
+  labels: {example.com/rack: r0}
+- name: rb
+  count: 2
+  allocatable: {cpu: "4", memory: 16Gi}
+  labels: {example.com/rack: r1}
+hypernodes:
+- name: rack-a
+  tier: 1
+  members: [{type: Node, selector: {labelMatch: {matchLabels: {example.com/rack: r0}}}}]
+- name: rack-b
+  tier: 1
+  members: [{type: Node, selector: {labelMatch: {matchLabels: {example.com/rack: r1}}}}]
+jobs:
+- name: lws
+  minMember: 4
+  subGroupPolicy:
+  - name: replica
+    subGroupSize: 2
+    minSubGroups: 2
+    labelSelector: {matchLabels: {app: lws}}
+    matchLabelKeys: [group-index]
+    networkTopology: {mode: hard, highestTierAllowed: 1}
+  tasks:
+  - role: worker
+    replicas: 4
+    groupSize: 2
+    labels: {app: lws}
+    requests: {cpu: "3"}
+    runtime: 10m
+"#;
+    let scenario = Scenario::parse(YAML, "subgroup-racks.yaml").expect("scenario parses");
+    let mut sim = Simulation::new(scenario, "subgroup-racks.yaml").expect("scenario builds");
+    sim.run_until(MINUTE, &mut |_| {});
+    // Pods are named {job}-{role}-{replica}; groupSize 2. Nodes {group}-{i}: the group is
+    // the rack.
+    let mut racks: [BTreeSet<String>; 2] = Default::default();
+    for p in sim.job_pods("lws") {
+        assert_eq!(p.status, TaskStatus::Running, "{}", p.uid);
+        let replica: usize = p.uid.rsplit('-').next().unwrap().parse().unwrap();
+        let node = p.node.as_deref().unwrap();
+        racks[replica / 2].insert(node.split('-').next().unwrap().to_string());
+    }
+    assert!(
+        racks.iter().all(|r| r.len() == 1),
+        "each replica in one rack: {racks:?}"
+    );
+    assert_ne!(racks[0], racks[1], "{racks:?}");
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+}

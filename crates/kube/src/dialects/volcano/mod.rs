@@ -172,14 +172,17 @@ pub fn pod_group_to_job(
         topology: spec
             .network_topology
             .as_ref()
-            .map(|t| network_topology(t, &format!("{ns}/{name}")))
-            .or_else(|| subgroup_topology(spec, &format!("{ns}/{name}"))),
-        subgroups: sub_group_policies(spec).map_err(|(field, message)| err(&field, message))?,
+            .map(|t| network_topology(t, &format!("{ns}/{name}"), "spec.networkTopology")),
+        subgroups: sub_group_policies(spec, &format!("{ns}/{name}"))
+            .map_err(|(field, message)| err(&field, message))?,
     })
 }
 
 /// `spec.subGroupPolicy` as the engine's subgroup rules (model/subgroup.rs).
-fn sub_group_policies(spec: &api::PodGroupSpec) -> Result<Vec<SubGroupPolicy>, (String, String)> {
+fn sub_group_policies(
+    spec: &api::PodGroupSpec,
+    object: &str,
+) -> Result<Vec<SubGroupPolicy>, (String, String)> {
     let mut out = Vec::new();
     for (i, p) in spec.sub_group_policy.iter().flatten().enumerate() {
         let field = |f: &str| format!("spec.subGroupPolicy[{i}].{f}");
@@ -213,27 +216,13 @@ fn sub_group_policies(spec: &api::PodGroupSpec) -> Result<Vec<SubGroupPolicy>, (
             min_groups: min_groups as u32,
             selector,
             match_label_keys: p.match_label_keys.clone().unwrap_or_default(),
+            topology: p
+                .network_topology
+                .as_ref()
+                .map(|t| network_topology(t, object, &field("networkTopology"))),
         });
     }
     Ok(out)
-}
-
-/// A subgroup's `networkTopology`, for a gang without one of its own: placing the whole
-/// gang inside one such domain keeps every subgroup inside one too (stricter than asked:
-/// such a gang may wait where its subgroups alone would fit, never the other way). A hard
-/// rule wins over a soft one.
-fn subgroup_topology(spec: &api::PodGroupSpec, object: &str) -> Option<TopologyRequest> {
-    let policies = spec.sub_group_policy.as_deref().unwrap_or_default();
-    let with_topology = policies
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, network_topology(p.network_topology.as_ref()?, object))));
-    let mut requests: Vec<(usize, TopologyRequest)> = with_topology.collect();
-    requests.sort_by_key(|(i, r)| (r.mode != crate::model::TopologyMode::Hard, *i));
-    let (i, mut request) = requests.into_iter().next()?;
-    request.source =
-        format!("spec.subGroupPolicy[{i}].networkTopology (the whole gang in one domain)");
-    Some(request)
 }
 
 /// A resource list of a Volcano object (a PodGroup's minResources, a Queue's capability,
@@ -316,11 +305,12 @@ fn is_qualified_name(value: &str) -> bool {
 /// on the PodGroup, and the engine makes a hard gang wait with it. `highestTierName` names
 /// a tier by the `tierName` of its HyperNodes and is used when `highestTierAllowed` is not
 /// set (Volcano's `translateHighestTierNameToAllowed`, framework/session.go, v1.15.1).
-fn network_topology(t: &api::NetworkTopologySpec, object: &str) -> TopologyRequest {
-    let mut request = TopologyRequest::from_volcano(
+fn network_topology(t: &api::NetworkTopologySpec, object: &str, field: &str) -> TopologyRequest {
+    let mut request = TopologyRequest::from_volcano_field(
         t.mode.as_ref().map(|m| m.as_str()),
         t.highest_tier_allowed,
         object,
+        field,
     );
     if let (None, Some(name)) = (t.highest_tier_allowed, &t.highest_tier_name) {
         if !name.is_empty() {
@@ -832,17 +822,17 @@ mod pod_group_tests {
         )
         .unwrap_err();
         assert_eq!(bad.field, "spec.subGroupPolicy[0].labelSelector");
-        // A subgroup's topology holds for the whole gang when the gang has none.
+        // A subgroup's topology is its own (each subgroup in a domain), not the gang's.
         let job = pod_group_to_job(
             &pg(json!({"networkTopology": {"mode": "hard", "highestTierAllowed": 1}})),
             &HashMap::new(),
         )
         .unwrap();
-        let t = job.topology.unwrap();
+        assert!(job.topology.is_none());
+        let t = job.subgroups[0].topology.as_ref().unwrap();
         assert_eq!(t.mode, crate::model::TopologyMode::Hard);
-        assert!(t
-            .source
-            .starts_with("spec.subGroupPolicy[0].networkTopology"));
+        assert_eq!(t.bound, crate::model::TopologyBound::Tier(1));
+        assert_eq!(t.source, "spec.subGroupPolicy[0].networkTopology");
     }
 
     #[test]
