@@ -351,10 +351,9 @@ impl Cycles<'_> {
             }
             let (nodes, jobs) = (snapshot.node_count(), snapshot.job_count());
             let mut timer = CycleTimer::start(metrics, snapshot_took);
-            let result = off_the_io_threads(|| {
-                self.scheduler
-                    .run_cycle_traced(snapshot, now_ms(), &mut timer)
-            });
+            let now = now_ms();
+            let result =
+                off_the_io_threads(|| self.scheduler.run_cycle_traced(snapshot, now, &mut timer));
             let took = timer.finish();
             // Only a cycle that decides spaces the next: the lists' wake-ups at start
             // must not delay the first cycle.
@@ -418,6 +417,7 @@ impl Cycles<'_> {
                     .observe_pre_bound(&ix.cache, &binds, &[], now_ms());
                 if self.scheduler.predicting().is_some() {
                     metrics.predicted_starts(&predictions);
+                    ix.predicted_at = now;
                     ix.predictions = predictions
                         .into_iter()
                         .map(|(uid, p)| (uid.to_string(), p))
@@ -622,7 +622,7 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
             .filter(|_| c.kind == ConditionKind::Unschedulable);
         let c = match predicted {
             Some(p) => &JobCondition {
-                message: format!("{}; {p}", c.message),
+                message: format!("{}; {}", c.message, p.stated(ix.predicted_at)),
                 ..c.clone()
             },
             None => c,

@@ -129,6 +129,8 @@ pub struct Index {
     pub(super) verdicts: HashMap<String, Verdict>,
     /// The last cycle's predicted start per waiting gang (with --predict-start).
     pub(super) predictions: HashMap<String, crate::framework::PredictedStart>,
+    /// When `predictions` were made (the cycle's time): a start due by then reads "now".
+    pub(super) predicted_at: i64,
     /// Gangs made up for pods of ours that name no group (Volcano's shadow PodGroups).
     implicit: HashMap<String, HashSet<String>>,
     /// Queues by name, the newest seen.

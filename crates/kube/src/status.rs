@@ -473,7 +473,10 @@ fn predicted_start_annotation(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     patch: &mut Value,
 ) {
-    let want = ix.predictions.get(key).map(|p| p.annotation_value());
+    let want = ix
+        .predictions
+        .get(key)
+        .map(|p| p.annotation_value(ix.predicted_at));
     let have = meta
         .annotations
         .as_ref()

@@ -46,12 +46,23 @@ pub enum PredictedStart {
 }
 
 impl PredictedStart {
-    /// What the `rust-batch.io/predicted-start` annotation holds: an RFC 3339 time, or
-    /// "unknown: <reason>".
-    pub fn annotation_value(&self) -> String {
+    /// What the `rust-batch.io/predicted-start` annotation holds when predicted at `now`:
+    /// an RFC 3339 time, "now", or "unknown: <reason>".
+    pub fn annotation_value(&self, now: Timestamp) -> String {
         match self {
+            Self::At(at) if *at <= now => "now".into(),
             Self::At(at) => rfc3339(*at),
             Self::Unknown(why) => format!("unknown: {why}"),
+        }
+    }
+
+    /// The prediction as a gang's message says it when made at `now`. A gang whose room is
+    /// free now by the estimates (pods overrunning theirs count as ending now) is "now",
+    /// not the cycle's time: the message, and so the object, would change every cycle.
+    pub fn stated(&self, now: Timestamp) -> String {
+        match self {
+            Self::At(at) if *at <= now => "start predicted: now (by runtime estimates)".into(),
+            _ => self.to_string(),
         }
     }
 }
@@ -540,10 +551,25 @@ mod tests {
             at.to_string(),
             "start predicted at 1970-01-01T01:30:00Z (by runtime estimates)"
         );
-        assert_eq!(at.annotation_value(), "1970-01-01T01:30:00Z");
+        assert_eq!(at.annotation_value(0), "1970-01-01T01:30:00Z");
+        assert_eq!(at.stated(0), at.to_string());
         assert_eq!(
-            PredictedStart::Unknown("x".into()).annotation_value(),
+            PredictedStart::Unknown("x".into()).annotation_value(0),
             "unknown: x"
         );
+    }
+
+    /// A prediction of "now" (room free by the estimates, or an overrunning pod taken as
+    /// ending now) reads the same from cycle to cycle, so the object is not rewritten.
+    #[test]
+    fn a_start_due_now_reads_the_same_every_cycle() {
+        for now in [90 * MIN, 91 * MIN, 120 * MIN] {
+            let due = PredictedStart::At(now);
+            assert_eq!(
+                due.stated(now),
+                "start predicted: now (by runtime estimates)"
+            );
+            assert_eq!(due.annotation_value(now), "now");
+        }
     }
 }
