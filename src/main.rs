@@ -327,6 +327,20 @@ fn run_scheduler(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints a table, each line cut to the terminal's width when stdout is one (a table of
+/// thousands of gangs with long reasons would wrap into noise); in full otherwise.
+fn print_capped(table: &str) {
+    let term = console::Term::stdout();
+    match term.is_term().then(|| term.size_checked()).flatten() {
+        Some((_, width)) => {
+            for line in table.lines() {
+                println!("{}", console::truncate_str(line, usize::from(width), "…"));
+            }
+        }
+        None => print!("{table}"),
+    }
+}
+
 fn simulate(
     sc: Scenario,
     file: &str,
@@ -361,7 +375,7 @@ fn simulate(
         bar.finish_and_clear();
     }
     match output {
-        Output::Table => print!("{}", report.to_table(max_jobs)),
+        Output::Table => print_capped(&report.to_table(max_jobs)),
         Output::Json => println!("{}", report.to_json()),
     }
     if let Some(path) = plot_file {

@@ -35,11 +35,7 @@ pub(super) struct NodeSearch {
     window: Option<Window>,
     /// Bound and running tasks per node (see `running_index`).
     running_index: Option<Arc<RunningIndex>>,
-    /// What is free in the whole cluster once releases and pipelined tasks are through,
-    /// with the length of `touched` it was summed at: every gang allocate gives up on asks
-    /// for it, and summing every node each time made allocate quadratic in a full cluster.
-    cluster_free: RefCell<Option<ClusterFree>>,
-    /// The same, over the nodes some placements (their keys, sorted) pass: a gang's
+    /// What the nodes some placements (their keys, sorted) pass will have free: a gang's
     /// shortfall counts only room its pods could use.
     usable_free: RefCell<HashMap<Vec<u64>, (usize, Resource)>>,
     /// Per node slot, how many times its usage changed during the session (see `touch`).
@@ -197,16 +193,6 @@ impl NodeSearch {
     }
 }
 
-/// The cluster's future free resources, with each schedulable node's part, so that only the
-/// nodes touched since are summed again.
-struct ClusterFree {
-    /// The length of `touched` it accounts for.
-    at: usize,
-    free: Resource,
-    /// Per node slot, what it adds to `free` (nothing for a node that is not schedulable).
-    per_node: Vec<Resource>,
-}
-
 /// Nodes that pass a placement's static predicates.
 struct StaticFit {
     pass: Vec<bool>,
@@ -272,51 +258,9 @@ pub struct RunningIndex {
 
 impl Session {
     /// What the schedulable nodes will have free once releases and pipelined tasks are
-    /// through, summed again only when a node's usage changed since (every change goes
-    /// through `move_task`, which records the node in `touched`).
-    pub(super) fn cluster_free(&self) -> std::cell::Ref<'_, Resource> {
-        let version = self.search.touched.len();
-        let part = |n: &crate::model::NodeInfo| {
-            if n.schedulable() {
-                n.future_free()
-            } else {
-                Resource::new()
-            }
-        };
-        {
-            let mut cached = self.search.cluster_free.borrow_mut();
-            match cached.as_mut() {
-                Some(c) if c.at == version => {}
-                // Only the nodes whose usage changed since are summed again.
-                Some(c) => {
-                    for &id in &self.search.touched[c.at..] {
-                        let now = part(self.state.node(id));
-                        let before = &mut c.per_node[id.0 as usize];
-                        c.free.sub(before);
-                        c.free.add(&now);
-                        *before = now;
-                    }
-                    c.at = version;
-                }
-                None => {
-                    let mut free = Resource::new();
-                    let mut per_node = vec![Resource::new(); self.state.node_slots()];
-                    for (id, n) in self.state.nodes() {
-                        let p = part(n);
-                        free.add(&p);
-                        per_node[id.0 as usize] = p;
-                    }
-                    *cached = Some(ClusterFree {
-                        at: version,
-                        free,
-                        per_node,
-                    });
-                }
-            }
-        }
-        std::cell::Ref::map(self.search.cluster_free.borrow(), |c| {
-            &c.as_ref().expect("summed above").free
-        })
+    /// through (kept by the state's tally as nodes change).
+    pub(super) fn cluster_free(&self) -> &Resource {
+        self.state.tally().schedulable_future_free()
     }
 
     /// What the schedulable nodes that pass any of these placements' static predicates will
@@ -343,7 +287,10 @@ impl Session {
         let mut free = Resource::new();
         for (id, n) in self.state.nodes() {
             if n.schedulable() && fits.iter().any(|f| f.pass[id.0 as usize]) {
-                free.add(&n.future_free());
+                // `future_free`, without a Resource made per node.
+                free.add(&n.idle);
+                free.add(&n.releasing);
+                free.sub(&n.pipelined);
             }
         }
         self.search

@@ -9,10 +9,9 @@
 //! allocate leaves behind. Without runtime estimates nothing is known to end, so no
 //! reservation can be made and scheduling is exactly as without one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::fit::resource_fit;
 use super::outcome::ReservedNodes;
 use super::session::Session;
 use crate::conf::Flag;
@@ -50,6 +49,13 @@ pub(super) struct Release {
     pub(super) end: Timestamp,
     pub(super) node: NodeId,
     pub(super) uid: Arc<str>,
+}
+
+/// `Session::place_pending`'s answers for one template: per static candidate (in id order),
+/// its score where the pod fits; and the nodes changed since they were asked.
+struct TemplateScores {
+    scores: Vec<Option<f64>>,
+    changed: Vec<NodeId>,
 }
 
 impl Session {
@@ -163,7 +169,18 @@ impl Session {
     /// Running and just-placed tasks with an estimate, by estimated end (then node, uid).
     pub(super) fn releases(&self) -> Vec<Release> {
         let mut out = Vec::new();
+        let holding = [
+            TaskStatus::Allocated,
+            TaskStatus::Binding,
+            TaskStatus::Bound,
+            TaskStatus::Running,
+        ];
         for (_, job) in self.state().jobs() {
+            // Most gangs of a long run have finished or not started: their counts say so
+            // without reading their tasks.
+            if holding.iter().all(|s| job.count(*s) == 0) {
+                continue;
+            }
             for t in job.tasks() {
                 if !matches!(
                     t.status,
@@ -278,24 +295,41 @@ impl Session {
             .collect();
         let job_uid = j.uid.clone();
         let mut placed = Vec::new();
+        // Per template, each static candidate's score where the pod fits (predicates and
+        // scores depend on the template and the node alone): only the node a pod was just
+        // put on changes within this call, so only it is asked again, not every candidate
+        // for every pod of a large gang.
+        let mut answers: HashMap<u64, TemplateScores> = HashMap::new();
         for task in pending {
             if missing <= 0 && role_missing.values().all(|m| *m <= 0) {
                 break;
             }
             let candidates = self.static_nodes(task);
             let t = self.task(task);
-            let mut best: Option<(NodeId, f64)> = None;
-            for &n in candidates.nodes() {
+            let ask = |n: NodeId| {
                 let node = future
                     .get(&n)
                     .or_else(|| base.get(&n))
                     .unwrap_or_else(|| self.node(n));
-                if resource_fit(t, node).is_err()
+                if !node.fits_future_idle(&t.resreq)
                     || self.votes.predicate.all().any(|f| f(t, node).is_err())
                 {
-                    continue;
+                    return None;
                 }
-                let score: f64 = self.votes.node_order.all().map(|f| f(t, node)).sum();
+                Some(self.votes.node_order.all().map(|f| f(t, node)).sum::<f64>())
+            };
+            let entry = answers.entry(t.template).or_insert_with(|| TemplateScores {
+                scores: candidates.nodes().iter().map(|&n| ask(n)).collect(),
+                changed: Vec::new(),
+            });
+            for n in entry.changed.drain(..) {
+                if let Ok(pos) = candidates.nodes().binary_search(&n) {
+                    entry.scores[pos] = ask(n);
+                }
+            }
+            let mut best: Option<(NodeId, f64)> = None;
+            for (&n, score) in candidates.nodes().iter().zip(&entry.scores) {
+                let Some(score) = *score else { continue };
                 if best.is_none_or(|(_, b)| score > b) {
                     best = Some((n, score));
                 }
@@ -303,6 +337,9 @@ impl Session {
             let Some((n, _)) = best else {
                 continue;
             };
+            for other in answers.values_mut() {
+                other.changed.push(n);
+            }
             let node = future
                 .entry(n)
                 .or_insert_with(|| base.get(&n).unwrap_or_else(|| self.node(n)).clone());

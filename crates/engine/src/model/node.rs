@@ -281,8 +281,18 @@ impl NodeInfo {
         self.idle.get(name) + self.releasing.get(name) - self.pipelined.get(name)
     }
 
+    /// Whether `req` fits in what will be free once releasing tasks are gone and pipelined
+    /// tasks arrive: `future_shortfall(req).is_none()`, without making the shortfall.
     pub fn fits_future_idle(&self, req: &Resource) -> bool {
-        self.future_shortfall(req).is_none()
+        let (i, r, p) = (&self.idle, &self.releasing, &self.pipelined);
+        let fits = |need: i64, free: i64| need == 0 || need <= free;
+        fits(req.milli_cpu, i.milli_cpu + r.milli_cpu - p.milli_cpu)
+            && fits(req.memory, i.memory + r.memory - p.memory)
+            && fits(req.pods, i.pods + r.pods - p.pods)
+            && req
+                .scalars
+                .iter()
+                .all(|(name, need)| fits(*need, i.scalar(name) + r.scalar(name) - p.scalar(name)))
     }
 
     /// The first dimension of `req` (in `Resource::dimensions` order) that does not fit in

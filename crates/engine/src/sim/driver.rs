@@ -16,6 +16,7 @@ use priority_queue::PriorityQueue;
 use super::measure::{Domain, ReportLevel};
 use super::report::{Report, Sample};
 use super::scenario::{JobDef, Scenario, ScenarioError, GROUP_INDEX_LABEL};
+use super::tally::{PodShare, SimTally};
 use crate::cache::{Cache, PodUpdate};
 use crate::framework::{ConditionKind, PredictOptions, PredictedStart, Scheduler, SessionResult};
 use crate::model::pod_rules::HOSTNAME_LABEL;
@@ -61,6 +62,8 @@ pub struct SimPod {
     pub node: Option<Arc<str>>,
     task: TaskInfo,
     finish_event: Option<u64>,
+    /// What it adds to the running sums (`SimTally`).
+    share: PodShare,
 }
 
 impl SimPod {
@@ -145,6 +148,10 @@ pub struct Simulation {
     /// What the engine could not use of the scenario's topology (malformed requests,
     /// HyperNode problems), each once, in the order found.
     pub(super) topology_problems: Vec<String>,
+    /// Running sums over the pod table (what nodes and queues hold, pods waiting).
+    pub(super) tally: SimTally,
+    /// Jobs whose every pod succeeded.
+    jobs_done: usize,
 }
 
 impl Simulation {
@@ -180,6 +187,8 @@ impl Simulation {
             claim_users: HashMap::new(),
             levels: ReportLevel::of(&scenario),
             topology_problems: Vec::new(),
+            tally: SimTally::default(),
+            jobs_done: 0,
             scenario,
         };
         sim.setup();
@@ -336,6 +345,7 @@ impl Simulation {
                     node: None,
                     task,
                     finish_event: None,
+                    share: PodShare::default(),
                 });
                 pods.push(pod);
             }
@@ -404,6 +414,7 @@ impl Simulation {
             if let Some(devices) = super::devices::node_devices(&name, &g.devices) {
                 self.cache.apply_node_devices(&name, Some(devices));
             }
+            self.tally.add_node(&name, &allocatable);
             self.nodes.insert(name.clone(), (group, allocatable));
             self.group_nodes[group].push(name);
         }
@@ -429,6 +440,7 @@ impl Simulation {
                 self.cancel(pending_finish);
                 self.set_pod(p, TaskStatus::Pending, None);
             }
+            self.tally.remove_node(&name);
         }
         self.dirty = true;
     }
@@ -506,7 +518,17 @@ impl Simulation {
         {
             self.release_devices(p);
         }
+        let queue = &self.jobs[self.pods[p].job].queue;
+        let (old, request) = (&self.pods[p].share, &self.pods[p].request);
+        self.tally.apply(old, queue, request, -1);
+        let share = PodShare {
+            node: node.clone().filter(|_| status.occupies_node()),
+            pending: status == TaskStatus::Pending
+                && self.jobs[self.pods[p].job].submitted.is_some(),
+        };
+        self.tally.apply(&share, queue, request, 1);
         let pod = &mut self.pods[p];
+        pod.share = share;
         pod.status = status;
         pod.node = node.clone();
         pod.task.status = status;
@@ -557,12 +579,14 @@ impl Simulation {
                 let node = self.pods[p].node.clone();
                 self.set_pod(p, TaskStatus::Succeeded, node);
                 let job = self.pods[p].job;
-                if self.jobs[job]
-                    .pods
-                    .iter()
-                    .all(|&q| self.pods[q].status == TaskStatus::Succeeded)
+                if self.jobs[job].finished.is_none()
+                    && self.jobs[job]
+                        .pods
+                        .iter()
+                        .all(|&q| self.pods[q].status == TaskStatus::Succeeded)
                 {
                     self.jobs[job].finished = Some(self.now);
+                    self.jobs_done += 1;
                 }
             }
             Event::EvictDone(p) => self.set_pod(p, TaskStatus::Pending, None),
@@ -667,7 +691,15 @@ impl Simulation {
             );
         }
         self.check_nodes();
-        for j in 0..self.jobs.len() {
+        // Only a bind starts a job.
+        let mut bound: Vec<usize> = result
+            .binds
+            .iter()
+            .filter_map(|b| self.pod_index.get(&b.task).map(|&p| self.pods[p].job))
+            .collect();
+        bound.sort_unstable();
+        bound.dedup();
+        for j in bound {
             let job = &self.jobs[j];
             if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
                 self.jobs[j].started = Some(self.now);
@@ -742,7 +774,7 @@ impl Simulation {
     }
 
     fn work_left(&self) -> bool {
-        self.jobs.iter().any(|j| j.finished.is_none())
+        self.jobs_done < self.jobs.len()
     }
 
     /// Runs until `until` (virtual ms) or until nothing can happen any more.
@@ -750,11 +782,10 @@ impl Simulation {
         let period = self.scenario.schedule_period.0;
         while self.now <= until {
             self.step();
-            let done = self.jobs.iter().filter(|j| j.finished.is_some()).count();
             progress(Progress {
                 now: self.now,
                 max_time: self.scenario.max_time.0,
-                jobs_done: done,
+                jobs_done: self.jobs_done,
                 jobs_total: self.jobs.len(),
             });
             let next = if self.dirty {

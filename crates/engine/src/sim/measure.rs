@@ -108,27 +108,106 @@ impl Simulation {
     }
 
     /// No node over-committed: requests of the pods on each node, summed from the
-    /// simulator's own pod table, fit its allocatable.
+    /// simulator's own pod table, fit its allocatable. Only a node whose pods grew since the
+    /// last check can have become over-committed; debug builds recount every node from the
+    /// pod table and compare with the running sums.
     pub(super) fn check_nodes(&mut self) {
-        let mut used: BTreeMap<&str, Resource> = BTreeMap::new();
-        for pod in &self.pods {
-            if let (Some(node), true) = (&pod.node, pod.status.occupies_node()) {
-                used.entry(node).or_default().add(&pod.request);
-            }
-        }
+        #[cfg(debug_assertions)]
+        self.assert_tally_matches_pods();
         let mut bad = Vec::new();
-        for (node, u) in &used {
-            if let Some((_, alloc)) = self.nodes.get(*node) {
-                if !u.fits(alloc) {
-                    bad.push(format!(
-                        "t={}: node {node} over-committed: {u} on {alloc}",
-                        self.now
-                    ));
-                }
+        for name in std::mem::take(&mut self.tally.grown) {
+            let (Some((_, alloc)), Some(node)) =
+                (self.nodes.get(&name), self.tally.nodes.get(&name))
+            else {
+                continue;
+            };
+            if !node.used.fits(alloc) {
+                bad.push(format!(
+                    "t={}: node {name} over-committed: {} on {alloc}",
+                    self.now, node.used
+                ));
             }
         }
         self.overcommitted_nodes += bad.len() as u64;
         self.violations.extend(bad);
+    }
+
+    /// The running sums equal a recount of the pod table.
+    #[cfg(debug_assertions)]
+    fn assert_tally_matches_pods(&self) {
+        let mut used: BTreeMap<&str, Resource> = BTreeMap::new();
+        let mut pending = 0;
+        for pod in &self.pods {
+            if let (Some(node), true) = (&pod.node, pod.status.occupies_node()) {
+                used.entry(node).or_default().add(&pod.request);
+            }
+            if pod.status == TaskStatus::Pending && self.jobs[pod.job].submitted.is_some() {
+                pending += 1;
+            }
+        }
+        assert_eq!(
+            pending, self.tally.pending_pods,
+            "pending pods: recount vs running sum"
+        );
+        for (name, node) in &self.tally.nodes {
+            let recount = used.remove(&**name).unwrap_or_default();
+            for (dim, v) in node.used.dimensions() {
+                assert_eq!(
+                    recount.get(dim),
+                    v,
+                    "node {name}, {dim}: recount vs running sum"
+                );
+            }
+            for (dim, v) in recount.dimensions() {
+                assert_eq!(
+                    node.used.get(dim),
+                    v,
+                    "node {name}, {dim}: running sum vs recount"
+                );
+            }
+        }
+        assert!(
+            used.is_empty(),
+            "pods on nodes the sums do not know: {used:?}"
+        );
+        let partial = self
+            .tally
+            .nodes
+            .values()
+            .filter(|n| {
+                let (u, all) = (n.used.get(GPU), n.allocatable.get(GPU));
+                u > 0 && u < all
+            })
+            .count();
+        assert_eq!(
+            partial, self.tally.partial_gpu_nodes,
+            "partially used GPU nodes"
+        );
+        let mut queues: BTreeMap<&str, Resource> = BTreeMap::new();
+        let mut total = Resource::new();
+        for pod in self
+            .pods
+            .iter()
+            .filter(|p| p.node.is_some() && p.status.occupies_node())
+        {
+            queues
+                .entry(&self.jobs[pod.job].queue)
+                .or_default()
+                .add(&pod.request);
+            total.add(&pod.request);
+        }
+        let same = |a: &Resource, b: &Resource| {
+            a.dimensions().all(|(d, v)| b.get(d) == v) && b.dimensions().all(|(d, v)| a.get(d) == v)
+        };
+        assert!(
+            same(&total, &self.tally.used),
+            "used: recount vs running sum"
+        );
+        for (q, r) in &self.tally.queues {
+            let recount = queues.remove(q.as_str()).unwrap_or_default();
+            assert!(same(&recount, r), "queue {q}: recount vs running sum");
+        }
+        assert!(queues.is_empty(), "queues the sums do not know: {queues:?}");
     }
 
     /// Notes where a pod just bound landed: its node, that node's domain at each report
@@ -178,32 +257,17 @@ impl Simulation {
     }
 
     pub(super) fn sample(&mut self) {
-        let mut total = Resource::new();
-        for (_, alloc) in self.nodes.values() {
-            total.add(alloc);
-        }
-        let mut used = Resource::new();
-        let mut gpus_used: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut queues: BTreeMap<String, Resource> = BTreeMap::new();
+        let tally = &self.tally;
+        let total = &tally.total;
+        // The scenario's queues, and any other a running pod is in.
+        let mut queues: BTreeMap<String, Resource> = tally
+            .queues
+            .iter()
+            .filter(|(_, r)| r.dimensions().any(|(_, v)| v != 0))
+            .map(|(q, r)| (q.clone(), r.clone()))
+            .collect();
         for q in self.cache.state().queues() {
-            queues.insert(q.name.to_string(), Resource::new());
-        }
-        for pod in &self.pods {
-            if pod.status.occupies_node()
-                && pod
-                    .node
-                    .as_ref()
-                    .is_some_and(|n| self.nodes.contains_key(n))
-            {
-                used.add(&pod.request);
-                if let Some(node) = &pod.node {
-                    *gpus_used.entry(node).or_insert(0) += pod.request.get(GPU);
-                }
-                queues
-                    .entry(self.jobs[pod.job].queue.clone())
-                    .or_default()
-                    .add(&pod.request);
-            }
+            queues.entry(q.name.to_string()).or_default();
         }
         let fraction = |r: &Resource, name: &str| {
             let t = total.get(name);
@@ -217,26 +281,11 @@ impl Simulation {
             .into_iter()
             .filter(|r| total.get(r) > 0)
             .collect();
-        // A node with some but not all of its GPUs allocated: room a whole-node worker
-        // cannot use (fragmentation).
-        let gpu_nodes: Vec<(&Arc<str>, i64)> = self
-            .nodes
-            .iter()
-            .map(|(name, (_, alloc))| (name, alloc.get(GPU)))
-            .filter(|(_, gpus)| *gpus > 0)
-            .collect();
-        let partial_gpu_nodes = gpu_nodes
-            .iter()
-            .filter(|(name, gpus)| {
-                let used = gpus_used.get(&***name).copied().unwrap_or(0);
-                used > 0 && used < *gpus
-            })
-            .count();
         let sample = Sample {
             t: self.now,
             utilization: resources
                 .iter()
-                .map(|r| (r.to_string(), fraction(&used, r)))
+                .map(|r| (r.to_string(), fraction(&tally.used, r)))
                 .collect(),
             queue_share: queues
                 .iter()
@@ -250,13 +299,11 @@ impl Simulation {
                     )
                 })
                 .collect(),
-            pending_pods: self
-                .pods
-                .iter()
-                .filter(|p| p.status == TaskStatus::Pending && self.jobs[p.job].submitted.is_some())
-                .count(),
-            gpu_nodes: gpu_nodes.len(),
-            partial_gpu_nodes,
+            pending_pods: tally.pending_pods,
+            // A node with some but not all of its GPUs allocated: room a whole-node worker
+            // cannot use (fragmentation).
+            gpu_nodes: tally.gpu_nodes,
+            partial_gpu_nodes: tally.partial_gpu_nodes,
         };
         if self
             .samples

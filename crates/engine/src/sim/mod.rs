@@ -8,6 +8,7 @@ mod measure;
 pub mod plot;
 pub mod report;
 pub mod scenario;
+mod tally;
 
 pub use driver::{Progress, SimJob, SimPod, Simulation};
 pub use report::Report;
