@@ -479,7 +479,7 @@ impl Statement<'_> {
         if units.iter().any(|u| u.candidates.len() == live)
             && self.state().tally().all_nodes_schedulable()
         {
-            return request.fits(&self.cluster_free());
+            return request.fits(self.cluster_free());
         }
         // The union of the units' candidates in id order, without sorting and deduplicating
         // thousands of node ids per search.

@@ -263,7 +263,7 @@ impl Session {
         }
         let usable = self.usable_free(&keys);
         let cluster = self.cluster_free();
-        let free = usable.as_ref().unwrap_or(&cluster);
+        let free = usable.as_ref().unwrap_or(cluster);
         let mut parts = Vec::new();
         for (name, amount) in need.dimensions() {
             if name == crate::model::resource::PODS {
