@@ -256,7 +256,9 @@ fn s14_a_queue_that_ran_alone_gets_less_until_its_usage_decays() {
     );
     assert!(b_first > 0.55, "b first gets more than half: {b_first}");
     assert!(gap_late <= 0.125, "then the shares converge: {gap_late}");
-    let plain = Simulation::new(plain, "s14-plain").unwrap().run(&mut |_| {});
+    let plain = Simulation::new(plain, "s14-plain")
+        .unwrap()
+        .run(&mut |_| {});
     let b_plain = mean_share(&plain, "b", 11 * HOUR, 13 * HOUR);
     assert!(b_plain < b_first, "{b_plain} < {b_first}");
     assert!(
