@@ -198,7 +198,7 @@ pub fn fair_factors<'a>(
     let total_entitled: f64 = entitled.values().filter(|e| **e > 0.0).sum();
     let mut totals: BTreeMap<&str, f64> = BTreeMap::new();
     for q in entitled.keys() {
-        for (name, v) in usage_of(&**q).into_iter().flatten() {
+        for (name, v) in usage_of(q).into_iter().flatten() {
             if *v > 0.0 {
                 *totals.entry(name).or_default() += v;
             }
@@ -207,7 +207,7 @@ pub fn fair_factors<'a>(
     entitled
         .iter()
         .map(|(q, e)| {
-            let used = usage_of(&**q)
+            let used = usage_of(q)
                 .into_iter()
                 .flatten()
                 .filter_map(|(name, v)| {
