@@ -13,7 +13,9 @@ use thiserror::Error;
 
 mod arguments;
 mod volcano;
-pub use arguments::{Arguments, Flag, List, NoArguments, Number, Text, UnknownArgument, Weight};
+pub use arguments::{
+    Arguments, Flag, HumanDuration, List, NoArguments, Number, Text, UnknownArgument, Weight,
+};
 pub(crate) use volcano::ignored_argument;
 pub use volcano::{VOLCANO_ACTIONS, VOLCANO_PLUGINS};
 

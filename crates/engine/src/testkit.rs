@@ -322,6 +322,12 @@ impl Gang {
         self
     }
 
+    /// Its PriorityClass's minimum runtime (ms), if any (`GangPolicy::min_runtime`).
+    pub fn min_runtime_opt(mut self, ms: Option<Timestamp>) -> Self {
+        self.spec.policy.min_runtime = ms;
+        self
+    }
+
     /// Volcano's PodGroup `spec.networkTopology`.
     pub fn network_topology(mut self, mode: &str, highest_tier_allowed: Option<i64>) -> Self {
         self.spec.topology = Some(crate::model::TopologyRequest::from_volcano(

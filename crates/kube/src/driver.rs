@@ -258,6 +258,7 @@ impl Cycles<'_> {
         let mut first_cycle = true;
         let mut pacer = CyclePacer::new(Instant::now());
         let mut gauges_at: Option<Instant> = None;
+        let mut usage_recorded_at: Option<Instant> = None;
         loop {
             if let Some(path) = &opts.conf_path {
                 reload_if_changed(path, &mut self.conf_version, &mut self.scheduler);
@@ -450,6 +451,21 @@ impl Cycles<'_> {
                 gauges_at = Some(Instant::now());
                 metrics.volcano.observe_queues(&seen, self.scheduler.conf());
                 metrics.volcano.observe_jobs(&seen, self.scheduler.conf());
+                let usage = self.scheduler.queue_usage();
+                metrics.queue_usages(usage.as_ref());
+                // Fair share over time survives a restart through the Queue objects.
+                if let Some(usage) = usage {
+                    if usage_recorded_at.is_none_or(|at| at.elapsed() >= crate::usage::RECORD_EVERY)
+                    {
+                        usage_recorded_at = Some(Instant::now());
+                        tokio::spawn(crate::usage::record(
+                            binder.client.clone(),
+                            binder.gate.clone(),
+                            binder.metrics.clone(),
+                            usage,
+                        ));
+                    }
+                }
             }
         }
     }
@@ -919,6 +935,7 @@ fn reload_if_changed(
     {
         Ok(mut s) => {
             s.predict_starts(scheduler.predicting().cloned());
+            s.keep_usage_from(scheduler);
             for w in &s.conf().warnings {
                 warn!("{}: {w}", path.display());
             }

@@ -121,6 +121,9 @@ pub struct Index {
     pub cache: Cache,
     names: Vec<String>,
     priority_classes: HashMap<String, i32>,
+    /// Per PriorityClass, the minimum runtime and preemption delay (ms) its annotations
+    /// `rust-batch.io/min-runtime` and `rust-batch.io/preemption-delay` give its gangs.
+    class_protection: HashMap<String, (Option<i64>, Option<i64>)>,
     /// Real PodGroups by `namespace/name`, the newest seen (from the watch or from the
     /// status writer's own write), per kind (see `dialects::KINDS` for which defines a gang
     /// named by several).
@@ -947,6 +950,12 @@ impl Index {
         // Optional in the 1.37 schema (a zero value is left out): absent is 0.
         self.priority_classes
             .insert(name.clone(), pc.value.unwrap_or(0));
+        let protection = self.class_protection_of(pc);
+        if protection == (None, None) {
+            self.class_protection.remove(&name);
+        } else {
+            self.class_protection.insert(name.clone(), protection);
+        }
         // PodGroups that named this class before it was seen get its value now.
         let waiting: Vec<String> = self
             .groups
@@ -960,6 +969,27 @@ impl Index {
 
     pub fn delete_priority_class(&mut self, name: &str) {
         self.priority_classes.remove(name);
+        self.class_protection.remove(name);
+    }
+
+    /// A PriorityClass's minimum runtime and preemption delay (its `rust-batch.io/*`
+    /// annotations, read as a queue's are). A value that does not parse, is zero or is over
+    /// a year is an `InvalidPriorityClass` event naming the annotation, and is left out.
+    fn class_protection_of(&mut self, pc: &PriorityClass) -> (Option<i64>, Option<i64>) {
+        use crate::dialects::volcano::{duration_value, MIN_RUNTIME, PREEMPTION_DELAY};
+        let mut read = |key: &str| {
+            let text = pc.metadata.annotations.as_ref()?.get(key)?;
+            match duration_value(text) {
+                Ok(ms) => Some(ms),
+                Err(why) => {
+                    let r = pc.object_ref(&());
+                    let message = format!("metadata.annotations[{key}]: {why}");
+                    self.report(r, EventType::Warning, "InvalidPriorityClass", message);
+                    None
+                }
+            }
+        };
+        (read(MIN_RUNTIME), read(PREEMPTION_DELAY))
     }
 
     pub fn priority_class_keys(&self) -> Vec<String> {
@@ -1082,7 +1112,14 @@ impl Index {
             return false;
         };
         match converted {
-            Ok(spec) => {
+            Ok(mut spec) => {
+                // Its PriorityClass's minimum runtime and preemption delay (they win over
+                // its queue's).
+                let class = self.groups.defining(key).and_then(|s| s.class_of(key));
+                if let Some(&(min, delay)) = class.and_then(|c| self.class_protection.get(&c)) {
+                    spec.policy.min_runtime = min;
+                    spec.policy.preemption_delay = delay;
+                }
                 self.deleted_groups.remove(key);
                 let problem = spec.topology.as_ref().and_then(|t| t.problem.clone());
                 if let Some(r) = self.group_ref(key) {
@@ -1306,6 +1343,42 @@ mod tests {
     fn min_member(st: &Index) -> Option<u32> {
         let s = st.cache.state();
         s.job_by_uid("ns/g").map(|id| s.job(id).min_member)
+    }
+
+    #[test]
+    fn a_priority_classs_protection_reaches_the_gangs_that_name_it() {
+        let mut st = Index::default();
+        let pg: PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"minMember": 1, "priorityClassName": "batch"}
+        }))
+        .unwrap();
+        st.apply_group::<PodGroup>(&pg);
+        let class = |annotations: serde_json::Value| -> PriorityClass {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "batch", "annotations": annotations},
+                "value": 10
+            }))
+            .unwrap()
+        };
+        let policy = |st: &Index| {
+            let s = st.cache.state();
+            let j = s.job(s.job_by_uid("ns/g").unwrap());
+            (j.priority, j.policy.min_runtime, j.policy.preemption_delay)
+        };
+        st.apply_priority_class(&class(serde_json::json!({
+            "rust-batch.io/min-runtime": "10m", "rust-batch.io/preemption-delay": "1m"
+        })));
+        assert_eq!(policy(&st), (10, Some(600_000), Some(60_000)));
+        // A bad value is left out (and reported); the other one stays.
+        st.apply_priority_class(&class(serde_json::json!({
+            "rust-batch.io/min-runtime": "0s", "rust-batch.io/preemption-delay": "1m"
+        })));
+        assert_eq!(policy(&st), (10, None, Some(60_000)));
+        st.apply_priority_class(&class(serde_json::json!({})));
+        assert_eq!(policy(&st), (10, None, None));
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod recovery;
 pub mod retry;
 pub mod status;
 pub mod supervise;
+pub mod usage;
 pub mod volumes;
 pub mod watch;
 

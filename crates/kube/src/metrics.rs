@@ -63,6 +63,10 @@ pub struct Metrics {
     /// Whole-gang placement searches, by result (placed, none, gave_up), and their tries.
     pub placement_searches: IntCounterVec,
     pub placement_search_tries: IntCounter,
+    /// Fair share over time: the usage half-life the configuration weighs shares by,
+    /// seconds (0: off), and each queue's decayed average use of each resource.
+    pub usage_half_life: prometheus::Gauge,
+    pub queue_usage: prometheus::GaugeVec,
     /// Volcano's metrics (no prefix of ours).
     pub volcano: VolcanoMetrics,
     volcano_registry: Registry,
@@ -176,6 +180,18 @@ impl Metrics {
                 "placement_search_tries_total",
                 "Tries the whole-gang placement searches spent",
             )?,
+            usage_half_life: prometheus::Gauge::new(
+                "queue_usage_half_life_seconds",
+                "Fair share over time: the half-life queue usage decays with (0: off)",
+            )?,
+            queue_usage: prometheus::GaugeVec::new(
+                Opts::new(
+                    "queue_usage",
+                    "Fair share over time: each queue's decayed average use of a resource \
+                     (cores, bytes, GPUs)",
+                ),
+                &["queue", "resource"],
+            )?,
             volcano: VolcanoMetrics::new()?,
             volcano_registry: Registry::new(),
             ready: AtomicBool::new(false),
@@ -201,6 +217,8 @@ impl Metrics {
         m.registry.register(Box::new(m.leader.clone()))?;
         m.registry.register(Box::new(m.watch_lag.clone()))?;
         m.registry.register(Box::new(m.victims.clone()))?;
+        m.registry.register(Box::new(m.usage_half_life.clone()))?;
+        m.registry.register(Box::new(m.queue_usage.clone()))?;
         for action in ["preempt", "reclaim", "release"] {
             m.victims.with_label_values(&[action]);
         }
@@ -353,7 +371,7 @@ impl CycleObserver for CycleTimer<'_> {
 /// `queue status` PATCH queues/status, `pod condition` PATCH pods/status, `event` POST
 /// events, `claim` PATCH persistentvolumeclaims (the selected-node annotation), `queue`
 /// POST queues (the default queue, at start).
-pub const WRITE_KINDS: [&str; 8] = [
+pub const WRITE_KINDS: [&str; 9] = [
     "binding",
     "eviction",
     "podgroup status",
@@ -362,6 +380,7 @@ pub const WRITE_KINDS: [&str; 8] = [
     "event",
     "claim",
     "queue",
+    "queue usage",
 ];
 
 /// Every kind of API read besides the watches (label `kind` of `api_reads_total`): a GET of
@@ -415,6 +434,23 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, extra: Router) -> st
 impl Metrics {
     /// The last cycle's predicted starts: one gauge per gang with a time (the set replaced
     /// every cycle, so gangs that started or left are gone), and the count of unknowns.
+    /// Fair share over time: every queue's usage (`Scheduler::queue_usage`), or none.
+    pub fn queue_usages(&self, usage: Option<&crate::framework::UsageLedger>) {
+        self.queue_usage.reset();
+        let Some(usage) = usage else {
+            self.usage_half_life.set(0.0);
+            return;
+        };
+        self.usage_half_life.set(usage.half_life() as f64 / 1000.0);
+        for (queue, u) in usage.queues() {
+            for (resource, amount) in &u.amounts {
+                self.queue_usage
+                    .with_label_values(&[&**queue, resource.as_str()])
+                    .set(*amount);
+            }
+        }
+    }
+
     pub fn predicted_starts(&self, predictions: &[(Arc<str>, crate::framework::PredictedStart)]) {
         use crate::framework::PredictedStart;
         self.predicted_start.reset();

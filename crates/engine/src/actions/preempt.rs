@@ -7,18 +7,27 @@
 //!
 //! For each pending task of the preemptor, most constrained first (fewest nodes it may run
 //! on, then the largest share of the scarcest resource, so a small task does not take the
-//! only room a large one could have): a node where it fits once what is
-//! already releasing is gone; else a node where victims allowed one by one (a gang's
-//! surplus) make room, the lowest priority first; else a node where evicting whole victim
-//! gangs (all their placed tasks, on every node) makes room, the fewest and lowest-priority
-//! gangs first. Space a whole gang frees on other nodes serves the later tasks. Every set
-//! of victims is put to the plugins' set vote before it is evicted.
+//! only room a large one could have): a node where it fits once what is already releasing
+//! is gone; else, over the nodes examined, the victim set that makes room and loses the
+//! least work done (`WorkLost`: runtime so far × request, GPUs first, then cpu, then
+//! memory). The sets weighed on each node: victims allowed one by one (a gang's surplus),
+//! lowest priority and youngest first; whole victim gangs (all their placed tasks, on
+//! every node), the fewest and lowest-priority first; and, when a node offers at most
+//! `EXACT_UNITS` victims and victim gangs, every combination of them. At equal work lost
+//! the earlier kind of set, then the earlier node, wins. Space a whole gang frees on other
+//! nodes serves the later tasks. Every set of victims is put to the plugins' set vote
+//! before it is evicted.
+//!
+//! A gang with a hard topology rule (gpu-affinity's `GangDomains::allowed`) makes room
+//! inside one allowed domain only: each domain is tried, the one whose victims lose the
+//! least work wins, and nothing outside it is evicted (a victim gang that also runs
+//! elsewhere is no victim).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::conf::{ArgError, Arguments, NoArguments};
-use crate::framework::{Action, RunningIndex, Session, Statement, VictimKind};
+use crate::framework::{Action, NodeSet, RunningIndex, Session, Statement, VictimKind};
 use crate::model::{JobId, NodeId, NodeInfo, PodGroupPhase, Resource, TaskRef, TaskStatus};
 
 pub struct Preempt;
@@ -97,6 +106,97 @@ struct WholePlan {
     cost: (usize, i32, usize),
 }
 
+/// The work a set of victims has done and loses when evicted: per task, how long it has
+/// run (from its start; none if it has not started) times what it requests, summed —
+/// GPU-milliseconds (every extended resource named `…/gpu`, in milli-units), then
+/// cpu (millicores) × ms, then memory bytes × ms. Compared in that order: the fewest
+/// GPU-hours lost first, the other resources break ties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WorkLost {
+    pub gpu: i128,
+    pub cpu: i128,
+    pub memory: i128,
+}
+
+impl WorkLost {
+    /// What evicting `tasks` loses at the session's time.
+    pub fn of(ssn: &Session, tasks: &[TaskRef]) -> WorkLost {
+        let mut w = WorkLost::default();
+        for &t in tasks {
+            w = w.plus(WorkLost::of_task(ssn, t));
+        }
+        w
+    }
+
+    fn of_task(ssn: &Session, t: TaskRef) -> WorkLost {
+        let task = ssn.task(t);
+        let ran = i128::from(
+            ssn.now
+                .saturating_sub(task.started.unwrap_or(ssn.now))
+                .max(0),
+        );
+        let r = &task.resreq;
+        WorkLost {
+            gpu: ran * i128::from(gpus(r)),
+            cpu: ran * i128::from(r.milli_cpu),
+            memory: ran * i128::from(r.memory),
+        }
+    }
+
+    fn plus(self, o: WorkLost) -> WorkLost {
+        WorkLost {
+            gpu: self.gpu + o.gpu,
+            cpu: self.cpu + o.cpu,
+            memory: self.memory + o.memory,
+        }
+    }
+
+    /// GPU-hours, for messages and reports.
+    pub fn gpu_hours(&self) -> f64 {
+        self.gpu as f64 / 1000.0 / 3_600_000.0
+    }
+}
+
+/// The GPUs a request asks (milli-units): every extended resource named `…/gpu`.
+pub fn gpus(r: &Resource) -> i64 {
+    r.scalars
+        .iter()
+        .filter(|(n, _)| n.ends_with("/gpu"))
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+/// A node offering at most this many victim units (single victims and whole victim
+/// gangs) has every combination of them weighed (2^12 sets at most); past it, only the
+/// ordered plans.
+pub const EXACT_UNITS: usize = 12;
+
+/// How many of a node's combinations, cheapest first, are put to the plugins' set vote.
+const SET_VOTES: usize = 32;
+
+/// How many allowed domains a hard gang's preemption tries.
+const DOMAIN_CAP: usize = 16;
+
+/// One way to make room for a task on one node.
+struct Plan {
+    node: NodeId,
+    set: Vec<TaskRef>,
+    /// (work lost, kind of set: 0 one by one, 2 whole gangs, 3 a combination — at equal
+    /// work lost the ordered plans keep Volcano's preferences —, the plan's own cost, the
+    /// node's place in the scan): smaller is better.
+    key: (WorkLost, u8, (usize, i32, usize), usize),
+}
+
+/// A victim unit for the exhaustive search: one task let go alone, or a whole gang.
+struct Unit {
+    gang: JobId,
+    whole: bool,
+    tasks: Vec<TaskRef>,
+    /// What it frees on the node examined.
+    frees: Resource,
+    lost: WorkLost,
+}
+
 struct Attempt<'r> {
     job: JobId,
     queue: Arc<str>,
@@ -105,6 +205,8 @@ struct Attempt<'r> {
     /// Per victim gang, whether the plugins let it go whole (asked once per attempt; the
     /// final set is asked again before anything is evicted).
     whole: HashMap<JobId, bool>,
+    /// A hard gang's domain: the preemptor's tasks go, and victims are taken, only inside.
+    within: Option<NodeSet>,
 }
 
 impl Attempt<'_> {
@@ -116,6 +218,21 @@ impl Attempt<'_> {
         }
         let same = ssn.job(c.job).queue == self.queue;
         (self.rules.kind == VictimKind::Preempt) == same && ssn.protected_until(c).is_none()
+    }
+
+    /// Whether a whole victim gang runs only inside the hard gang's domain (always, without
+    /// one): evicting it must free nothing outside.
+    fn whole_inside(&self, ssn: &Session, gang: JobId) -> bool {
+        let Some(set) = &self.within else {
+            return true;
+        };
+        placed_tasks(ssn, gang).iter().all(|t| {
+            ssn.task(*t)
+                .node
+                .as_deref()
+                .and_then(|n| ssn.state().node_by_name(n))
+                .is_some_and(|n| set.contains(n))
+        })
     }
 
     fn candidates_on(&self, ssn: &Session, node: NodeId) -> Vec<TaskRef> {
@@ -143,7 +260,16 @@ impl Attempt<'_> {
 
     /// Places one pending task, evicting if it must. False if it found no way.
     fn place(&mut self, stmt: &mut Statement, task: TaskRef) -> bool {
-        if let Some(&node) = stmt.feasible_nodes_quiet(task, 1).first() {
+        let free_node = match &self.within {
+            None => stmt.feasible_nodes_quiet(task, 1).first().copied(),
+            Some(set) => {
+                let t = stmt.task(task).clone();
+                stmt.feasible_nodes_quiet(task, usize::MAX)
+                    .into_iter()
+                    .find(|n| set.allows(&t, *n))
+            }
+        };
+        if let Some(node) = free_node {
             stmt.pipeline(task, node);
             return true;
         }
@@ -151,25 +277,31 @@ impl Attempt<'_> {
         // Preempt looks only where its own queue runs; reclaim anywhere.
         let kind = self.rules.kind;
         let fit = stmt.static_nodes(task);
-        let in_queue: Vec<NodeId>;
-        let nodes = match kind {
-            VictimKind::Preempt => {
-                in_queue = self
-                    .index
-                    .nodes_by_queue
-                    .get(&self.queue)
-                    .map(|ns| ns.iter().copied().filter(|n| fit.passes(*n)).collect())
-                    .unwrap_or_default();
-                &in_queue[..]
-            }
-            VictimKind::Reclaim => fit.nodes(),
+        let mut nodes: Vec<NodeId> = match kind {
+            VictimKind::Preempt => self
+                .index
+                .nodes_by_queue
+                .get(&self.queue)
+                .map(|ns| ns.iter().copied().filter(|n| fit.passes(*n)).collect())
+                .unwrap_or_default(),
+            VictimKind::Reclaim => fit.nodes().to_vec(),
         };
+        if let Some(set) = &self.within {
+            let t = stmt.task(task).clone();
+            nodes.retain(|n| set.allows(&t, *n));
+        }
         if nodes.is_empty() {
             return false;
         }
         let start = (self.job.0 as usize).wrapping_mul(7919) % nodes.len();
         let mut examined = Vec::new();
         let mut examined_nodes = 0;
+        let mut best: Option<Plan> = None;
+        let mut consider = |plan: Plan| {
+            if best.as_ref().is_none_or(|b| plan.key < b.key) {
+                best = Some(plan);
+            }
+        };
         for k in 0..nodes.len() {
             if examined_nodes >= NODE_CAP {
                 break;
@@ -207,12 +339,17 @@ impl Attempt<'_> {
                 freed.add(&stmt.task(*v).resreq);
                 needed += 1;
             }
+            let every_single = victims.clone();
             if request.fits(&future_free(stmt.node(node), &freed)) {
                 victims.truncate(needed);
-                if stmt.victims_together(kind, task, &victims) {
-                    self.evict(stmt, &victims);
-                    stmt.pipeline(task, node);
-                    return true;
+                let set = victims.clone();
+                if stmt.victims_together(kind, task, &set) {
+                    let lost = WorkLost::of(stmt, &set);
+                    consider(Plan {
+                        node,
+                        set,
+                        key: (lost, 0, (0, 0, 0), k),
+                    });
                 }
             }
             // A gang can go whole only if all its tasks here may go.
@@ -225,52 +362,182 @@ impl Attempt<'_> {
                         .all(|o| members.contains(o))
                 }),
             );
-            examined.push((node, whole, victims));
+            if let Some(plan) =
+                self.cheapest_combination(stmt, task, node, &whole, &every_single, &request)
+            {
+                consider(Plan {
+                    key: (plan.key.0, plan.key.1, plan.key.2, k),
+                    ..plan
+                });
+            }
+            examined.push((node, whole, victims, k));
         }
-        // Whole gangs: the cheapest plan over the nodes examined.
-        let mut best: Option<WholePlan> = None;
-        for (node, candidates, singles) in &examined {
-            if let Some(plan) = self.whole_plan(stmt, task, *node, candidates, singles, &request) {
-                if best.as_ref().is_none_or(|b| plan.cost < b.cost) {
-                    best = Some(plan);
+        // Whole gangs: each examined node's plan.
+        for (node, candidates, singles, k) in &examined {
+            let Some(plan) = self.whole_plan(stmt, task, *node, candidates, singles, &request)
+            else {
+                continue;
+            };
+            let mut set: Vec<TaskRef> = Vec::new();
+            let mut freed = Resource::new();
+            for &g in &plan.gangs {
+                for t in placed_tasks(stmt, g) {
+                    if stmt.task(t).node.as_deref() == Some(&*stmt.node(plan.node).name) {
+                        freed.add(&stmt.task(t).resreq);
+                    }
+                    set.push(t);
                 }
+            }
+            for &v in singles {
+                if request.fits(&future_free(stmt.node(plan.node), &freed)) {
+                    break;
+                }
+                if plan.gangs.contains(&v.job) {
+                    continue;
+                }
+                freed.add(&stmt.task(v).resreq);
+                set.push(v);
+            }
+            if request.fits(&future_free(stmt.node(plan.node), &freed))
+                && stmt.victims_together(kind, task, &set)
+            {
+                let lost = WorkLost::of(stmt, &set);
+                consider(Plan {
+                    node: plan.node,
+                    set,
+                    key: (lost, 2, plan.cost, *k),
+                });
             }
         }
         let Some(plan) = best else {
             return false;
         };
-        let (_, _, singles) = examined
-            .iter()
-            .find(|(n, _, _)| *n == plan.node)
-            .expect("the plan's node was examined");
-        let mut set: Vec<TaskRef> = Vec::new();
-        let mut freed = Resource::new();
-        for &g in &plan.gangs {
-            for t in placed_tasks(stmt, g) {
-                if stmt.task(t).node.as_deref() == Some(&*stmt.node(plan.node).name) {
-                    freed.add(&stmt.task(t).resreq);
-                }
-                set.push(t);
-            }
-        }
-        for &v in singles {
-            if request.fits(&future_free(stmt.node(plan.node), &freed)) {
-                break;
-            }
-            if plan.gangs.contains(&v.job) {
-                continue;
-            }
-            freed.add(&stmt.task(v).resreq);
-            set.push(v);
-        }
-        if !request.fits(&future_free(stmt.node(plan.node), &freed))
-            || !stmt.victims_together(kind, task, &set)
-        {
-            return false;
-        }
-        self.evict(stmt, &set);
+        self.evict(stmt, &plan.set);
         stmt.pipeline(task, plan.node);
         true
+    }
+
+    /// Every combination of the node's victim units (its single victims, and its victim
+    /// gangs that may go whole) that makes room for the task, cheapest in work lost first,
+    /// the first the plugins allow together; None when the node offers more than
+    /// `EXACT_UNITS` units or none makes room.
+    fn cheapest_combination(
+        &mut self,
+        ssn: &Session,
+        task: TaskRef,
+        node: NodeId,
+        whole_candidates: &[TaskRef],
+        singles: &[TaskRef],
+        request: &Resource,
+    ) -> Option<Plan> {
+        let here = &*ssn.node(node).name;
+        let mut units: Vec<Unit> = singles
+            .iter()
+            .map(|&v| Unit {
+                gang: v.job,
+                whole: false,
+                tasks: vec![v],
+                frees: ssn.task(v).resreq.clone(),
+                lost: WorkLost::of_task(ssn, v),
+            })
+            .collect();
+        let mut gangs: Vec<JobId> = whole_candidates.iter().map(|c| c.job).collect();
+        gangs.sort();
+        gangs.dedup();
+        for g in gangs {
+            if units.len() > EXACT_UNITS {
+                return None;
+            }
+            if !self.whole_allowed(ssn, task, g) || !self.whole_inside(ssn, g) {
+                continue;
+            }
+            let tasks = placed_tasks(ssn, g);
+            let mut frees = Resource::new();
+            for t in &tasks {
+                if ssn.task(*t).node.as_deref() == Some(here) {
+                    frees.add(&ssn.task(*t).resreq);
+                }
+            }
+            let lost = WorkLost::of(ssn, &tasks);
+            units.push(Unit {
+                gang: g,
+                whole: true,
+                tasks,
+                frees,
+                lost,
+            });
+        }
+        if units.is_empty() || units.len() > EXACT_UNITS {
+            return None;
+        }
+        // Only the dimensions the task asks for decide whether it fits: each combination
+        // is summed over those alone.
+        let free = future_free(ssn.node(node), &Resource::new());
+        let dims: Vec<(i64, i64)> = request
+            .dimensions()
+            .map(|(n, need)| (need, free.get(n)))
+            .collect();
+        let frees: Vec<Vec<i64>> = units
+            .iter()
+            .map(|u| request.dimensions().map(|(n, _)| u.frees.get(n)).collect())
+            .collect();
+        // Per unit, the units it may not be chosen with: a gang whole and that gang's
+        // single victims (the whole gang covers them).
+        let clashes: Vec<u32> = units
+            .iter()
+            .map(|u| {
+                units
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.gang == u.gang && (o.whole || u.whole))
+                    .fold(0, |m, (j, _)| m | 1 << j)
+            })
+            .collect();
+        let mut fitting: Vec<(WorkLost, i32, u32, u32)> = Vec::new();
+        let mut sums = vec![0i64; dims.len()];
+        for mask in 1u32..(1 << units.len()) {
+            let chosen = |i: usize| mask & (1 << i) != 0;
+            if (0..units.len()).any(|i| chosen(i) && mask & clashes[i] & !(1 << i) != 0) {
+                continue;
+            }
+            sums.iter_mut().for_each(|v| *v = 0);
+            let mut lost = WorkLost::default();
+            for i in (0..units.len()).filter(|i| chosen(*i)) {
+                for (d, v) in frees[i].iter().enumerate() {
+                    sums[d] += v;
+                }
+                lost = lost.plus(units[i].lost);
+            }
+            if dims
+                .iter()
+                .zip(&sums)
+                .all(|((need, free), freed)| need <= &(free + freed))
+            {
+                // At equal work lost: the lower highest victim priority, then fewer units.
+                let top = (0..units.len())
+                    .filter(|i| chosen(*i))
+                    .map(|i| ssn.job(units[i].gang).priority)
+                    .max()
+                    .unwrap_or(i32::MIN);
+                fitting.push((lost, top, mask.count_ones(), mask));
+            }
+        }
+        fitting.sort();
+        for &(lost, top, count, mask) in fitting.iter().take(SET_VOTES) {
+            let set: Vec<TaskRef> = (0..units.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .flat_map(|i| units[i].tasks.iter().copied())
+                .collect();
+            if ssn.victims_together(self.rules.kind, task, &set) {
+                let tasks = set.len();
+                return Some(Plan {
+                    node,
+                    set,
+                    key: (lost, 3, (count as usize, top, tasks), 0),
+                });
+            }
+        }
+        None
     }
 
     /// Whole victim gangs with tasks on `node` that, with the node's single victims, make
@@ -287,7 +554,7 @@ impl Attempt<'_> {
         let mut gangs: Vec<JobId> = candidates.iter().map(|c| c.job).collect();
         gangs.sort();
         gangs.dedup();
-        gangs.retain(|g| self.whole_allowed(ssn, task, *g));
+        gangs.retain(|g| self.whole_allowed(ssn, task, *g) && self.whole_inside(ssn, *g));
         if gangs.is_empty() {
             return None;
         }
@@ -338,12 +605,24 @@ impl Attempt<'_> {
 /// Tries to make room for the pending tasks of `job` by evicting victims, within `stmt`.
 /// Stops as soon as the gang is pipelined, or cannot be any more.
 pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
+    evict_for_gang_within(stmt, job, rules, None);
+}
+
+/// `evict_for_gang`, the preemptor's tasks and the victims inside `within` only (a hard
+/// gang's domain), or anywhere.
+pub fn evict_for_gang_within(
+    stmt: &mut Statement,
+    job: JobId,
+    rules: &Rules,
+    within: Option<NodeSet>,
+) {
     let mut attempt = Attempt {
         job,
         queue: stmt.job(job).queue.clone(),
         rules,
         index: stmt.running_index(),
         whole: HashMap::new(),
+        within,
     };
     let mut pending = stmt.tasks_in(job, TaskStatus::Pending);
     stmt.most_constrained_first(&mut pending);
@@ -374,6 +653,47 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
             break;
         }
     }
+}
+
+/// For a gang with a hard topology rule, the domains preemption may make room in
+/// (`GangDomains::allowed`, at most `DOMAIN_CAP`); None for any other gang (room anywhere).
+fn hard_domains(ssn: &mut Session, job: JobId) -> Option<(Vec<NodeSet>, String)> {
+    let pending = ssn.tasks_in(job, TaskStatus::Pending);
+    let domains = ssn.gang_domains(job, &pending)?;
+    if !domains.hard || domains.allowed.is_empty() {
+        return None;
+    }
+    let mut allowed = domains.allowed;
+    allowed.truncate(DOMAIN_CAP);
+    Some((allowed, domains.rule))
+}
+
+/// Makes room for a hard gang inside one of its allowed domains: each is tried in `stmt`
+/// and undone, and the one whose victims lose the least work (then the first) is made
+/// again. Whether the gang is pipelined.
+fn evict_within_one_domain(
+    stmt: &mut Statement,
+    job: JobId,
+    rules: &Rules,
+    domains: &[NodeSet],
+) -> bool {
+    let mut best: Option<(WorkLost, usize)> = None;
+    for (i, set) in domains.iter().enumerate() {
+        let mark = stmt.mark();
+        evict_for_gang_within(stmt, job, rules, Some(set.clone()));
+        if stmt.job_pipelined(job) {
+            let lost = WorkLost::of(stmt, &stmt.evicted_since(mark));
+            if best.is_none_or(|(b, _)| lost < b) {
+                best = Some((lost, i));
+            }
+        }
+        stmt.rollback_to(mark);
+    }
+    let Some((_, i)) = best else {
+        return false;
+    };
+    evict_for_gang_within(stmt, job, rules, Some(domains[i].clone()));
+    stmt.job_pipelined(job)
 }
 
 /// "preempted by ns/job (priority 100 > 10)".
@@ -440,64 +760,81 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         return;
     }
     let protected = protected_victims(ssn, job, rules);
+    let hard = hard_domains(ssn, job);
     let mut stmt = Statement::new(ssn);
-    evict_for_gang(&mut stmt, job, rules);
-    if stmt.job_pipelined(job) {
+    let pipelined = match &hard {
+        Some((domains, _)) => evict_within_one_domain(&mut stmt, job, rules, domains),
+        None => {
+            evict_for_gang(&mut stmt, job, rules);
+            stmt.job_pipelined(job)
+        }
+    };
+    if pipelined {
         stmt.commit();
     } else {
         stmt.discard();
-        let note = (rules.no_room)(ssn, job);
+        let mut note = (rules.no_room)(ssn, job);
+        if let Some((_, rule)) = &hard {
+            note = format!("{note}; inside any one domain of its {rule}");
+        }
         ssn.append_job_note(job, note);
         // Protected victims may make room once they are old enough: look again then.
-        if let Some((until, count)) = protected {
+        if let Some((until, count, by_class)) = protected {
             ssn.wake_at(until);
+            let whose = if by_class {
+                "their minimum runtime (their queue's or PriorityClass's)"
+            } else {
+                "their queue's minimum runtime"
+            };
             ssn.append_job_note(
                 job,
-                format!(
-                    "{count} pod(s) that could make room are within their queue's minimum runtime"
-                ),
+                format!("{count} pod(s) that could make room are within {whose}"),
             );
         }
     }
 }
 
-/// While a gang is within its queue's preemption delay: what it says, and a wake-up for
-/// when the delay ends.
+/// While a gang is within its preemption delay (its PriorityClass's, else its queue's):
+/// what it says, and a wake-up for when the delay ends.
 fn delayed(ssn: &mut Session, job: JobId) -> Option<String> {
+    let delay = ssn.preemption_delay_of(job)?;
     let j = ssn.job(job);
-    let delay = ssn.queue(&j.queue)?.preemption_delay?;
     let until = j.created.saturating_add(delay);
     if ssn.now >= until {
         return None;
     }
-    let queue = j.queue.clone();
+    let whose = if j.policy.preemption_delay.is_some() {
+        "its PriorityClass's preemption delay".to_string()
+    } else {
+        format!("queue {}'s preemption delay", j.queue)
+    };
     ssn.wake_at(until);
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(until.max(0) as u64);
     Some(format!(
-        "evicts nothing before {} (queue {queue}'s preemption delay)",
+        "evicts nothing before {} ({whose})",
         humantime::format_rfc3339_seconds(at)
     ))
 }
 
-/// The placed tasks the action could take for `job` but for their queue's minimum runtime:
-/// when the first of them outgrows it, and how many there are.
+/// The placed tasks the action could take for `job` but for their minimum runtime: when
+/// the first of them outgrows it, how many there are, and whether a PriorityClass set the
+/// minimum of any.
 fn protected_victims(
     ssn: &Session,
     job: JobId,
     rules: &Rules,
-) -> Option<(crate::model::Timestamp, usize)> {
-    if !ssn.state().queues().any(|q| q.min_runtime.is_some()) {
-        return None;
-    }
+) -> Option<(crate::model::Timestamp, usize, bool)> {
+    let by_queue = ssn.state().queues().any(|q| q.min_runtime.is_some());
     let queue = &ssn.job(job).queue;
     let mut first: Option<crate::model::Timestamp> = None;
     let mut count = 0;
+    let mut by_class = false;
     for (id, j) in ssn.state().jobs() {
         let same = j.queue == *queue;
         if id == job || (rules.kind == VictimKind::Preempt) != same {
             continue;
         }
-        if ssn.queue(&j.queue).is_none_or(|q| q.min_runtime.is_none()) {
+        if j.policy.min_runtime.is_none() && (!by_queue || ssn.min_runtime_of(id).is_none()) {
             continue;
         }
         for index in 0..j.tasks().len() as u32 {
@@ -507,11 +844,12 @@ fn protected_victims(
             }
             if let Some(until) = ssn.protected_until(t) {
                 count += 1;
+                by_class |= j.policy.min_runtime.is_some();
                 first = Some(first.map_or(until, |f| f.min(until)));
             }
         }
     }
-    first.map(|f| (f, count))
+    first.map(|f| (f, count, by_class))
 }
 
 impl Action for Preempt {

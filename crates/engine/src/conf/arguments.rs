@@ -389,6 +389,33 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
+/// A duration as humantime writes it (`2h`, `90m`, `1h 30m`), in milliseconds; a bare
+/// number is refused (seconds or hours? the file must say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HumanDuration(pub i64);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = match Scalar::deserialize(d)? {
+            Scalar::Text(s) => s,
+            other => {
+                return Err(de::Error::custom(format!(
+                    "expected a duration such as \"2h\", got {}",
+                    other.describe()
+                )))
+            }
+        };
+        let ms = humantime::parse_duration(text.trim())
+            .map_err(|e| {
+                de::Error::custom(format!(
+                    "expected a duration such as \"2h\", got {text:?} ({e})"
+                ))
+            })?
+            .as_millis();
+        Ok(HumanDuration(i64::try_from(ms).unwrap_or(i64::MAX)))
+    }
+}
+
 /// A list of strings: a YAML list (`[a, b]`), or one string of comma-separated items
 /// (`"a, b"`, as Volcano writes lists), each trimmed, empty ones dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -438,6 +465,8 @@ mod tests {
         name: Option<Text>,
         #[serde(rename = "x.list")]
         list: Option<List>,
+        #[serde(rename = "x.span")]
+        span: Option<HumanDuration>,
     }
 
     fn args(yaml: &str) -> Arguments {
@@ -464,8 +493,11 @@ mod tests {
                 on: Some(Flag(false)),
                 name: Some(Text("7".into())),
                 list: Some(List(vec!["a".into(), "b".into()])),
+                span: None,
             }
         );
+        let a = args("x.span: 1h 30m\n").parse::<Args>().unwrap();
+        assert_eq!(a.span, Some(HumanDuration(5_400_000)));
         let a = args("x.weight: ~\nx.list: [\" a \", b]\n")
             .parse::<Args>()
             .unwrap();
@@ -499,6 +531,12 @@ mod tests {
             error("x.name: {a: 1}\n"),
             "tiers[0].plugins[1].arguments.x.name: expected a string, got a map"
         );
+        assert_eq!(
+            error("x.span: 2\n"),
+            "tiers[0].plugins[1].arguments.x.span: expected a duration such as \"2h\", got 2"
+        );
+        assert!(error("x.span: soon\n")
+            .starts_with("tiers[0].plugins[1].arguments.x.span: expected a duration such as \"2h\", got \"soon\" ("));
         assert_eq!(
             error("x.list: [a, 1]\n"),
             "tiers[0].plugins[1].arguments.x.list: expected a list of strings, got 1 in it"
@@ -535,7 +573,7 @@ mod tests {
     fn fields_of_a_struct_are_its_keys() {
         assert_eq!(
             fields_of::<Args>(),
-            ["x.weight", "x.factor", "x.on", "x.name", "x.list"]
+            ["x.weight", "x.factor", "x.on", "x.name", "x.list", "x.span"]
         );
         assert!(fields_of::<NoArguments>().is_empty());
     }

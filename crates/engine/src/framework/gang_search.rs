@@ -57,6 +57,15 @@ impl NodeRule {
 }
 
 impl NodeSet {
+    /// Whether `node` lies inside the set for every task (its rules that bind every task,
+    /// not only those asking a resource: the topology domain, not the GPU model).
+    pub fn contains(&self, node: NodeId) -> bool {
+        self.rules
+            .iter()
+            .filter(|r| r.only_for.is_none())
+            .all(|r| r.nodes.get(node.0 as usize).copied().unwrap_or(false))
+    }
+
     pub fn allows(&self, task: &TaskInfo, node: NodeId) -> bool {
         self.rules.iter().all(|r| {
             let binds = r
@@ -81,6 +90,10 @@ pub struct GangDomains {
     pub rule: String,
     /// Why the options fall short (the best domain's shortfall), for the same message.
     pub shortfall: Option<String>,
+    /// For a hard topology rule: every domain the gang may land in, whatever room each has
+    /// now (best first). Preemption makes room inside one of them only, and evicts nothing
+    /// outside it. Empty when the rule is not a hard topology rule.
+    pub allowed: Vec<NodeSet>,
 }
 
 /// How many tries the placement search may spend, per gang and in what is left of a cycle.

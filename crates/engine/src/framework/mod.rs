@@ -20,6 +20,7 @@ mod reservation;
 mod scheduler;
 mod session;
 mod statement;
+pub mod usage;
 mod verdicts;
 mod votes;
 
@@ -40,4 +41,5 @@ pub use reservation::Reservation;
 pub use scheduler::{CycleObserver, Scheduler, SessionHook};
 pub use session::Session;
 pub use statement::Statement;
+pub use usage::UsageLedger;
 pub use votes::*;

@@ -11,6 +11,12 @@ pub trait Plugin: Send + Sync {
     fn name(&self) -> &'static str;
     fn on_session_open(&self, ssn: &mut Session);
     fn on_session_close(&self, _ssn: &mut Session) {}
+    /// The half-life (ms) of the queue usage the plugin weighs shares by, if it does (its
+    /// `usageHalfLife` argument): the scheduler then keeps every queue's usage from cycle
+    /// to cycle (`framework::usage`) and hands it to each session.
+    fn usage_half_life(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// Builds a plugin from its arguments, which it reads into its own struct

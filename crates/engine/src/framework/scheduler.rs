@@ -1,11 +1,12 @@
 //! The scheduler: a configuration's actions and plugins, built once, running cycles.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::node_search::KeptStaticFits;
 use super::outcome::SessionResult;
 use super::plugin::{Action, ConfiguredPlugin, Registry};
 use super::session::Session;
+use super::usage::UsageLedger;
 use crate::conf::{ignored_argument, Arguments, ConfError, SchedulerConf};
 use crate::model::Timestamp;
 use crate::snapshot::Snapshot;
@@ -19,6 +20,9 @@ pub struct Scheduler {
     kept_static_fits: Arc<KeptStaticFits>,
     /// Predict start times as each session closes (off unless a driver asks).
     predict: Option<super::PredictOptions>,
+    /// Every queue's usage, kept from cycle to cycle when a plugin weighs shares by it
+    /// (`Plugin::usage_half_life`; see `usage.rs`).
+    usage: Option<Mutex<UsageLedger>>,
 }
 
 impl Scheduler {
@@ -103,13 +107,46 @@ impl Scheduler {
 
         let warnings = unread_arguments(&read, &conf.warnings);
         conf.warnings.extend(warnings);
+        let usage = plugins
+            .iter()
+            .find_map(|p| p.plugin.usage_half_life())
+            .map(|h| Mutex::new(UsageLedger::new(h)));
         Ok(Scheduler {
             conf: Arc::new(conf),
             plugins: plugins.into(),
             actions,
             kept_static_fits: Default::default(),
             predict: None,
+            usage,
         })
+    }
+
+    fn ledger(&self) -> Option<std::sync::MutexGuard<'_, UsageLedger>> {
+        // Nothing panics while holding the lock; a poisoned one still holds valid usage.
+        self.usage
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Every queue's usage as of the last cycle, when a plugin weighs shares by it: for a
+    /// driver to export and record (`QueueInfo::recorded_usage` hands it back after a
+    /// restart).
+    pub fn queue_usage(&self) -> Option<UsageLedger> {
+        self.ledger().map(|l| l.clone())
+    }
+
+    /// Takes over the usage `old` kept (a configuration reloaded: the new scheduler goes on
+    /// from the old one's account, not from the last recorded one). The averages are
+    /// amounts held, whatever the half-life: a changed half-life decays them at its own
+    /// pace from now on.
+    pub fn keep_usage_from(&mut self, old: &Scheduler) {
+        let (Some(new), Some(old)) = (self.ledger(), old.ledger()) else {
+            return;
+        };
+        let mut new = new;
+        for (q, u) in old.queues() {
+            new.set(q, u.clone());
+        }
     }
 
     pub fn conf(&self) -> &SchedulerConf {
@@ -138,12 +175,18 @@ impl Scheduler {
         now: Timestamp,
         observer: &mut dyn CycleObserver,
     ) -> Session {
+        // Usage is brought up to the cycle's time before the plugins read it.
+        let usage = self.ledger().map(|mut l| {
+            l.advance(&snapshot, now);
+            Arc::new(l.clone())
+        });
         let mut ssn = Session::open(
             snapshot,
             self.conf.clone(),
             self.plugins.clone(),
             self.kept_static_fits.clone(),
             now,
+            usage,
             observer,
         );
         ssn.predict = self.predict.clone();
@@ -183,7 +226,16 @@ impl Scheduler {
             action.execute(&mut ssn);
             observer.action(action.name(), false, &ssn);
         }
-        ssn.close_observed(observer)
+        // Shares weighed by usage change with the clock alone: while gangs wait, a driver
+        // that cycles only on changes looks again a sixteenth of a half-life later.
+        let waiting = ssn.state().tally().pending().iter().next().is_some();
+        let mut result = ssn.close_observed(observer);
+        let half_life = self.ledger().map(|l| l.half_life());
+        if let (Some(half_life), true) = (half_life, waiting) {
+            let at = now.saturating_add((half_life / 16).max(1_000));
+            result.wake_at = Some(result.wake_at.map_or(at, |w| w.min(at)));
+        }
+        result
     }
 
     /// Opens and closes a session without running actions (what "nothing to do" costs).

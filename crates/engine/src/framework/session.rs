@@ -62,6 +62,9 @@ pub struct Session {
     /// victim outgrows its minimum runtime, a preemptor's delay ends): a driver that runs
     /// cycles only on changes looks again then.
     wake_at: Option<Timestamp>,
+    /// Every queue's usage as the session opened, when a plugin weighs shares by it (see
+    /// `usage.rs`).
+    usage: Option<Arc<super::usage::UsageLedger>>,
 }
 
 impl Session {
@@ -73,6 +76,7 @@ impl Session {
         plugins: Arc<[ConfiguredPlugin]>,
         kept_static_fits: Arc<KeptStaticFits>,
         now: Timestamp,
+        usage: Option<Arc<super::usage::UsageLedger>>,
         observer: &mut dyn CycleObserver,
     ) -> Session {
         #[cfg(debug_assertions)]
@@ -101,6 +105,7 @@ impl Session {
             claims_before: HashMap::new(),
             predict: None,
             wake_at: None,
+            usage,
         };
         for (at, configured) in plugins.iter().enumerate() {
             ssn.registering = Some(at);
@@ -154,6 +159,12 @@ impl Session {
         }
     }
 
+    /// Every queue's usage, brought up to the session's time, when a plugin of the
+    /// configuration weighs shares by it (`Plugin::usage_half_life`).
+    pub fn queue_usage(&self) -> Option<&super::usage::UsageLedger> {
+        self.usage.as_deref()
+    }
+
     /// Asks for a cycle at `at` (see `SessionResult::wake_at`).
     pub fn wake_at(&mut self, at: Timestamp) {
         if at > self.now {
@@ -161,18 +172,36 @@ impl Session {
         }
     }
 
-    /// Until when a placed task is protected from preempt and reclaim by its queue's
-    /// minimum runtime (`QueueInfo::min_runtime`), if it is now. A task with no start time
-    /// is taken as just started.
+    /// Until when a placed task is protected from preempt and reclaim by its minimum
+    /// runtime (`min_runtime_of`), if it is now. A task with no start time is taken as just
+    /// started.
     pub fn protected_until(&self, task: TaskRef) -> Option<Timestamp> {
         let job = self.job(task.job);
-        let min = self.queue(&job.queue)?.min_runtime?;
+        let min = self.min_runtime_of(task.job)?;
         let until = job
             .task(task.index)
             .started
             .unwrap_or(self.now)
             .saturating_add(min);
         (until > self.now).then_some(until)
+    }
+
+    /// A gang's minimum runtime: its PriorityClass's (`GangPolicy::min_runtime`) when set,
+    /// else its queue's (`QueueInfo::min_runtime`).
+    pub fn min_runtime_of(&self, job: JobId) -> Option<i64> {
+        let j = self.job(job);
+        j.policy
+            .min_runtime
+            .or_else(|| self.queue(&j.queue)?.min_runtime)
+    }
+
+    /// A gang's preemption delay: its PriorityClass's (`GangPolicy::preemption_delay`) when
+    /// set, else its queue's (`QueueInfo::preemption_delay`).
+    pub fn preemption_delay_of(&self, job: JobId) -> Option<i64> {
+        let j = self.job(job);
+        j.policy
+            .preemption_delay
+            .or_else(|| self.queue(&j.queue)?.preemption_delay)
     }
 
     // ----- reading the cluster -------------------------------------------------------

@@ -139,6 +139,19 @@ impl<'s> Statement<'s> {
         self.undo();
     }
 
+    /// Tasks evicted by this statement since `mark`, in order.
+    pub fn evicted_since(&self, mark: usize) -> Vec<TaskRef> {
+        self.ops
+            .get(mark..)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|op| match op {
+                Op::Evict { task, .. } => Some(*task),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A point to roll back to: how many changes the statement holds.
     pub fn mark(&self) -> usize {
         self.ops.len()

@@ -74,6 +74,13 @@ pub struct GangPolicy {
     /// `disruptionMode: All` (Kubernetes' PodGroup): a member is evicted only with the
     /// whole gang.
     pub disrupt_whole: bool,
+    /// How long (ms) its pods run before preempt or reclaim may take them, from its
+    /// PriorityClass (annotation `rust-batch.io/min-runtime` on the class): when set, it
+    /// wins over its queue's (`QueueInfo::min_runtime`), being the more specific.
+    pub min_runtime: Option<i64>,
+    /// How long (ms) it waits for room before it may evict others, from its PriorityClass
+    /// (`rust-batch.io/preemption-delay`): when set, it wins over its queue's.
+    pub preemption_delay: Option<i64>,
 }
 
 /// Where a gang comes from, for drivers that report it (not for scheduling decisions).

@@ -19,7 +19,7 @@ pub use job::{
 };
 pub use node::{NodeInfo, NodeSpec, NodeTask};
 pub use placement::{Placement, Taint, TaintEffect, Toleration};
-pub use queue::{QueueInfo, QueueState, QueueTree, ROOT_QUEUE};
+pub use queue::{QueueInfo, QueueState, QueueTree, QueueUsage, ROOT_QUEUE};
 pub use resource::{Resource, ResourceList};
 pub use subgroup::{SubGroupKey, SubGroupPolicy};
 pub use task::{EstimateProblem, TaskInfo, TaskStatus, MAX_ESTIMATE_MS};

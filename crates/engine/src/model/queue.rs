@@ -50,6 +50,21 @@ pub struct QueueInfo {
     /// How long (ms) its gangs wait for room before they may evict others (queue annotation
     /// `rust-batch.io/preemption-delay`): room that frees on its own is taken first.
     pub preemption_delay: Option<i64>,
+    /// The queue's usage as last recorded (queue annotation `rust-batch.io/usage`, written
+    /// by the live driver): where fair share over time starts after a restart
+    /// (`framework::usage`). The scheduler's own account wins once it has one.
+    pub recorded_usage: Option<QueueUsage>,
+}
+
+/// One queue's usage for fair share over time (`framework::usage`): the decayed average
+/// amount of each resource it held, as of `at`, in the unit people write (cores, bytes,
+/// GPUs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueUsage {
+    /// When the averages were last brought up to date (ms on the driver's clock).
+    pub at: Timestamp,
+    /// Resource name → decayed average amount held.
+    pub amounts: BTreeMap<String, f64>,
 }
 
 impl QueueInfo {
@@ -69,6 +84,7 @@ impl QueueInfo {
             default_runtime_estimate: None,
             min_runtime: None,
             preemption_delay: None,
+            recorded_usage: None,
         }
     }
 

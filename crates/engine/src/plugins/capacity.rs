@@ -12,16 +12,20 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::conf::{ArgError, Arguments, NoArguments};
+use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::{QueueInfo, QueueTree, Resource};
 
-pub struct Capacity;
+pub struct Capacity {
+    /// `usageHalfLife` (ms): fair share over time orders queues by usage too
+    /// (`usage_factors`). None: off.
+    usage_half_life: Option<i64>,
+}
 
-/// Takes no arguments.
+/// Takes one argument, `usageHalfLife` (fair share over time; off unless given).
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
-    args.parse::<NoArguments>()?;
-    Ok(Box::new(Capacity))
+    let usage_half_life = crate::framework::usage::half_life_argument(args)?;
+    Ok(Box::new(Capacity { usage_half_life }))
 }
 
 /// One queue's accounts; `allocated` and `inqueue` include its descendants'.
@@ -59,6 +63,54 @@ fn share(q: &QueueAttr) -> f64 {
         });
     }
     s
+}
+
+/// Fair share over time under capacity: each leaf queue's usage factor `2^(-u/s)`
+/// (`UsageLedger::fair_factors`), `s` its part of what the leaf queues that hold, wait for
+/// or used something deserve (dominant: the largest part over the resources of the
+/// cluster), `u` its dominant part of their usage. Deserved shares, guarantees and
+/// capabilities are contracts and stay as written: usage only changes which queue goes
+/// first among queues at or above their deserved share, and so which one borrows idle
+/// resources first (`weighed_share`).
+pub fn usage_factors(
+    attrs: &BTreeMap<Arc<str>, QueueAttr>,
+    tree: &QueueTree,
+    total: &Resource,
+    usage: &crate::framework::UsageLedger,
+) -> BTreeMap<Arc<str>, f64> {
+    let part = |d: &Resource| {
+        d.dimensions()
+            .filter_map(|(n, v)| {
+                let t = total.get(n);
+                (t > 0).then(|| v as f64 / t as f64)
+            })
+            .fold(0.0, f64::max)
+    };
+    let entitled: BTreeMap<Arc<str>, f64> = attrs
+        .iter()
+        .filter(|(n, a)| {
+            tree.is_leaf(n)
+                && (!a.allocated.is_empty()
+                    || !a.inqueue.is_empty()
+                    || usage.queue(n).is_some_and(|u| u.any()))
+        })
+        .map(|(n, a)| (n.clone(), part(&a.deserved)))
+        .collect();
+    usage.fair_factors(&entitled)
+}
+
+/// A queue's place in the order with fair share over time: queues below their deserved
+/// share first, by share (deserved shares are contracts, usage does not change them); then
+/// queues at or above it — borrowing — by share divided by their usage factor (a queue
+/// that used more than its part looks further along); at equal such values, the larger
+/// factor first. Without usage (factor 1 for all) this is the order by share alone.
+fn weighed_share(share: f64, factor: Option<f64>) -> (u8, f64, f64) {
+    let f = factor.unwrap_or(1.0);
+    if share < 1.0 {
+        return (0, share, -f);
+    }
+    let weighed = if f > 0.0 { share / f } else { f64::INFINITY };
+    (1, weighed, -f)
 }
 
 /// Every healthy queue's deserved share, guarantee and real capability, top-down.
@@ -145,9 +197,20 @@ impl Plugin for Capacity {
         "capacity"
     }
 
+    fn usage_half_life(&self) -> Option<i64> {
+        self.usage_half_life
+    }
+
     fn on_session_open(&self, ssn: &mut Session) {
         let tree = ssn.queue_tree().clone();
         let attrs = session_attrs(ssn.state(), &tree);
+        let factors = match (self.usage_half_life, ssn.queue_usage()) {
+            (Some(_), Some(usage)) => {
+                let total = ssn.total_allocatable().without_pods();
+                usage_factors(&attrs, &tree, &total, usage)
+            }
+            _ => BTreeMap::new(),
+        };
         let state = Rc::new(RefCell::new(attrs));
         let tree = Rc::new(tree);
 
@@ -157,12 +220,20 @@ impl Plugin for Capacity {
             Box::new(move |l, r| {
                 let attrs = s.borrow();
                 // The leaf's share, then its parent's, and so on up.
-                let share_of = |q: &str| attrs.get(q).map(share).unwrap_or(0.0);
+                let share_of = |q: &str| {
+                    let s = attrs.get(q).map(share).unwrap_or(0.0);
+                    weighed_share(s, factors.get(q).copied())
+                };
+                let cmp = |a: (u8, f64, f64), b: (u8, f64, f64)| {
+                    a.0.cmp(&b.0)
+                        .then_with(|| a.1.total_cmp(&b.1))
+                        .then_with(|| a.2.total_cmp(&b.2))
+                };
                 // Higher priority first (Volcano's order), then shares down the paths.
                 r.priority.cmp(&l.priority).then_with(|| {
                     t.path(&l.name)
                         .zip(t.path(&r.name))
-                        .map(|(a, b)| share_of(a).total_cmp(&share_of(b)))
+                        .map(|(a, b)| cmp(share_of(a), share_of(b)))
                         .find(|o| o.is_ne())
                         .unwrap_or(std::cmp::Ordering::Equal)
                 })

@@ -536,6 +536,7 @@ impl GpuAffinity {
                     hard: true,
                     rule: why,
                     shortfall: None,
+                    allowed: Vec::new(),
                 })
             }
         };
@@ -616,6 +617,13 @@ impl GpuAffinity {
             }
         }
         let topo_hard = wanted.as_ref().is_some_and(|w| w.hard);
+        // Where preemption may make room for a hard gang: every allowed domain.
+        let mut allowed = Vec::new();
+        if let Some(w) = wanted.as_ref().filter(|w| w.hard) {
+            for (name, base) in allowed_domains(view, &w.levels, placed) {
+                push_with_models(&mut allowed, name, base, &models, &model_rule, view);
+            }
+        }
         if !topo_hard {
             for &m in &models {
                 options.push(NodeSet {
@@ -635,6 +643,7 @@ impl GpuAffinity {
             hard: topo_hard || model_hard,
             rule,
             shortfall,
+            allowed,
         })
     }
 
@@ -817,6 +826,27 @@ fn fitting_domains(
         }
     }
     (out, shortfall)
+}
+
+/// Every domain of `levels` (narrowest first) that holds every node in `placed`, whatever
+/// room it has now, each as its name and node rule: where preemption may make room for a
+/// gang with a hard topology rule (`GangDomains::allowed`).
+fn allowed_domains(view: &View, levels: &[usize], placed: &[NodeId]) -> Vec<(String, NodeRule)> {
+    let mut out = Vec::new();
+    for &l in levels {
+        let level = &view.levels[l];
+        for (d, domain) in level.domains.iter().enumerate() {
+            let holds_placed = placed
+                .iter()
+                .all(|n| level.domain_of[n.0 as usize] == Some(d as u32));
+            if holds_placed && !domain.nodes.is_empty() {
+                let list = Arc::new(domain.nodes.clone());
+                let name = format!("{} {}", level.key, domain.name);
+                out.push((name, NodeRule::new(None, list, view.slots)));
+            }
+        }
+    }
+    out
 }
 
 /// Per level, per domain, what its schedulable nodes will have free: all of them, or only

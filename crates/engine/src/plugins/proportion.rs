@@ -9,17 +9,21 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::conf::{ArgError, Arguments, NoArguments};
+use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::resource::PODS;
 use crate::model::{JobId, QueueInfo, QueueTree, Resource};
 
-pub struct Proportion;
+pub struct Proportion {
+    /// `usageHalfLife` (ms): fair share over time, each queue's weight multiplied by its
+    /// usage factor (`weigh_by_usage`). None: off.
+    usage_half_life: Option<i64>,
+}
 
-/// Takes no arguments.
+/// Takes one argument, `usageHalfLife` (fair share over time; off unless given).
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
-    args.parse::<NoArguments>()?;
-    Ok(Box::new(Proportion))
+    let usage_half_life = crate::framework::usage::half_life_argument(args)?;
+    Ok(Box::new(Proportion { usage_half_life }))
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -47,9 +51,18 @@ pub struct QueueShare {
     /// What the descendants of a parent queue hold (kept for parent queues only): its
     /// capability caps them all.
     pub subtree_allocated: Resource,
+    /// Fair share over time: the factor its weight is multiplied by for its deserved share
+    /// (`framework::usage`); None when the option is off (the weight as it is).
+    pub usage_factor: Option<f64>,
 }
 
 impl QueueShare {
+    /// The weight its deserved share is computed with: its weight, times its usage factor
+    /// with fair share over time.
+    pub fn effective_weight(&self) -> f64 {
+        f64::from(self.weight) * self.usage_factor.unwrap_or(1.0)
+    }
+
     /// max over resources of allocated / deserved.
     pub fn share(&self) -> f64 {
         self.allocated
@@ -144,19 +157,21 @@ pub fn deserved_shares(total: &Resource, queues: &mut BTreeMap<Arc<str>, QueueSh
     let mut remaining = total.clone();
     let mut met: Vec<Arc<str>> = Vec::new();
     for _ in 0..=queues.len() {
-        let weight: u64 = queues
+        // Weights are whole numbers unless weighed by usage: their sum is exact either way
+        // that matters (the same shares as summing integers).
+        let weight: f64 = queues
             .iter()
             .filter(|(n, _)| !met.contains(n))
-            .map(|(_, q)| u64::from(q.weight))
+            .map(|(_, q)| q.effective_weight())
             .sum();
-        if weight == 0 || remaining.dimensions().all(|(_, v)| v <= 0) {
+        if weight <= 0.0 || remaining.dimensions().all(|(_, v)| v <= 0) {
             break;
         }
         for (name, q) in queues.iter_mut() {
             if met.contains(name) {
                 continue;
             }
-            let mut share = remaining.scaled(f64::from(q.weight) / weight as f64);
+            let mut share = remaining.scaled(q.effective_weight() / weight);
             share.min_with(&remaining);
             q.deserved.add(&share);
             q.deserved.min_with(&q.request);
@@ -178,6 +193,29 @@ pub fn deserved_shares(total: &Resource, queues: &mut BTreeMap<Arc<str>, QueueSh
     for q in queues.values_mut() {
         q.deserved.max_with(&q.guarantee);
     }
+}
+
+/// Fair share over time: every queue's deserved share again, its weight multiplied by its
+/// usage factor `2^(-u/s)` (`UsageLedger::fair_factors`; `s` its part of the weights of the
+/// queues that ask for something or used something, `u` its dominant part of their usage).
+/// A queue that ran alone all night deserves less in the morning than one that ran nothing;
+/// as its usage decays the shares return to the weights.
+pub fn weigh_by_usage(
+    total: &Resource,
+    queues: &mut BTreeMap<Arc<str>, QueueShare>,
+    usage: &crate::framework::UsageLedger,
+) {
+    let entitled: BTreeMap<Arc<str>, f64> = queues
+        .iter()
+        .filter(|(n, q)| !q.request.is_empty() || usage.queue(n).is_some_and(|u| u.any()))
+        .map(|(n, q)| (n.clone(), f64::from(q.weight)))
+        .collect();
+    let factors = usage.fair_factors(&entitled);
+    for (name, q) in queues.iter_mut() {
+        q.usage_factor = Some(factors.get(name).copied().unwrap_or(1.0));
+        q.deserved = Resource::new();
+    }
+    deserved_shares(&total.without_pods(), queues);
 }
 
 /// Every queue's share of the cluster as a session opens: what it holds, asks for, is
@@ -250,9 +288,16 @@ impl Plugin for Proportion {
         "proportion"
     }
 
+    fn usage_half_life(&self) -> Option<i64> {
+        self.usage_half_life
+    }
+
     fn on_session_open(&self, ssn: &mut Session) {
         let tree = Rc::new(ssn.queue_tree().clone());
-        let queues = queue_shares_of(ssn.state(), &tree, ssn.total_allocatable());
+        let mut queues = queue_shares_of(ssn.state(), &tree, ssn.total_allocatable());
+        if let (Some(_), Some(usage)) = (self.usage_half_life, ssn.queue_usage()) {
+            weigh_by_usage(ssn.total_allocatable(), &mut queues, usage);
+        }
         let state = Rc::new(RefCell::new(queues));
 
         let s = state.clone();

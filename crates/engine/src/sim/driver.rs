@@ -282,6 +282,8 @@ impl Simulation {
                     g
                 },
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
+                min_runtime: def.min_runtime.map(|m| m.0),
+                preemption_delay: def.preemption_delay.map(|m| m.0),
                 ..Default::default()
             },
             origin: GangOrigin::Declared,

@@ -426,6 +426,14 @@ pub struct JobDef {
     pub min_resources: Option<ResourceList>,
     #[serde(default)]
     pub priority: i32,
+    /// Its PriorityClass's `rust-batch.io/min-runtime` annotation: how long its pods run
+    /// before preempt or reclaim may take them (wins over its queue's `minRuntime`).
+    #[serde(default)]
+    pub min_runtime: Option<Millis>,
+    /// Its PriorityClass's `rust-batch.io/preemption-delay` annotation: how long it waits
+    /// before it may evict others (wins over its queue's `preemptionDelay`).
+    #[serde(default)]
+    pub preemption_delay: Option<Millis>,
     /// Runtime jitter as a fraction (0.2 = ±20%), drawn once per job (its pods finish
     /// together, as a gang's do) from the scenario's seed.
     #[serde(default)]

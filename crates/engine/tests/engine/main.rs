@@ -8,11 +8,13 @@
 mod blockers;
 mod devices;
 mod devices_props;
+mod fair_share;
 mod gang_placement_props;
 mod gangs;
 mod pod_rules;
 mod pod_rules_props;
 mod predicted_start;
+mod preempt_cost;
 mod preempt_protection;
 mod props;
 mod scenarios;

@@ -121,6 +121,8 @@ pub trait GroupStore: Send + Sync {
     fn keys(&self) -> Vec<String>;
     /// The keys of the objects that name PriorityClass `class`.
     fn naming_class(&self, class: &str) -> Vec<String>;
+    /// The PriorityClass the object `key` names.
+    fn class_of(&self, key: &str) -> Option<String>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
@@ -169,6 +171,9 @@ impl<G: GangKind> GroupStore for Store<G> {
             .filter(|(_, g)| g.priority_class_name() == Some(class))
             .map(|(k, _)| k.clone())
             .collect()
+    }
+    fn class_of(&self, key: &str) -> Option<String> {
+        self.0.get(key)?.priority_class_name().map(String::from)
     }
     fn as_any(&self) -> &dyn Any {
         self

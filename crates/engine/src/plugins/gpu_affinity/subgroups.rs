@@ -37,6 +37,7 @@ impl GpuAffinity {
                     hard: true,
                     rule: format!("{what}: {why}"),
                     shortfall: None,
+                    allowed: Vec::new(),
                 })
             }
         };
@@ -72,6 +73,7 @@ impl GpuAffinity {
             hard: wanted.hard,
             rule: format!("{what}: {}", wanted.rule),
             shortfall,
+            allowed: Vec::new(),
         })
     }
 

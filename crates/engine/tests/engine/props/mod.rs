@@ -33,6 +33,7 @@
 //! checked after each cycle; this file runs worlds through cycles.
 
 mod checks;
+mod fair_share;
 mod model;
 mod world;
 

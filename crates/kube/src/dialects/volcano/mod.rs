@@ -335,6 +335,12 @@ fn duration_annotation(q: &Queue, key: &str) -> Result<Option<i64>, String> {
     let Some(text) = q.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
         return Ok(None);
     };
+    duration_value(text).map(Some)
+}
+
+/// A duration annotation's value (ms): a positive duration of at most a year (as a pod's
+/// own runtime estimate must be). Queues and PriorityClasses read theirs with it.
+pub fn duration_value(text: &str) -> Result<i64, String> {
     let ms = humantime::parse_duration(text.trim())
         .map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. \"2h\""))?
         .as_millis();
@@ -343,7 +349,7 @@ fn duration_annotation(q: &Queue, key: &str) -> Result<Option<i64>, String> {
             "{text:?} must be more than zero and at most a year"
         ));
     }
-    Ok(Some(ms as i64))
+    Ok(ms as i64)
 }
 
 pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
@@ -382,6 +388,19 @@ pub fn queue_to_info(q: &Queue) -> Result<QueueInfo, ConvertError> {
     info.default_runtime_estimate = duration(DEFAULT_RUNTIME_ESTIMATE)?;
     info.min_runtime = duration(MIN_RUNTIME)?;
     info.preemption_delay = duration(PREEMPTION_DELAY)?;
+    // A record that cannot be read costs fairness over time, never the queue.
+    info.recorded_usage = q
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::usage::USAGE))
+        .and_then(|text| match crate::usage::parse(text) {
+            Ok(u) => Some(u),
+            Err(why) => {
+                tracing::warn!(queue = %name, annotation = crate::usage::USAGE, %why, "usage record ignored");
+                None
+            }
+        });
     info.refused = required_node_groups(q);
     info.state = match q
         .status
@@ -897,6 +916,27 @@ mod pod_group_tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_queues_recorded_usage_is_read_back_and_a_bad_one_ignored() {
+        let q = |v: &str| -> Queue {
+            serde_json::from_value(json!({
+                "metadata": {"name": "q", "annotations": {crate::usage::USAGE: v}},
+                "spec": {}
+            }))
+            .unwrap()
+        };
+        let info = queue_to_info(&q(
+            r#"{"at":"1970-01-01T00:00:01Z","amounts":{"nvidia.com/gpu":8.5}}"#,
+        ))
+        .unwrap();
+        let usage = info.recorded_usage.unwrap();
+        assert_eq!(usage.at, 1000);
+        assert_eq!(usage.amounts["nvidia.com/gpu"], 8.5);
+        // A record that cannot be read costs the history, not the queue.
+        let info = queue_to_info(&q("garbage")).unwrap();
+        assert_eq!(info.recorded_usage, None);
     }
 
     /// The same rules hold for a Queue's lists: a quota-style key never limits a queue.
