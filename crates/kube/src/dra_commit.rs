@@ -81,11 +81,9 @@ pub fn writes_for(dra: &DraObjects, binds: &[Bind]) -> Result<Vec<ClaimWrite>, S
                 continue;
             };
             let stored = dra.claims.get(&*c.name);
-            if let Some(now) = stored.filter(|s| {
-                s.status
-                    .as_ref()
-                    .is_some_and(|st| st.allocation.is_some())
-            }) {
+            if let Some(now) =
+                stored.filter(|s| s.status.as_ref().is_some_and(|st| st.allocation.is_some()))
+            {
                 if claim_allocation(now).as_ref() != Some(&**alloc) {
                     return Err(format!(
                         "resourceclaim {} was allocated elsewhere in the meantime",
@@ -112,7 +110,9 @@ pub fn writes_for(dra: &DraObjects, binds: &[Bind]) -> Result<Vec<ClaimWrite>, S
                 });
                 writes.len() - 1
             });
-            writes[i].pods.push((b.name.to_string(), b.task.to_string()));
+            writes[i]
+                .pods
+                .push((b.name.to_string(), b.task.to_string()));
         }
     }
     Ok(writes)
@@ -225,8 +225,7 @@ pub fn split(ix: &mut Index, binds: Vec<Bind>) -> (Vec<Bind>, Vec<GangCommit>) {
 /// Writes a gang's claims, then binds its pods; or, if a write fails, rolls back the
 /// writes made and calls the gang off.
 pub async fn commit(binder: Binder, c: GangCommit) {
-    let answers =
-        futures::future::join_all(c.writes.iter().map(|w| write_claim(&binder, w))).await;
+    let answers = futures::future::join_all(c.writes.iter().map(|w| write_claim(&binder, w))).await;
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for (w, answer) in c.writes.iter().zip(answers) {
@@ -296,7 +295,12 @@ pub fn rollback_patch(w: &ClaimWrite) -> Value {
 
 /// Sends one claim write, trying again while the API server does not answer (a few times);
 /// the claim as answered, or why it failed.
-async fn send<F, Fut>(binder: &Binder, what: &str, key: &str, call: F) -> Result<ResourceClaim, String>
+async fn send<F, Fut>(
+    binder: &Binder,
+    what: &str,
+    key: &str,
+    call: F,
+) -> Result<ResourceClaim, String>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<ResourceClaim, ::kube::Error>>,
@@ -349,7 +353,9 @@ async fn write_claim(binder: &Binder, w: &ClaimWrite) -> Result<ResourceClaim, S
         finalizers.push(DELETE_PROTECTION.to_string());
         let body = json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}});
         let patch = Patch::Merge(&body);
-        let answer = send(binder, "finalizer", &w.key, || api.patch(name, &params, &patch))
+        let answer = send(binder, "finalizer", &w.key, || {
+            api.patch(name, &params, &patch)
+        })
         .await?;
         version = answer.resource_version();
     }
@@ -360,7 +366,10 @@ async fn write_claim(binder: &Binder, w: &ClaimWrite) -> Result<ResourceClaim, S
     } else {
         "reservation"
     };
-    send(binder, what, &w.key, || api.patch_status(name, &params, &patch)).await
+    send(binder, what, &w.key, || {
+        api.patch_status(name, &params, &patch)
+    })
+    .await
 }
 
 /// Takes one write back; the claim as answered, if the API server took it.
@@ -370,7 +379,11 @@ async fn roll_back(binder: &Binder, w: &ClaimWrite) -> Option<ResourceClaim> {
     let params = PatchParams::default();
     let body = rollback_patch(w);
     let patch = Patch::Merge(&body);
-    match send(binder, "rollback", &w.key, || api.patch_status(name, &params, &patch)).await {
+    match send(binder, "rollback", &w.key, || {
+        api.patch_status(name, &params, &patch)
+    })
+    .await
+    {
         Ok(claim) => Some(claim),
         Err(why) => {
             // The pods stay pending: the allocation left behind pins them to its node,
@@ -505,7 +518,10 @@ mod tests {
                 .assume(&b.task, crate::cache::Assumption::Bind(b.node.clone()));
         }
         let (plain, commits) = split(&mut ix, binds);
-        assert!(plain.is_empty(), "no pod binds before its claims are written");
+        assert!(
+            plain.is_empty(),
+            "no pod binds before its claims are written"
+        );
         assert_eq!(commits.len(), 1);
         let writes = &commits[0].writes;
         assert_eq!(writes.len(), 2);
@@ -518,7 +534,12 @@ mod tests {
             "the allocations being written hold their devices"
         );
         // The write failed: everything is given back, the pods back off, told why.
-        call_off(&mut ix, &commits[0], "resourceclaim ns/b-gpus: conflict", 10_000);
+        call_off(
+            &mut ix,
+            &commits[0],
+            "resourceclaim ns/b-gpus: conflict",
+            10_000,
+        );
         assert_eq!(holds(&ix)[..5], [0, 0, 0, 0, 0]);
         assert!(ix.dra.committing.is_empty());
         for uid in ["a", "b"] {
@@ -596,14 +617,21 @@ mod tests {
         // Another gang's pod claiming five GPUs: while the writes are in flight only four
         // are free, so a cycle meanwhile does not hand the gang's devices out again.
         let mut five = claim("five", None, 5);
-        five.spec.as_mut().unwrap().devices.as_mut().unwrap().constraints = None;
+        five.spec
+            .as_mut()
+            .unwrap()
+            .devices
+            .as_mut()
+            .unwrap()
+            .constraints = None;
         ix.apply_resource_claim(&five);
         let mut other = group.clone();
         other.metadata.name = Some("h".into());
         other.spec.min_member = Some(1);
         ix.apply_group(&other);
         let mut c = template_pod("c", None);
-        c.metadata.annotations = Some([("scheduling.k8s.io/group-name".to_string(), "h".to_string())].into());
+        c.metadata.annotations =
+            Some([("scheduling.k8s.io/group-name".to_string(), "h".to_string())].into());
         c.spec.as_mut().unwrap().resource_claims = Some(vec![serde_json::from_value(
             json!({"name": "s", "resourceClaimName": "five"}),
         )
@@ -633,7 +661,8 @@ mod tests {
             reserved_before: Vec::new(),
             pods: vec![("a".into(), "a".into())],
         };
-        written.status = Some(serde_json::from_value(status_patch(&w, None)["status"].clone()).unwrap());
+        written.status =
+            Some(serde_json::from_value(status_patch(&w, None)["status"].clone()).unwrap());
         ix.apply_resource_claim(&written);
         let claims = ix.cache.pod("a").unwrap().task.claims.clone();
         assert_eq!(

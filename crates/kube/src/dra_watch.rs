@@ -227,7 +227,10 @@ impl DraObjects {
     fn remember_pod(&mut self, uid: &str, pod: Pod, deps: Vec<ClaimDep>) {
         self.forget_pod(uid);
         for d in &deps {
-            self.by_dep.entry(d.clone()).or_default().insert(uid.to_string());
+            self.by_dep
+                .entry(d.clone())
+                .or_default()
+                .insert(uid.to_string());
         }
         self.pods.insert(uid.to_string(), (pod, deps));
     }
@@ -388,9 +391,7 @@ impl Index {
         let claim = self.dra.claims.get(key);
         let allocated =
             claim.is_some_and(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()));
-        let after = claim
-            .and_then(claim_allocation)
-            .map(|a| a.node.to_string());
+        let after = claim.and_then(claim_allocation).map(|a| a.node.to_string());
         if allocated {
             // What this scheduler was writing is now the claim's own status.
             self.dra.committing.remove(key);
@@ -628,7 +629,13 @@ pub(crate) mod tests {
     fn what_a_claim_asks_that_the_engine_does_not_model_blocks_it_by_name() {
         let mut st = Index::new(vec!["rust-batch".into()]);
         let mut c = claim("shared", None, 1);
-        c.spec.as_mut().unwrap().devices.as_mut().unwrap().constraints = Some(vec![obj(
+        c.spec
+            .as_mut()
+            .unwrap()
+            .devices
+            .as_mut()
+            .unwrap()
+            .constraints = Some(vec![obj(
             serde_json::json!({"distinctAttribute": "gpu.example.com/clique"}),
         )]);
         st.apply_resource_claim(&c);

@@ -345,7 +345,13 @@ impl Cycles<'_> {
                 binder.recount_unseen(&ix);
                 let taking = Instant::now();
                 let snapshot = ix.cache.snapshot();
-                (snapshot, taking.elapsed(), evictions, (provisioned, commits), clear)
+                (
+                    snapshot,
+                    taking.elapsed(),
+                    evictions,
+                    (provisioned, commits),
+                    clear,
+                )
             };
             let (provisioned, commits) = provisioned;
             send_claim_patches(binder, clear);

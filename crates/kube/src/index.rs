@@ -214,7 +214,11 @@ pub fn older(a: Option<&str>, b: Option<&str>) -> bool {
 /// Stores `obj` at `key` unless what is stored there is newer (the status writer's own
 /// write came back before the watch delivered an older version) or this very version (the
 /// watch's echo of that write). Returns whether it stored.
-pub(crate) fn store_newest<K: Resource + Clone>(map: &mut HashMap<String, K>, key: String, obj: &K) -> bool {
+pub(crate) fn store_newest<K: Resource + Clone>(
+    map: &mut HashMap<String, K>,
+    key: String,
+    obj: &K,
+) -> bool {
     let (version, uid) = (
         obj.meta().resource_version.as_deref(),
         obj.meta().uid.as_deref(),
