@@ -333,7 +333,8 @@ where
                 .await;
             }
             Failure::NotFound => return Err(format!("resourceclaim {key} not found")),
-            _ => return Err(format!("{what} of resourceclaim {key}: {}", cause_of(&err))),
+            // The API server's whole message: a 422 names the field it refuses.
+            _ => return Err(format!("{what} of resourceclaim {key}: {err}")),
         }
     }
 }
