@@ -24,25 +24,11 @@ use serde_json::json;
 /// create Workloads and PodGroups (the API server has them on: tests/cluster/up.sh).
 /// Killed when dropped.
 fn job_controller() -> Operator {
-    let bin_dir = std::env::var("K8S_BIN_DIR")
-        .expect("K8S_BIN_DIR is not set: run tests/run.sh, which starts the control plane");
-    let kubeconfig = std::env::var("KUBECONFIG")
-        .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
-    let bin = std::path::Path::new(&bin_dir).join("kube-controller-manager");
-    Operator::start(
+    controller_manager(
         "kcm-job-controller",
-        &bin,
-        &[
-            &format!("--kubeconfig={kubeconfig}"),
-            "--controllers=job-controller",
-            "--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
-            // One instance, no serving port: tests run side by side.
-            "--leader-elect=false",
-            "--secure-port=0",
-        ],
-        std::path::Path::new(&kubeconfig),
-        &std::env::temp_dir(),
-        &[],
+        "job-controller",
+        "GenericWorkload=true,WorkloadWithJob=true",
+        false,
     )
 }
 

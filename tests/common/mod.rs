@@ -253,6 +253,46 @@ where
     }
 }
 
+/// kube-controller-manager running only `controllers` (comma-separated), with feature
+/// `gates` (empty: none), as Kubernetes' own component (the admin kubeconfig): one instance,
+/// no serving port (tests run side by side). Killed when dropped; `tied`: also when the
+/// test process exits, for one kept in a static and shared by a test binary's tests.
+pub fn controller_manager(
+    name: &str,
+    controllers: &str,
+    gates: &str,
+    tied: bool,
+) -> operators::Operator {
+    let bin_dir = std::env::var("K8S_BIN_DIR")
+        .expect("K8S_BIN_DIR is not set: run tests/run.sh, which starts the control plane");
+    let kubeconfig = std::env::var("KUBECONFIG")
+        .expect("KUBECONFIG is not set: run tests/run.sh, which starts the control plane");
+    let bin = std::path::Path::new(&bin_dir).join("kube-controller-manager");
+    let mut args = vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--controllers={controllers}"),
+        "--leader-elect=false".to_string(),
+        "--secure-port=0".to_string(),
+    ];
+    if !gates.is_empty() {
+        args.push(format!("--feature-gates={gates}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let start = if tied {
+        operators::Operator::start_tied
+    } else {
+        operators::Operator::start
+    };
+    start(
+        name,
+        &bin,
+        &args,
+        std::path::Path::new(&kubeconfig),
+        &std::env::temp_dir(),
+        &[],
+    )
+}
+
 pub async fn namespace(client: &Client, name: &str) {
     let api = Api::<Namespace>::all(client.clone());
     api.create(

@@ -183,6 +183,15 @@ fn rbac_is_least_privilege_without_wildcards() {
     };
     assert_eq!(native("podgroups"), ["get", "list", "watch"]);
     assert_eq!(native("podgroups/status"), ["patch"]);
+    // DRA: read, and a gang's claims written (finalizer, then status) before its binds.
+    for resource in ["deviceclasses", "resourceslices", "resourceclaimtemplates"] {
+        assert_eq!(verbs_of(resource), ["get", "list", "watch"], "{resource}");
+    }
+    assert_eq!(
+        verbs_of("resourceclaims"),
+        ["get", "list", "patch", "watch"]
+    );
+    assert_eq!(verbs_of("resourceclaims/status"), ["patch"]);
     assert_eq!(verbs_of("nodes"), ["list", "watch"]);
     assert_eq!(verbs_of("pods"), ["get", "list", "watch"]);
     // Secrets and ConfigMaps are nobody's business here.

@@ -465,28 +465,14 @@ pub fn pod_to_update_with_warnings(
 /// What a pod asks for that the engine does not model, in words for its event and its
 /// gang's condition: such a pod waits (the driver keeps it out of the engine) instead of
 /// being placed as if it did not ask. `every_pod_spec_field_is_modelled_refused_or_irrelevant`
-/// below lists every PodSpec field and how it is treated.
+/// below lists every PodSpec field and how it is treated; a field a new Kubernetes version
+/// adds that placement cannot honour goes into `REFUSED`.
 pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
-    let mut found = Vec::new();
-    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        found.push("spec.resourceClaims (DRA)".to_string());
-    }
-    let containers = [
-        ("containers", Some(&spec.containers)),
-        ("initContainers", spec.init_containers.as_ref()),
-    ];
-    for (kind, list) in containers {
-        for (i, c) in list.into_iter().flatten().enumerate() {
-            let claims = c.resources.as_ref().and_then(|r| r.claims.as_ref());
-            if claims.is_some_and(|c| !c.is_empty()) {
-                found.push(format!("spec.{kind}[{i}].resources.claims (DRA)"));
-            }
-        }
-    }
-    let pod_claims = spec.resources.as_ref().and_then(|r| r.claims.as_ref());
-    if pod_claims.is_some_and(|c| !c.is_empty()) {
-        found.push("spec.resources.claims (DRA)".to_string());
-    }
+    let found: Vec<&str> = REFUSED
+        .iter()
+        .filter(|(_, used)| used(spec))
+        .map(|(name, _)| *name)
+        .collect();
     match found.as_slice() {
         [] => None,
         [one] => Some(format!("{one} is not supported by rust-batch")),
@@ -496,6 +482,14 @@ pub fn unsupported_fields(spec: &PodSpec) -> Option<String> {
         )),
     }
 }
+
+/// PodSpec fields a pod is refused for: (the field, whether the pod uses it). Empty: every
+/// field is modelled or irrelevant to placement. DRA claims (`spec.resourceClaims`) are
+/// modelled (`dra_watch`); what a claim asks that the engine does not model (admin
+/// access, consumable capacity, distinctAttribute, a network-attached allocation) blocks
+/// that claim with a reason naming it, and its pod waits.
+type UsesField = fn(&PodSpec) -> bool;
+const REFUSED: &[(&str, UsesField)] = &[];
 
 pub fn node_to_spec(node: &Node) -> Result<NodeSpec, ConvertError> {
     let name = node.metadata.name.clone().unwrap_or_default();
@@ -1003,22 +997,13 @@ status:
         );
         assert_eq!(
             unsupported_fields(&spec(
-                "containers: [{name: c}]\nresourceClaims: [{name: gpu, resourceClaimName: gpu-claim}]\n"
-            ))
-            .as_deref(),
-            Some("spec.resourceClaims (DRA) is not supported by rust-batch")
-        );
-        assert_eq!(
-            unsupported_fields(&spec(
                 "containers: [{name: c}, {name: d, resources: {claims: [{name: gpu}]}}]\n\
                  resourceClaims: [{name: gpu, resourceClaimTemplateName: t}]\n\
                  resources: {requests: {cpu: '2'}, claims: [{name: gpu}]}\n"
-            ))
-            .as_deref(),
-            Some(
-                "spec.resourceClaims (DRA), spec.containers[1].resources.claims (DRA), \
-                 spec.resources.claims (DRA) are not supported by rust-batch"
-            )
+            )),
+            None,
+            "DRA claims are modelled (dra_watch): a claim the engine cannot allocate blocks \
+             with its own reason"
         );
         assert_eq!(
             unsupported_fields(&spec(
@@ -1121,11 +1106,10 @@ status:
                 ("topologySpreadConstraints", "predicates (DoNotSchedule) and nodeorder (ScheduleAnyway)"),
                 ("volumes", "PersistentVolumeClaims: their volumes' node affinity and binding (issue 14 item 4)"),
                 ("activeDeadlineSeconds", "a runtime estimate for backfill (the pod cannot run longer)"),
-                ("resources", "pod-level requests (limits standing in) replace the containers' per resource; its claims are refused"),
+                ("resources", "pod-level requests (limits standing in) replace the containers' per resource; its claims name the pod's resourceClaims"),
+                ("resourceClaims", "DRA: the pod's claims, allocated from ResourceSlices in the search that places its gang, written before its bind (dra_watch, dra_commit)"),
             ],
-            &[
-                ("resourceClaims", "DRA: devices allocated from ResourceSlices, not modelled"),
-            ],
+            &[],
             &[
                 ("automountServiceAccountToken", "kubelet: token mount"),
                 ("dnsConfig", "kubelet: resolv.conf"),
@@ -1161,7 +1145,7 @@ status:
                 ),
                 (
                     "resources",
-                    "requests, limits where requests are missing (claims: refused, see below)",
+                    "requests, limits where requests are missing (claims: see below)",
                 ),
                 (
                     "restartPolicy",
@@ -1209,8 +1193,8 @@ status:
                 ("requests", "the pod's requests"),
                 ("limits", "stand in for missing requests, as in Kubernetes"),
             ],
-            &[("claims", "DRA claims of the pod's resourceClaims")],
             &[],
+            &[("claims", "which of the pod's resourceClaims a container sees (the kubelet's); placement allocates them through spec.resourceClaims")],
         );
         audit::<ContainerPort>(
             "ContainerPort",

@@ -14,6 +14,9 @@ use ::kube::Client;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use tokio::sync::Notify;
@@ -24,6 +27,7 @@ use super::binder::{Binder, InFlight};
 use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{HyperNode, Queue};
 use super::dialects::KINDS;
+use super::dra_commit;
 use super::events::{pod_ref, EventType, Events};
 use super::index::{lock, Index, Wake};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
@@ -335,11 +339,24 @@ impl Cycles<'_> {
                     &review.waited,
                     now_ms(),
                 );
+                // Pods whose gang's device commit failed are candidates again once their
+                // back-off is over; provisioned gangs with DRA claims write them first.
+                ix.end_device_backoffs(now_ms());
+                let (provisioned, commits) = dra_commit::split(&mut ix, review.ready);
+                binder.recount_unseen(&ix);
                 let taking = Instant::now();
                 let snapshot = ix.cache.snapshot();
-                (snapshot, taking.elapsed(), evictions, review.ready, clear)
+                (
+                    snapshot,
+                    taking.elapsed(),
+                    evictions,
+                    (provisioned, commits),
+                    clear,
+                )
             };
+            let (provisioned, commits) = provisioned;
             send_claim_patches(binder, clear);
+            commit_devices(binder, commits);
             if !provisioned.is_empty() {
                 binder.send(provisioned, Vec::new()).await;
             }
@@ -404,15 +421,19 @@ impl Cycles<'_> {
                 predictions,
                 ..
             } = result;
-            let (binds, patches) = {
+            let (binds, patches, commits) = {
                 let mut ix = lock(index);
                 binder.assume(&mut ix, &binds, &evictions);
+                dra_commit::reserve_devices(&mut ix, &binds);
                 metrics.volcano.observe_assumed(&ix.cache, &binds, now_ms());
                 // Gangs with WaitForFirstConsumer claims bind once those are provisioned.
                 let ixr = &mut *ix;
                 let (binds, patches, conflicts) =
                     ixr.provisioning.hold(&ixr.cache, binds, now_ms());
                 call_off(binder, &mut ix, conflicts);
+                // Gangs with DRA claims to write bind once every claim is written.
+                let (binds, commits) = dra_commit::split(&mut ix, binds);
+                binder.recount_unseen(&ix);
                 metrics
                     .volcano
                     .observe_pre_bound(&ix.cache, &binds, &[], now_ms());
@@ -426,9 +447,10 @@ impl Cycles<'_> {
                 }
                 record_verdicts(&mut ix, &job_updates);
                 count_victims(&ix, metrics, &evictions);
-                (binds, patches)
+                (binds, patches, commits)
             };
             send_claim_patches(binder, patches);
+            commit_devices(binder, commits);
             binder.send(binds, evictions).await;
             // The binds are on their way before what only reports on this cycle: status
             // patches (written after the binds anyway) and the queue gauges. Their tasks
@@ -550,6 +572,7 @@ fn call_off(binder: &Binder, ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<
         // Its pods back off (their volume rules say why, so the gang's condition names
         // the claim), or the gang would take the same room again at once.
         let why = ix.provisioning.back_off(&c, now_ms());
+        dra_commit::release_devices(ix, &c.binds);
         for b in &c.binds {
             ix.cache.drop_assumption(&b.task);
             ix.refresh_volume_pod(&b.task);
@@ -566,6 +589,14 @@ fn call_off(binder: &Binder, ix: &mut Index, called_off: Vec<CalledOff>) -> Vec<
     // Their binds' assumptions are gone: writes waiting for the binds to be seen may go.
     binder.recount_unseen(ix);
     clear
+}
+
+/// Writes each gang's DRA claims, in a task of its own per gang, which binds the gang once
+/// they are all written (see `dra_commit`).
+fn commit_devices(binder: &Binder, commits: Vec<dra_commit::GangCommit>) {
+    for c in commits {
+        tokio::spawn(dra_commit::commit(binder.clone(), c));
+    }
 }
 
 /// Sets or clears claims' selected-node annotations, each in a task of its own. A claim
@@ -729,6 +760,8 @@ fn off_the_io_threads<T>(cycle: impl FnOnce() -> T) -> T {
 
 /// What is off while an optional PodGroup or Queue CRD is missing.
 const DIALECT: &str = "this gang dialect";
+/// What is off while resource.k8s.io/v1 is not served (or not readable).
+const DRA: &str = "DRA devices (pods with resourceClaims wait)";
 
 /// Starts every watch under one supervisor (`supervise.rs`): a watch that ends or panics is
 /// logged, its kind counts as not listed, and it starts again after a back-off.
@@ -878,6 +911,61 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             },
             delete: Index::delete_class,
             known: Index::class_keys,
+        },
+    );
+    // Dynamic Resource Allocation (resource.k8s.io/v1): devices of nodes, classes that
+    // select them, pods' claims and the templates claims are made from. Without the API
+    // (or the permission to read it) pods with claims wait, naming their missing claims.
+    supervised(
+        &mut watches,
+        watch,
+        Api::<DeviceClass>::all(client.clone()),
+        sink,
+        Feed {
+            kind: "resource.k8s.io DeviceClass",
+            optional: Some(DRA),
+            apply: Index::apply_device_class,
+            delete: Index::delete_device_class,
+            known: Index::device_class_keys,
+        },
+    );
+    supervised(
+        &mut watches,
+        watch,
+        Api::<ResourceSlice>::all(client.clone()),
+        sink,
+        Feed {
+            kind: "resource.k8s.io ResourceSlice",
+            optional: Some(DRA),
+            apply: Index::apply_resource_slice,
+            delete: Index::delete_resource_slice,
+            known: Index::resource_slice_keys,
+        },
+    );
+    supervised(
+        &mut watches,
+        watch,
+        Api::<ResourceClaim>::all(client.clone()),
+        sink,
+        Feed {
+            kind: "resource.k8s.io ResourceClaim",
+            optional: Some(DRA),
+            apply: Index::apply_resource_claim,
+            delete: Index::delete_resource_claim,
+            known: Index::resource_claim_keys,
+        },
+    );
+    supervised(
+        &mut watches,
+        watch,
+        Api::<ResourceClaimTemplate>::all(client.clone()),
+        sink,
+        Feed {
+            kind: "resource.k8s.io ResourceClaimTemplate",
+            optional: Some(DRA),
+            apply: Index::apply_claim_template,
+            delete: Index::delete_claim_template,
+            known: Index::claim_template_keys,
         },
     );
     supervised(

@@ -190,6 +190,9 @@ pub struct Index {
     volume_pods: VolumePods,
     /// Gangs whose binds wait for their WaitForFirstConsumer claims to be provisioned.
     pub provisioning: super::provision::Provisioning,
+    /// DRA's objects (device classes, slices, claims, templates) and the allocations
+    /// being written (see `dra_watch`, `dra_commit`).
+    pub(crate) dra: super::dra_watch::DraObjects,
 }
 
 /// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
@@ -214,7 +217,11 @@ pub fn older(a: Option<&str>, b: Option<&str>) -> bool {
 /// Stores `obj` at `key` unless what is stored there is newer (the status writer's own
 /// write came back before the watch delivered an older version) or this very version (the
 /// watch's echo of that write). Returns whether it stored.
-fn store_newest<K: Resource + Clone>(map: &mut HashMap<String, K>, key: String, obj: &K) -> bool {
+pub(crate) fn store_newest<K: Resource + Clone>(
+    map: &mut HashMap<String, K>,
+    key: String,
+    obj: &K,
+) -> bool {
     let (version, uid) = (
         obj.meta().resource_version.as_deref(),
         obj.meta().uid.as_deref(),
@@ -400,6 +407,7 @@ impl Index {
             Ok((mut update, warnings)) => {
                 if ours {
                     self.resolve_volumes(pod, &uid, &mut update);
+                    self.resolve_claims(pod, &uid, &mut update);
                     for w in warnings {
                         self.report(
                             pod_ref(&ns, &name, &uid),
@@ -616,6 +624,7 @@ impl Index {
         }
         self.foreign_members.retain(|_, m| !m.is_empty());
         self.volume_pods.remove(uid);
+        self.forget_claims_pod(uid);
         self.events.forget(uid);
         self.forget_pod_of_gang(uid);
     }
@@ -1661,7 +1670,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_asking_for_what_the_engine_does_not_model_waits_and_its_gang_says_so() {
+    fn a_pod_with_dra_claims_is_a_member_whose_missing_claim_is_named() {
         let mut st = Index::new(vec!["rust-batch".into()]);
         st.apply_group(&pod_group("1", "Inqueue"));
         st.apply_pod(&pod("a", false, "rust-batch"));
@@ -1671,38 +1680,17 @@ mod tests {
         )
         .unwrap()]);
         st.apply_pod(&dra);
-        let why = "spec.resourceClaims (DRA) is not supported by rust-batch";
         let s = st.cache.state();
         let job = s.job(s.job_by_uid("ns/g").unwrap());
-        assert_eq!(job.tasks().len(), 1, "never a candidate");
-        assert_eq!(job.held_back.refused.get(why), Some(&1));
+        assert_eq!(job.tasks().len(), 2, "a candidate, no longer refused");
+        assert!(job.held_back.is_empty());
+        let claims = st.cache.pod("b").unwrap().task.claims.clone();
         assert_eq!(
-            st.events.last("b", "FailedScheduling"),
-            Some(format!("{why}; the pod is not scheduled (nor counted for its gang)").as_str())
-        );
-        assert_eq!(
-            st.pod_conditions.get("b"),
-            Some(&(UNSUPPORTED.to_string(), why.to_string())),
-            "PodScheduled=False, a reason no autoscaler buys nodes for"
-        );
-        // A pod of ours with no gang: a gang of one that is told why it waits.
-        let mut single = dra.clone();
-        single.metadata.name = Some("c".into());
-        single.metadata.uid = Some("c".into());
-        single.metadata.annotations = None;
-        st.apply_pod(&single);
-        let key = "ns/podgroup-c";
-        let s = st.cache.state();
-        let job = s.job(s.job_by_uid(key).expect("its gang of one")).clone();
-        assert_eq!(job.held_back.pods(), 1);
-        st.delete_pod("c");
-        assert!(
-            st.cache.state().job_by_uid(key).is_none(),
-            "its gang goes with it"
+            claims[0].blocked.as_deref(),
+            Some("pod claim gpu: resourceclaim ns/gpu-claim not found"),
+            "it waits, naming the claim"
         );
         st.delete_pod("b");
-        let s = st.cache.state();
-        assert!(s.job(s.job_by_uid("ns/g").unwrap()).held_back.is_empty());
         assert!(!st.pod_keys().contains(&"b".to_string()));
     }
 

@@ -7,7 +7,9 @@
 //! server takes), `status` writes
 //! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
 //! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
-//! gangs a refused bind left short; `volumes` turns claims, volumes and classes into pods'
+//! gangs a refused bind left short; `dra_watch` turns DRA's classes, slices, claims and
+//! templates into node inventories and pods' claims, and `dra_commit` writes a gang's claim
+//! allocations before its binds; `volumes` turns claims, volumes and classes into pods'
 //! volume rules (pods and nodes read without managedFields: `lean`), and `provision` holds a gang's binds until its WaitForFirstConsumer claims
 //! are bound; `debug` and `metrics` serve HTTP; `client` builds the one API client they
 //! share (TCP_NODELAY, retries left to `retry`).
@@ -29,6 +31,8 @@ pub mod client;
 pub mod convert;
 pub mod dialects;
 pub mod dra;
+pub mod dra_commit;
+pub mod dra_watch;
 pub mod driver;
 pub mod events;
 pub mod index;

@@ -1,0 +1,712 @@
+//! A gang's device allocations written before its binds, as kube-scheduler's DRA plugin
+//! writes them at PreBind: each claim the cycle allocated gets kube-scheduler's
+//! delete-protection finalizer, then `status.allocation` and `status.reservedFor` (the
+//! gang's pods that use it); a claim allocated already only gains the pods in
+//! `reservedFor`. Only when every write of the gang went through are its pods bound.
+//!
+//! If any write fails, the gang is called off: the writes this attempt made are rolled back
+//! (allocation and reservations cleared, or the reservations as they were), the pods'
+//! bind assumptions are dropped, and the gang backs off with an event naming the claim and
+//! the error. So no pod is bound without its devices and no unbound gang keeps devices.
+//! A claim already allocated and reserved for the pod (written before a restart, or by a
+//! write whose answer was lost) needs no write: it is read back from the claim's status.
+//!
+//! Writes carry the claim's resourceVersion: a claim someone else allocated meanwhile
+//! fails the write (409) instead of being overwritten.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::kube::api::{Api, Patch, PatchParams};
+use ::kube::ResourceExt;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimConsumerReference};
+use serde_json::{json, Value};
+use tracing::debug;
+
+use super::binder::Binder;
+use super::dra::{allocation_patch, claim_allocation};
+use super::dra_watch::DraObjects;
+use super::events::{pod_ref, EventType};
+use super::index::{lock, Index};
+use super::retry::{cause_of, delay, warn_limited, Failure};
+use crate::framework::Bind;
+use crate::model::devices::ClaimAllocation;
+
+/// kube-scheduler's finalizer on claims it allocated: the resource-claim controller clears
+/// the allocation of a claim carrying it once no pod uses the claim any more.
+pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// The event reason when a gang's claims could not be written.
+pub const DEVICE_ALLOCATION_FAILED: &str = "FailedDeviceAllocation";
+
+/// Back-off of a gang whose commit failed, growing with failures in a row.
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// One claim's write for a gang.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimWrite {
+    /// `namespace/name`.
+    pub key: String,
+    /// The allocation to write; None: the claim is allocated already and only gains
+    /// consumers.
+    pub allocation: Option<Arc<ClaimAllocation>>,
+    /// The claim as last seen: its version and finalizers (None: not seen).
+    pub resource_version: Option<String>,
+    pub finalizers: Vec<String>,
+    /// Its consumers as last seen.
+    pub reserved_before: Vec<ResourceClaimConsumerReference>,
+    /// The gang's pods to add to its consumers: (name, uid).
+    pub pods: Vec<(String, String)>,
+}
+
+/// A gang's binds waiting for its claims' writes.
+#[derive(Debug)]
+pub struct GangCommit {
+    pub gang: Arc<str>,
+    pub binds: Vec<Bind>,
+    pub writes: Vec<ClaimWrite>,
+}
+
+/// The writes a gang's binds need: per claim, the allocation the cycle chose if the claim
+/// has none yet, and the pods it is not reserved for yet. Errs when a claim was allocated
+/// otherwise since the cycle decided (its pods would go where its devices are not).
+pub fn writes_for(dra: &DraObjects, binds: &[Bind]) -> Result<Vec<ClaimWrite>, String> {
+    let mut writes: Vec<ClaimWrite> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for b in binds {
+        for c in b.claims.iter() {
+            let Some(alloc) = &c.allocation else {
+                continue;
+            };
+            let stored = dra.claims.get(&*c.name);
+            if let Some(now) =
+                stored.filter(|s| s.status.as_ref().is_some_and(|st| st.allocation.is_some()))
+            {
+                if claim_allocation(now).as_ref() != Some(&**alloc) {
+                    return Err(format!(
+                        "resourceclaim {} was allocated elsewhere in the meantime",
+                        c.name
+                    ));
+                }
+            }
+            let status = stored.and_then(|s| s.status.as_ref());
+            let reserved = status
+                .and_then(|s| s.reserved_for.clone())
+                .unwrap_or_default();
+            if reserved.iter().any(|r| r.uid == *b.task) {
+                continue;
+            }
+            let i = *at.entry(&*c.name).or_insert_with(|| {
+                let allocated = status.is_some_and(|s| s.allocation.is_some());
+                writes.push(ClaimWrite {
+                    key: c.name.to_string(),
+                    allocation: (!allocated).then(|| alloc.clone()),
+                    resource_version: stored.and_then(|s| s.metadata.resource_version.clone()),
+                    finalizers: stored.map(|s| s.finalizers().to_vec()).unwrap_or_default(),
+                    reserved_before: reserved,
+                    pods: Vec::new(),
+                });
+                writes.len() - 1
+            });
+            writes[i]
+                .pods
+                .push((b.name.to_string(), b.task.to_string()));
+        }
+    }
+    Ok(writes)
+}
+
+/// Counts the allocations a cycle's binds carry (and the API does not record yet) as
+/// allocated from the moment the binds are assumed, while their gang waits for anything
+/// before its claims are written (its WaitForFirstConsumer volumes): no cycle meanwhile
+/// hands the same devices out again.
+pub fn reserve_devices(ix: &mut Index, binds: &[Bind]) {
+    let mut reserved = Vec::new();
+    for b in binds {
+        for c in b.claims.iter() {
+            let Some(a) = &c.allocation else {
+                continue;
+            };
+            let allocated = ix.dra.claims.get(&*c.name).is_some_and(|claim| {
+                claim
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.allocation.is_some())
+            });
+            if !allocated && !ix.dra.committing.contains_key(&*c.name) {
+                ix.dra.committing.insert(c.name.to_string(), a.clone());
+                reserved.push(c.name.to_string());
+            }
+        }
+    }
+    for key in reserved {
+        ix.refresh_claim_pods(&key);
+    }
+}
+
+/// Gives back what `reserve_devices` counted for binds that will not be sent (their gang
+/// was called off before its claims were written).
+pub fn release_devices(ix: &mut Index, binds: &[Bind]) {
+    let keys: std::collections::BTreeSet<String> = binds
+        .iter()
+        .flat_map(|b| b.claims.iter().map(|c| c.name.to_string()))
+        .collect();
+    for key in keys {
+        if ix.dra.committing.remove(&key).is_some() {
+            ix.refresh_claim_pods(&key);
+        }
+    }
+}
+
+/// Splits a cycle's binds (already assumed): gangs none of whose claims need a write bind
+/// at once; the others wait for their writes (`commit`), the allocations being written
+/// counted as allocated meanwhile, so that no cycle hands the same devices out again. A
+/// gang one of whose claims was allocated otherwise meanwhile is called off at once (the
+/// caller counts the binds assumed again).
+pub fn split(ix: &mut Index, binds: Vec<Bind>) -> (Vec<Bind>, Vec<GangCommit>) {
+    if binds.iter().all(|b| b.claims.is_empty()) {
+        return (binds, Vec::new());
+    }
+    let mut order: Vec<Arc<str>> = Vec::new();
+    let mut by_gang: HashMap<Arc<str>, Vec<Bind>> = HashMap::new();
+    for b in binds {
+        let gang = b.job.clone();
+        by_gang
+            .entry(gang.clone())
+            .or_insert_with(|| {
+                order.push(gang);
+                Vec::new()
+            })
+            .push(b);
+    }
+    let mut plain = Vec::new();
+    let mut commits = Vec::new();
+    for gang in order {
+        let binds = by_gang.remove(&gang).unwrap_or_default();
+        let writes = match writes_for(&ix.dra, &binds) {
+            Ok(writes) => writes,
+            Err(why) => {
+                let c = GangCommit {
+                    gang,
+                    binds,
+                    writes: Vec::new(),
+                };
+                call_off(ix, &c, &why, super::driver::now_ms());
+                continue;
+            }
+        };
+        if writes.is_empty() {
+            plain.extend(binds);
+            continue;
+        }
+        for w in &writes {
+            if let Some(a) = &w.allocation {
+                ix.dra.committing.insert(w.key.clone(), a.clone());
+            }
+        }
+        commits.push(GangCommit {
+            gang,
+            binds,
+            writes,
+        });
+    }
+    // The pods using claims being written resolve them again, now allocated: their nodes
+    // hold the devices while the writes are in flight.
+    for c in &commits {
+        for w in &c.writes {
+            ix.refresh_claim_pods(&w.key);
+        }
+    }
+    (plain, commits)
+}
+
+/// Writes a gang's claims, then binds its pods; or, if a write fails, rolls back the
+/// writes made and calls the gang off.
+pub async fn commit(binder: Binder, c: GangCommit) {
+    let answers = futures::future::join_all(c.writes.iter().map(|w| write_claim(&binder, w))).await;
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for (w, answer) in c.writes.iter().zip(answers) {
+        match answer {
+            Ok(claim) => done.push((w, claim)),
+            Err(why) => failed.push(why),
+        }
+    }
+    if failed.is_empty() {
+        {
+            let mut ix = lock(&binder.index);
+            for (_, claim) in &done {
+                ix.apply_resource_claim(claim);
+            }
+            ix.dra.attempts.remove(&*c.gang);
+        }
+        debug!(gang = %c.gang, claims = c.writes.len(), "claims allocated; binding");
+        binder.send(c.binds, Vec::new()).await;
+        return;
+    }
+    let rolled_back =
+        futures::future::join_all(done.iter().map(|(w, _)| roll_back(&binder, w))).await;
+    let why = failed.join("; ");
+    {
+        let mut ix = lock(&binder.index);
+        for claim in rolled_back.into_iter().flatten() {
+            ix.apply_resource_claim(&claim);
+        }
+        call_off(&mut ix, &c, &why, super::driver::now_ms());
+        binder.recount_unseen(&ix);
+    }
+    binder.wake.notify_one();
+}
+
+/// The consumer reference of a pod.
+fn consumer(name: &str, uid: &str) -> Value {
+    json!({"resource": "pods", "name": name, "uid": uid})
+}
+
+/// The status patch of a write: the allocation (if any) and the consumers before plus the
+/// gang's pods, with the claim's version.
+pub fn status_patch(w: &ClaimWrite, resource_version: Option<&str>) -> Value {
+    let mut reserved: Vec<Value> = w
+        .reserved_before
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap_or(Value::Null))
+        .collect();
+    reserved.extend(w.pods.iter().map(|(name, uid)| consumer(name, uid)));
+    let mut body = match (&w.allocation, w.pods.first()) {
+        (Some(a), Some((name, uid))) => allocation_patch(a, name, uid),
+        _ => json!({"status": {}}),
+    };
+    body["status"]["reservedFor"] = Value::Array(reserved);
+    body["metadata"] = json!({ "resourceVersion": resource_version });
+    body
+}
+
+/// The patch that takes a write back: a claim this attempt allocated loses its allocation
+/// and consumers; one that only gained consumers gets its consumers as they were.
+pub fn rollback_patch(w: &ClaimWrite) -> Value {
+    if w.allocation.is_some() {
+        json!({"status": {"allocation": null, "reservedFor": null}})
+    } else {
+        json!({"status": {"reservedFor": w.reserved_before}})
+    }
+}
+
+/// Sends one claim write, trying again while the API server does not answer (a few times);
+/// the claim as answered, or why it failed.
+async fn send<F, Fut>(
+    binder: &Binder,
+    what: &str,
+    key: &str,
+    call: F,
+) -> Result<ResourceClaim, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<ResourceClaim, ::kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        binder.gate.pass().await;
+        let started = tokio::time::Instant::now();
+        let sent = call().await;
+        binder.gate.record(&sent);
+        binder
+            .metrics
+            .api_write_timed("resourceclaim", started.elapsed(), sent.as_ref().err());
+        let err = match sent {
+            Ok(claim) => return Ok(claim),
+            Err(e) => e,
+        };
+        match Failure::of(&err) {
+            Failure::Transient if attempt < 5 => {
+                attempt += 1;
+                warn_limited(
+                    &format!("{what} not answered ({})", cause_of(&err)),
+                    "retrying",
+                );
+                tokio::time::sleep(delay(
+                    attempt,
+                    Duration::from_millis(100),
+                    Duration::from_secs(2),
+                ))
+                .await;
+            }
+            Failure::NotFound => return Err(format!("resourceclaim {key} not found")),
+            // The API server's whole message: a 422 names the field it refuses.
+            _ => return Err(format!("{what} of resourceclaim {key}: {err}")),
+        }
+    }
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+/// Writes one claim: the finalizer if a fresh allocation needs it, then the status.
+async fn write_claim(binder: &Binder, w: &ClaimWrite) -> Result<ResourceClaim, String> {
+    let (ns, name) = split_key(&w.key);
+    let api = Api::<ResourceClaim>::namespaced(binder.client.clone(), ns);
+    let params = PatchParams::default();
+    let mut version = w.resource_version.clone();
+    if w.allocation.is_some() && !w.finalizers.iter().any(|f| f == DELETE_PROTECTION) {
+        let mut finalizers = w.finalizers.clone();
+        finalizers.push(DELETE_PROTECTION.to_string());
+        let body = json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}});
+        let patch = Patch::Merge(&body);
+        let answer = send(binder, "finalizer", &w.key, || {
+            api.patch(name, &params, &patch)
+        })
+        .await?;
+        version = answer.resource_version();
+    }
+    let body = status_patch(w, version.as_deref());
+    let patch = Patch::Merge(&body);
+    let what = if w.allocation.is_some() {
+        "allocation"
+    } else {
+        "reservation"
+    };
+    send(binder, what, &w.key, || {
+        api.patch_status(name, &params, &patch)
+    })
+    .await
+}
+
+/// Takes one write back; the claim as answered, if the API server took it.
+async fn roll_back(binder: &Binder, w: &ClaimWrite) -> Option<ResourceClaim> {
+    let (ns, name) = split_key(&w.key);
+    let api = Api::<ResourceClaim>::namespaced(binder.client.clone(), ns);
+    let params = PatchParams::default();
+    let body = rollback_patch(w);
+    let patch = Patch::Merge(&body);
+    match send(binder, "rollback", &w.key, || {
+        api.patch_status(name, &params, &patch)
+    })
+    .await
+    {
+        Ok(claim) => Some(claim),
+        Err(why) => {
+            // The pods stay pending: the allocation left behind pins them to its node,
+            // where they bind once their back-off ends (read back, not repeated).
+            warn_limited("cannot roll back a claim's allocation", &why);
+            None
+        }
+    }
+}
+
+/// A gang whose claims could not all be written gives everything back: its binds'
+/// assumptions, the allocations it was writing; its pods back off, told why.
+pub fn call_off(ix: &mut Index, c: &GangCommit, why: &str, now_ms: i64) {
+    let failures = ix.dra.attempts.entry(c.gang.to_string()).or_insert(0);
+    let wait = delay(*failures, BACKOFF_MIN, BACKOFF_MAX);
+    *failures += 1;
+    let message = format!(
+        "devices could not be allocated: {why}; the gang backs off for {:.1}s",
+        wait.as_secs_f64()
+    );
+    warn_limited("gang called off", &format!("{}: {message}", c.gang));
+    for w in &c.writes {
+        ix.dra.committing.remove(&w.key);
+    }
+    let until = now_ms + wait.as_millis() as i64;
+    for b in &c.binds {
+        ix.cache.drop_assumption(&b.task);
+        ix.dra
+            .backoffs
+            .insert(b.task.to_string(), (until, message.clone()));
+        let r = pod_ref(&b.namespace, &b.name, &b.task);
+        ix.events.report(
+            r,
+            EventType::Warning,
+            DEVICE_ALLOCATION_FAILED,
+            message.clone(),
+        );
+    }
+    if let Some(obj) = ix.group_ref(&c.gang) {
+        ix.events
+            .report(obj, EventType::Warning, DEVICE_ALLOCATION_FAILED, message);
+    }
+    for b in &c.binds {
+        ix.refresh_claims_pod(&b.task);
+    }
+    for w in &c.writes {
+        ix.refresh_claim_pods(&w.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dra_watch::tests::{claim, class, slice, template, template_pod};
+    use crate::model::devices::AllocatedDevice;
+
+    fn ready_node(name: &str) -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {"allocatable": {"cpu": "8", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    }
+
+    fn alloc(node: &str, devices: &[&str]) -> Arc<ClaimAllocation> {
+        Arc::new(ClaimAllocation {
+            node: node.into(),
+            devices: devices
+                .iter()
+                .map(|d| AllocatedDevice {
+                    request: "gpu".into(),
+                    driver: "gpu.example.com".into(),
+                    pool: node.into(),
+                    device: (*d).into(),
+                })
+                .collect(),
+        })
+    }
+
+    fn bind_of(ix: &Index, uid: &str, a: &Arc<ClaimAllocation>) -> Bind {
+        let p = ix.cache.pod(uid).unwrap();
+        let claims: Vec<_> = p
+            .task
+            .claims
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                c.allocation = Some(a.clone());
+                c
+            })
+            .collect();
+        Bind {
+            job: "ns/g".into(),
+            task: uid.into(),
+            namespace: "ns".into(),
+            name: p.task.name.clone(),
+            node: a.node.clone(),
+            claims: claims.into(),
+        }
+    }
+
+    /// Two pods of gang ns/g, each with its claim from the template, on a node with 8
+    /// GPUs.
+    fn cluster() -> Index {
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        ix.apply_node(&ready_node("n0"));
+        ix.apply_device_class(&class());
+        ix.apply_resource_slice(&slice("n0", 8));
+        ix.apply_claim_template(&template());
+        for p in ["a", "b"] {
+            ix.apply_resource_claim(&claim(&format!("{p}-gpus"), Some(p), 2));
+            ix.apply_pod(&template_pod(p, Some(&format!("{p}-gpus"))));
+        }
+        ix
+    }
+
+    fn holds(ix: &Index) -> Vec<u16> {
+        let s = ix.cache.state();
+        s.node(s.node_by_name("n0").unwrap()).device_holds.clone()
+    }
+
+    #[test]
+    fn a_gang_with_claims_to_write_waits_and_its_devices_are_held_meanwhile() {
+        let mut ix = cluster();
+        let binds = vec![
+            bind_of(&ix, "a", &alloc("n0", &["gpu-0", "gpu-1"])),
+            bind_of(&ix, "b", &alloc("n0", &["gpu-2", "gpu-3"])),
+        ];
+        for b in &binds {
+            ix.cache
+                .assume(&b.task, crate::cache::Assumption::Bind(b.node.clone()));
+        }
+        let (plain, commits) = split(&mut ix, binds);
+        assert!(
+            plain.is_empty(),
+            "no pod binds before its claims are written"
+        );
+        assert_eq!(commits.len(), 1);
+        let writes = &commits[0].writes;
+        assert_eq!(writes.len(), 2);
+        assert_eq!(writes[0].key, "ns/a-gpus");
+        assert_eq!(writes[0].pods, vec![("a".to_string(), "a".to_string())]);
+        assert_eq!(writes[0].resource_version.as_deref(), Some("5"));
+        assert_eq!(
+            holds(&ix)[..5],
+            [1, 1, 1, 1, 0],
+            "the allocations being written hold their devices"
+        );
+        // The write failed: everything is given back, the pods back off, told why.
+        call_off(
+            &mut ix,
+            &commits[0],
+            "resourceclaim ns/b-gpus: conflict",
+            10_000,
+        );
+        assert_eq!(holds(&ix)[..5], [0, 0, 0, 0, 0]);
+        assert!(ix.dra.committing.is_empty());
+        for uid in ["a", "b"] {
+            let p = ix.cache.pod(uid).unwrap();
+            assert!(ix.cache.assumption(uid).is_none(), "no bind assumed");
+            let why = p.task.claims[0].blocked.clone().unwrap();
+            assert!(
+                why.starts_with(
+                    "devices could not be allocated: resourceclaim ns/b-gpus: conflict; \
+                     the gang backs off for"
+                ),
+                "{why}"
+            );
+            assert_eq!(
+                ix.events.last(uid, DEVICE_ALLOCATION_FAILED),
+                Some(why.as_str())
+            );
+        }
+        ix.end_device_backoffs(10_000 + 60_000);
+        assert!(ix.cache.pod("a").unwrap().task.claims[0].blocked.is_none());
+    }
+
+    #[test]
+    fn the_engine_places_a_gang_with_the_index_claims_and_its_writes_follow() {
+        let mut ix = cluster();
+        for q in ["root", "default"] {
+            let queue: crate::dialects::volcano::Queue = serde_json::from_value(json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": q, "resourceVersion": "1"},
+                "spec": {"weight": 1},
+                "status": {"state": "Open"}
+            }))
+            .unwrap();
+            ix.apply_queue(&queue);
+        }
+        let group: crate::dialects::volcano::PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"},
+            "spec": {"minMember": 2, "queue": "default"},
+            "status": {"phase": "Inqueue"}
+        }))
+        .unwrap();
+        ix.apply_group(&group);
+        let scheduler = crate::framework::Scheduler::new(
+            crate::conf::SchedulerConf::default_conf(),
+            &crate::REGISTRY,
+        )
+        .unwrap();
+        let result = scheduler.run_cycle(ix.cache.snapshot(), 1_000);
+        assert_eq!(result.binds.len(), 2, "the gang of two binds whole");
+        let mut seen = std::collections::BTreeSet::new();
+        for b in &result.binds {
+            let a = b.claims[0].allocation.clone().expect("allocated");
+            assert_eq!(&*a.node, "n0");
+            assert_eq!(a.devices.len(), 2);
+            let cliques: std::collections::BTreeSet<u32> = a
+                .devices
+                .iter()
+                .map(|d| d.device.trim_start_matches("gpu-").parse::<u32>().unwrap() / 4)
+                .collect();
+            assert_eq!(cliques.len(), 1, "one clique (matchAttribute)");
+            for d in &a.devices {
+                assert!(seen.insert(d.device.clone()), "{} twice", d.device);
+            }
+        }
+        for b in &result.binds {
+            ix.cache
+                .assume(&b.task, crate::cache::Assumption::Bind(b.node.clone()));
+        }
+        let (plain, commits) = split(&mut ix, result.binds);
+        assert!(plain.is_empty());
+        assert_eq!(commits.len(), 1);
+        assert_eq!(commits[0].writes.len(), 2);
+        assert_eq!(holds(&ix).iter().filter(|h| **h > 0).count(), 4);
+        // Another gang's pod claiming five GPUs: while the writes are in flight only four
+        // are free, so a cycle meanwhile does not hand the gang's devices out again.
+        let mut five = claim("five", None, 5);
+        five.spec
+            .as_mut()
+            .unwrap()
+            .devices
+            .as_mut()
+            .unwrap()
+            .constraints = None;
+        ix.apply_resource_claim(&five);
+        let mut other = group.clone();
+        other.metadata.name = Some("h".into());
+        other.spec.min_member = Some(1);
+        ix.apply_group(&other);
+        let mut c = template_pod("c", None);
+        c.metadata.annotations =
+            Some([("scheduling.k8s.io/group-name".to_string(), "h".to_string())].into());
+        c.spec.as_mut().unwrap().resource_claims = Some(vec![serde_json::from_value(
+            json!({"name": "s", "resourceClaimName": "five"}),
+        )
+        .unwrap()]);
+        ix.apply_pod(&c);
+        let meanwhile = scheduler.run_cycle(ix.cache.snapshot(), 2_000);
+        assert!(meanwhile.binds.is_empty(), "{:?}", meanwhile.binds);
+        // The writes failed: the devices are free again, and the other gang fits.
+        call_off(&mut ix, &commits[0], "conflict", 2_000);
+        let after = scheduler.run_cycle(ix.cache.snapshot(), 3_000);
+        assert_eq!(after.binds.len(), 1);
+        assert_eq!(&*after.binds[0].task, "c");
+    }
+
+    #[test]
+    fn claims_already_allocated_and_reserved_are_read_back_not_written_again() {
+        let mut ix = cluster();
+        let a = alloc("n0", &["gpu-0", "gpu-1"]);
+        // Written before a restart: allocated, reserved for pod a.
+        let mut written = claim("a-gpus", Some("a"), 2);
+        written.metadata.resource_version = Some("9".into());
+        let w = ClaimWrite {
+            key: "ns/a-gpus".into(),
+            allocation: Some(a.clone()),
+            resource_version: None,
+            finalizers: Vec::new(),
+            reserved_before: Vec::new(),
+            pods: vec![("a".into(), "a".into())],
+        };
+        written.status =
+            Some(serde_json::from_value(status_patch(&w, None)["status"].clone()).unwrap());
+        ix.apply_resource_claim(&written);
+        let claims = ix.cache.pod("a").unwrap().task.claims.clone();
+        assert_eq!(
+            claims[0].allocation.as_deref(),
+            Some(&*a),
+            "read back from the claim's status"
+        );
+        assert_eq!(holds(&ix)[..3], [1, 1, 0], "held by the inventory");
+        let bind = bind_of(&ix, "a", &a);
+        let (plain, commits) = split(&mut ix, vec![bind]);
+        assert_eq!(plain.len(), 1, "nothing to write: bound at once");
+        assert!(commits.is_empty());
+    }
+
+    #[test]
+    fn a_shared_claim_is_written_once_with_every_pod_of_the_gang() {
+        let mut ix = cluster();
+        let shared = claim("shared", None, 1);
+        ix.apply_resource_claim(&shared);
+        for p in ["a", "b"] {
+            let mut pod = template_pod(p, None);
+            pod.spec.as_mut().unwrap().resource_claims = Some(vec![serde_json::from_value(
+                json!({"name": "s", "resourceClaimName": "shared"}),
+            )
+            .unwrap()]);
+            ix.apply_pod(&pod);
+        }
+        let a = alloc("n0", &["gpu-0"]);
+        let binds = vec![bind_of(&ix, "a", &a), bind_of(&ix, "b", &a)];
+        let writes = writes_for(&ix.dra, &binds).unwrap();
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].pods.len(), 2);
+        let patch = status_patch(&writes[0], Some("5"));
+        assert_eq!(patch["status"]["reservedFor"].as_array().unwrap().len(), 2);
+        assert_eq!(patch["metadata"]["resourceVersion"], "5");
+        assert_eq!(
+            patch["status"]["allocation"]["devices"]["results"][0]["device"],
+            "gpu-0"
+        );
+        // Rolled back, the allocation and consumers are cleared.
+        assert_eq!(
+            rollback_patch(&writes[0]),
+            json!({"status": {"allocation": null, "reservedFor": null}})
+        );
+    }
+}

@@ -1,0 +1,637 @@
+//! End-to-end Dynamic Resource Allocation (resource.k8s.io/v1, served by the 1.37 control
+//! plane) with real parts: ResourceSlices published for kwok nodes as a DRA driver publishes
+//! them (8 GPUs a node, in two NVLink cliques of 4), a DeviceClass selecting them by CEL,
+//! and kube-controller-manager's resource-claim controller making each pod's claim from its
+//! template (and deallocating claims whose pods are gone). rust-batch runs under the
+//! shipped RBAC and writes each claim's allocation and reservation before it binds.
+//! Without a cluster these tests fail; they never skip.
+
+// Each test holds `one_at_a_time()` (a std Mutex) for its whole run, across awaits: it
+// serialises whole tests (each on its own runtime), which is its purpose.
+#![allow(clippy::await_holding_lock)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::operators::Operator;
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+const DRIVER: &str = "gpu.e2e.rust-batch.io";
+const CLASS: &str = "e2e-gpu";
+const GPUS_PER_NODE: usize = 8;
+
+/// The tests of this binary run one at a time: they share the resource-claim controller,
+/// and the latency measured in the first is not the machine's other tests' to share.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// kube-controller-manager's resource-claim controller, one for the whole binary (two
+/// would each make a claim for the same pod).
+fn claim_controller() {
+    static KCM: OnceLock<Mutex<Operator>> = OnceLock::new();
+    let kcm = KCM.get_or_init(|| {
+        Mutex::new(controller_manager(
+            "kcm-resourceclaim",
+            "resourceclaim-controller",
+            "",
+            true,
+        ))
+    });
+    let mut kcm = kcm.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(
+        kcm.running(),
+        "kube-controller-manager (resource-claim controller) exited:\n{}",
+        kcm.log_tail(40)
+    );
+}
+
+fn object<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("a valid object")
+}
+
+/// The DeviceClass every test's claims name (created once; cluster-scoped).
+async fn device_class(client: &Client) {
+    let class: DeviceClass = object(json!({
+        "metadata": {"name": CLASS},
+        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}]}
+    }));
+    match Api::<DeviceClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("DeviceClass not created: {e}"),
+    }
+}
+
+/// The clique of device `gpu-i` of `node`: four GPUs to an NVLink domain.
+fn clique(node: &str, device: &str) -> String {
+    let i: usize = device
+        .trim_start_matches("gpu-")
+        .parse()
+        .expect("a device of ours");
+    format!("{node}-clique-{}", i / 4)
+}
+
+/// A kwok node of `pool` with its ResourceSlice, as the GPU driver on it would publish.
+async fn gpu_node(client: &Client, node: &str, pool: &str) {
+    fake_node(client, node, pool, json!({"cpu": "32", "memory": "256Gi"})).await;
+    let devices: Vec<Value> = (0..GPUS_PER_NODE)
+        .map(|i| {
+            let name = format!("gpu-{i}");
+            json!({
+                "name": name,
+                "attributes": {
+                    "nvlinkClique": {"string": clique(node, &name)},
+                    "model": {"string": "h100"},
+                    "index": {"int": i}
+                },
+                "capacity": {"memory": {"value": "80Gi"}}
+            })
+        })
+        .collect();
+    let slice: ResourceSlice = object(json!({
+        "metadata": {"name": format!("{node}-gpus")},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices
+        }
+    }));
+    Api::<ResourceSlice>::all(client.clone())
+        .create(&PostParams::default(), &slice)
+        .await
+        .expect("ResourceSlice published");
+}
+
+/// A request of `count` devices of `class` (with extra selectors), as a claim spec.
+fn gpus(class: &str, count: u32, selectors: &[&str]) -> Value {
+    let mut exactly = json!({"deviceClassName": class, "count": count});
+    if !selectors.is_empty() {
+        exactly["selectors"] = selectors
+            .iter()
+            .map(|e| json!({"cel": {"expression": e}}))
+            .collect();
+    }
+    json!({"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}})
+}
+
+/// `gpus(…)` with all devices in one NVLink clique.
+fn gpus_in_one_clique(count: u32) -> Value {
+    let mut spec = gpus(CLASS, count, &[]);
+    spec["devices"]["constraints"] =
+        json!([{"matchAttribute": format!("{DRIVER}/nvlinkClique"), "requests": ["gpu"]}]);
+    spec
+}
+
+async fn template(client: &Client, ns: &str, name: &str, spec: Value) -> kube::Result<()> {
+    let t: ResourceClaimTemplate = object(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": spec}
+    }));
+    Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &t)
+        .await
+        .map(|_| ())
+}
+
+/// A pod of gang `group` on `ns`'s nodes with `claims` (its spec.resourceClaims), each
+/// one its container uses.
+async fn claims_pod(
+    client: &Client,
+    ns: &str,
+    scheduler: &str,
+    group: &str,
+    name: &str,
+    claims: Value,
+) {
+    let uses: Vec<Value> = claims
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({"name": c["name"]}))
+        .collect();
+    let p: Pod = object(json!({
+        "metadata": {"name": name, "namespace": ns,
+                     "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeSelector": {"pool": ns},
+            "resourceClaims": claims,
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}, "claims": uses}}]
+        }
+    }));
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("pod created");
+}
+
+fn from_template(template: &str) -> Value {
+    json!([{"name": "gpus", "resourceClaimTemplateName": template}])
+}
+
+async fn claims_in(client: &Client, ns: &str) -> Vec<ResourceClaim> {
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("claims listed")
+        .items
+}
+
+/// The node of a claim's allocation (its node selector's `metadata.name`).
+fn allocated_node(c: &ResourceClaim) -> Option<String> {
+    let alloc = c.status.as_ref()?.allocation.as_ref()?;
+    alloc
+        .node_selector
+        .as_ref()?
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name")
+        .and_then(|f| f.values.as_ref()?.first().cloned())
+}
+
+/// The devices of a claim's allocation: (pool, device).
+fn allocated_devices(c: &ResourceClaim) -> Vec<(String, String)> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.pool, r.device))
+        .collect()
+}
+
+fn reserved_for(c: &ResourceClaim) -> BTreeSet<String> {
+    c.status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| r.uid.clone())
+        .collect()
+}
+
+/// The claim the resource-claim controller made for the pod (its status names it).
+fn claim_of(p: &Pod) -> Option<String> {
+    p.status
+        .as_ref()?
+        .resource_claim_statuses
+        .as_ref()?
+        .first()?
+        .resource_claim_name
+        .clone()
+}
+
+/// No device is in two allocations, in the whole cluster.
+async fn assert_no_device_twice(client: &Client) {
+    let all = Api::<ResourceClaim>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("claims listed")
+        .items;
+    let mut owner: BTreeMap<(String, String), String> = BTreeMap::new();
+    for c in &all {
+        let name = format!(
+            "{}/{}",
+            c.metadata.namespace.clone().unwrap_or_default(),
+            c.metadata.name.clone().unwrap_or_default()
+        );
+        for d in allocated_devices(c) {
+            if let Some(other) = owner.insert(d.clone(), name.clone()) {
+                panic!("device {d:?} allocated to both {other} and {name}");
+            }
+        }
+    }
+}
+
+async fn pods_in(client: &Client, ns: &str) -> BTreeMap<String, Pod> {
+    check_invariants(client, ns).await
+}
+
+fn bound_count(pods: &BTreeMap<String, Pod>, prefix: &str) -> usize {
+    pods.iter()
+        .filter(|(n, p)| n.starts_with(prefix) && node_of(p).is_some())
+        .count()
+}
+
+/// A gang of four pods, each claiming two GPUs of one NVLink clique through a template,
+/// binds whole: every claim allocated with its pod in reservedFor, its devices on the node
+/// its pod is bound to and in one clique; within 2 s of its last pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_claiming_gpus_in_one_nvlink_clique_binds_whole_within_two_seconds() {
+    let _one = one_at_a_time();
+    claim_controller();
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = "dra-clique";
+    let scheduler = "rb-dra-clique";
+    namespace(&client, ns).await;
+    device_class(&client).await;
+    for i in 0..3 {
+        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
+    }
+    let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
+    template(&client, ns, "two-gpus-one-clique", gpus_in_one_clique(2))
+        .await
+        .expect("template created");
+    pod_group(&client, ns, "train", 4).await;
+    for i in 0..4 {
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            "train",
+            &format!("train-{i}"),
+            from_template("two-gpus-one-clique"),
+        )
+        .await;
+    }
+    let last_pod = Instant::now();
+    let took = loop {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .expect("pods listed")
+            .items;
+        if pods.len() == 4 && pods.iter().all(|p| node_of(p).is_some()) {
+            break last_pod.elapsed();
+        }
+        assert!(
+            last_pod.elapsed() < Duration::from_secs(60),
+            "the gang did not bind: {:?}",
+            partial_gangs(&client, ns).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("DRA gang of 4 (2 GPUs each, one clique) bound {took:?} after its last pod");
+
+    let pods = pods_in(&client, ns).await;
+    let claims: BTreeMap<String, ResourceClaim> = claims_in(&client, ns)
+        .await
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap(), c))
+        .collect();
+    for (name, p) in &pods {
+        let node = node_of(p).expect("bound");
+        let claim = claim_of(p).unwrap_or_else(|| panic!("{name}: no claim made for it"));
+        let c = &claims[&claim];
+        assert_eq!(allocated_node(c).as_deref(), Some(node.as_str()), "{claim}");
+        assert_eq!(
+            reserved_for(c),
+            BTreeSet::from([p.metadata.uid.clone().unwrap()]),
+            "{claim} is reserved for its pod"
+        );
+        let devices = allocated_devices(c);
+        assert_eq!(devices.len(), 2, "{claim}: two GPUs");
+        assert!(
+            devices.iter().all(|(pool, _)| *pool == node),
+            "{claim}: on {node}"
+        );
+        let cliques: BTreeSet<String> = devices.iter().map(|(_, d)| clique(&node, d)).collect();
+        assert_eq!(
+            cliques.len(),
+            1,
+            "{claim}: one NVLink clique, got {cliques:?}"
+        );
+        assert!(
+            c.metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == "resource.kubernetes.io/delete-protection"),
+            "{claim}: kube-scheduler's finalizer, so the controller deallocates it later"
+        );
+    }
+    assert_no_device_twice(&client).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "bound {took:?} after its last pod (target: 2 s)"
+    );
+}
+
+/// A claim two pods of a gang share (`resourceClaimName`) is allocated once: one device,
+/// both pods on its node and in its reservedFor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_shared_by_two_pods_of_a_gang_is_allocated_once() {
+    let _one = one_at_a_time();
+    claim_controller();
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = "dra-shared";
+    let scheduler = "rb-dra-shared";
+    namespace(&client, ns).await;
+    device_class(&client).await;
+    for i in 0..2 {
+        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
+    }
+    let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
+    let shared: ResourceClaim = object(json!({
+        "metadata": {"name": "shared-gpu", "namespace": ns},
+        "spec": gpus(CLASS, 1, &[])
+    }));
+    Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &shared)
+        .await
+        .expect("claim created");
+    pod_group(&client, ns, "pair", 2).await;
+    for i in 0..2 {
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            "pair",
+            &format!("pair-{i}"),
+            json!([{"name": "shared", "resourceClaimName": "shared-gpu"}]),
+        )
+        .await;
+    }
+    let pods = wait_for(Duration::from_secs(30), "the pair bound", || async {
+        let pods = pods_in(&client, ns).await;
+        (bound_count(&pods, "pair-") == 2).then_some(pods)
+    })
+    .await;
+    let nodes: BTreeSet<String> = pods.values().filter_map(node_of).collect();
+    assert_eq!(nodes.len(), 1, "both pods on the claim's node: {nodes:?}");
+    let c = Api::<ResourceClaim>::namespaced(client.clone(), ns)
+        .get("shared-gpu")
+        .await
+        .unwrap();
+    assert_eq!(allocated_node(&c), nodes.into_iter().next());
+    assert_eq!(allocated_devices(&c).len(), 1, "allocated once: one device");
+    let uids: BTreeSet<String> = pods
+        .values()
+        .map(|p| p.metadata.uid.clone().unwrap())
+        .collect();
+    assert_eq!(reserved_for(&c), uids, "reserved for both pods");
+    assert_no_device_twice(&client).await;
+}
+
+/// Claims that cannot be allocated — a class that does not exist, a selector that fails
+/// when evaluated, more devices than any node has, a template that does not exist — make
+/// their gangs wait, each saying why by name, while another gang binds; the scheduler
+/// lives on. A selector that does not compile never reaches it: the API server refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_claims_wait_with_named_reasons_while_another_gang_schedules() {
+    let _one = one_at_a_time();
+    claim_controller();
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = "dra-bad";
+    let scheduler = "rb-dra-bad";
+    namespace(&client, ns).await;
+    device_class(&client).await;
+    for i in 0..2 {
+        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
+    }
+    let (mut running, _port) = start_ready_scheduler(scheduler, &[]).await;
+
+    let refused = template(
+        &client,
+        ns,
+        "does-not-compile",
+        gpus(CLASS, 1, &["device.attributes["]),
+    )
+    .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422),
+        "the API server refuses a selector that does not compile: {refused:?}"
+    );
+    let missing_attribute = format!("device.attributes[\"{DRIVER}\"].noSuchAttribute == \"x\"");
+    let templates = [
+        ("no-class", gpus("does-not-exist", 1, &[])),
+        ("cel-error", gpus(CLASS, 1, &[missing_attribute.as_str()])),
+        ("too-many", gpus(CLASS, GPUS_PER_NODE as u32 + 1, &[])),
+        ("one-gpu", gpus(CLASS, 1, &[])),
+    ];
+    for (name, spec) in templates {
+        template(&client, ns, name, spec)
+            .await
+            .unwrap_or_else(|e| panic!("template {name}: {e}"));
+    }
+    let cases = [
+        (
+            "no-class",
+            "no-class",
+            "device class does-not-exist does not exist",
+        ),
+        ("cel-error", "cel-error", "CEL runtime error"),
+        ("too-many", "too-many", "cannot allocate all claims"),
+        (
+            "no-template",
+            "no-such-template",
+            "resourceclaimtemplate dra-bad/no-such-template not found",
+        ),
+    ];
+    for (group, template, _) in cases {
+        pod_group(&client, ns, group, 1).await;
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            group,
+            &format!("{group}-0"),
+            from_template(template),
+        )
+        .await;
+    }
+    pod_group(&client, ns, "fine", 2).await;
+    for i in 0..2 {
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            "fine",
+            &format!("fine-{i}"),
+            from_template("one-gpu"),
+        )
+        .await;
+    }
+    for (group, _, why) in cases {
+        let message = wait_for(
+            Duration::from_secs(30),
+            &format!("gang {group} saying {why:?}"),
+            || async {
+                condition_message(&client, ns, group)
+                    .await
+                    .filter(|m| m.contains(why))
+            },
+        )
+        .await;
+        eprintln!("{group}: {message}");
+    }
+    wait_for(Duration::from_secs(30), "the fine gang bound", || async {
+        let pods = pods_in(&client, ns).await;
+        (bound_count(&pods, "fine-") == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods = pods_in(&client, ns).await;
+    for (group, _, _) in cases {
+        assert_eq!(bound_count(&pods, group), 0, "{group} never bound");
+    }
+    assert!(
+        running.0.try_wait().expect("process state").is_none(),
+        "the scheduler lives on"
+    );
+    assert_no_device_twice(&client).await;
+}
+
+/// No device is allocated twice across gangs, and a gang that cannot get all its claims
+/// binds nothing and holds no device; once devices are freed (the first gang's pods gone,
+/// their claims deallocated by the resource-claim controller) it binds whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_device_is_allocated_twice_and_a_gang_short_of_devices_binds_nothing() {
+    let _one = one_at_a_time();
+    claim_controller();
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = "dra-full";
+    let scheduler = "rb-dra-full";
+    namespace(&client, ns).await;
+    device_class(&client).await;
+    for i in 0..2 {
+        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
+    }
+    let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
+    template(&client, ns, "four-gpus", gpus(CLASS, 4, &[]))
+        .await
+        .expect("template created");
+    // Twelve of the sixteen GPUs.
+    pod_group(&client, ns, "big", 3).await;
+    for i in 0..3 {
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            "big",
+            &format!("big-{i}"),
+            from_template("four-gpus"),
+        )
+        .await;
+    }
+    wait_for(Duration::from_secs(30), "gang big bound", || async {
+        let pods = pods_in(&client, ns).await;
+        (bound_count(&pods, "big-") == 3).then_some(())
+    })
+    .await;
+    // Eight more do not fit in the four left: nothing of the gang binds or is allocated.
+    pod_group(&client, ns, "late", 2).await;
+    for i in 0..2 {
+        claims_pod(
+            &client,
+            ns,
+            scheduler,
+            "late",
+            &format!("late-{i}"),
+            from_template("four-gpus"),
+        )
+        .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "gang late unschedulable",
+        || async { condition_message(&client, ns, "late").await },
+    )
+    .await;
+    for _ in 0..10 {
+        let pods = pods_in(&client, ns).await;
+        assert_eq!(
+            bound_count(&pods, "late-"),
+            0,
+            "a pod of the short gang bound"
+        );
+        assert_no_device_twice(&client).await;
+        for p in pods
+            .values()
+            .filter(|p| p.metadata.name.as_deref().unwrap().starts_with("late-"))
+        {
+            if let Some(claim) = claim_of(p) {
+                let c = Api::<ResourceClaim>::namespaced(client.clone(), ns)
+                    .get(&claim)
+                    .await
+                    .unwrap();
+                assert!(
+                    allocated_devices(&c).is_empty(),
+                    "{claim} holds devices unbound"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Gang big goes: its claims are deallocated, and gang late binds whole.
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    for i in 0..3 {
+        pods_api
+            .delete(
+                &format!("big-{i}"),
+                &DeleteParams::default().grace_period(0),
+            )
+            .await
+            .expect("pod deleted");
+    }
+    wait_for(Duration::from_secs(60), "gang late bound", || async {
+        let pods = pods_in(&client, ns).await;
+        (bound_count(&pods, "late-") == 2).then_some(())
+    })
+    .await;
+    assert_no_device_twice(&client).await;
+}
