@@ -197,7 +197,7 @@ fn allocate_with_rules(
                 None => groups.push((key, vec![i as u32])),
             }
         }
-        groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
         for (_, members) in groups.into_iter().take(GROUPS_TRIED) {
             let mut only = vec![false; inv.devices.len()];
             for i in members {

@@ -375,6 +375,9 @@ tiers:
   - name: nodeorder
 ";
 
+/// A bound pod's claims and the devices each holds.
+type ClaimsHeld = Vec<(String, Vec<String>)>;
+
 fn run_quota(world: &QuotaWorld) {
     use rust_batch_engine::model::TaskStatus;
     let mut cache = rust_batch_engine::cache::Cache::new();
@@ -435,7 +438,7 @@ fn run_quota(world: &QuotaWorld) {
         gang.apply(&mut cache);
     }
     // Bound pods and their claims' devices, by pod uid.
-    let mut holding: BTreeMap<String, (usize, Vec<(String, Vec<String>)>)> = BTreeMap::new();
+    let mut holding: BTreeMap<String, (usize, ClaimsHeld)> = BTreeMap::new();
     let mut bound_gangs: Vec<usize> = Vec::new();
     for cycle in 0..=world.finishes.len() {
         if cycle > 0 {
