@@ -698,6 +698,7 @@ fn dra_cluster() -> Cache {
                     ),
                 ]),
                 capacity: BTreeMap::new(),
+                consumes: Vec::new(),
             })
             .collect();
         let inventory = NodeDevices::new(devices, &BTreeMap::new());

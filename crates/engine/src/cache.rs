@@ -610,7 +610,7 @@ impl Cache {
             return false;
         };
         let mut update = record.reported.clone();
-        update.task.claims = claims;
+        update.task.replace_claims(claims);
         self.apply_pod(update);
         true
     }

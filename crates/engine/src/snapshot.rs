@@ -274,6 +274,49 @@ impl ClusterState {
     pub fn total_allocatable(&self) -> Resource {
         self.tally.schedulable_allocatable().clone()
     }
+
+    /// How many devices of the schedulable nodes each DeviceClass selects, as the resource
+    /// `deviceclass/<class>` (milli-units: the cluster's side of a queue's device quota,
+    /// which proportion shares and capacity lends). A device several classes select counts
+    /// for each; an inventory that cannot be used, or a class whose selectors fail on it,
+    /// counts none. Empty without DeviceClasses.
+    pub fn device_class_totals(&self) -> Resource {
+        use crate::model::devices::{DeviceChoice, DEVICE_CLASS_PREFIX};
+        let catalog = &*self.device_classes;
+        let mut totals = Resource::new();
+        if catalog.classes().is_empty() {
+            return totals;
+        }
+        let choices: Vec<(String, DeviceChoice)> = catalog
+            .classes()
+            .keys()
+            .map(|class| {
+                let choice = DeviceChoice {
+                    device_class_name: class.clone(),
+                    ..DeviceChoice::default()
+                };
+                (format!("{DEVICE_CLASS_PREFIX}{class}"), choice)
+            })
+            .collect();
+        let mut counts = vec![0i64; choices.len()];
+        for (_, node) in self.nodes() {
+            let Some(inv) = node.devices.as_deref() else {
+                continue;
+            };
+            if !node.schedulable() || inv.problem.is_some() {
+                continue;
+            }
+            for (i, (_, choice)) in choices.iter().enumerate() {
+                if let Ok(found) = catalog.matching(choice, inv) {
+                    counts[i] += found.len() as i64;
+                }
+            }
+        }
+        for ((name, _), n) in choices.iter().zip(counts) {
+            totals.set_scalar(name, n * 1000);
+        }
+        totals
+    }
 }
 
 /// An object of the state being changed (`ClusterState::job_mut`, `node_mut`): what it adds

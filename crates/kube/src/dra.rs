@@ -4,21 +4,23 @@
 //! at PreBind. Pure conversions: the watches and the commit use them.
 //!
 //! What the engine does not model is named, not dropped: a claim asking for it is blocked
-//! with a reason (`TaskClaim::blocked`), and a network-attached slice is left out with one.
+//! with a reason (`TaskClaim::blocked`), and a slice that cannot be read is left out with
+//! one (`cluster_inventories`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceSelector, DeviceSubRequest, ExactDeviceRequest, ResourceClaim,
-    ResourceClaimSpec, ResourceSlice,
+    ResourceClaimSpec, ResourceSlice, ResourceSliceSpec,
 };
 use serde_json::{json, Value};
 
 use crate::model::devices::{
-    qualified_name, AllocatedDevice, AllocationMode, AttrValue, ClaimAllocation, ClaimSpec, Device,
-    DeviceChoice, DeviceRequest, MatchAttribute, NodeDevices,
+    qualified_name, AllocatedDevice, AllocationMode, AttrValue, ClaimAllocation, ClaimSpec,
+    CounterDraw, CounterSet, Device, DeviceChoice, DeviceRequest, MatchAttribute, NodeDevices,
 };
+use crate::model::placement::NodeSelectorTerm;
 use crate::model::resource::parse_milli;
 
 /// The field kube-scheduler's node selector of a node-local allocation matches on.
@@ -31,54 +33,170 @@ pub fn slice_devices(slice: &ResourceSlice) -> Result<(String, Vec<Device>), Str
     let name = slice.metadata.name.as_deref().unwrap_or_default();
     let Some(node) = spec.node_name.clone() else {
         return Err(format!(
-            "ResourceSlice {name}: pool {} of driver {} is network-attached (nodeSelector or \
-             allNodes), which rust-batch does not allocate from",
+            "ResourceSlice {name}: pool {} of driver {} is network-attached (nodeSelector, \
+             allNodes or perDeviceNodeSelection): read it with pool_devices",
             spec.pool.name, spec.driver
         ));
     };
-    let driver: Arc<str> = Arc::from(spec.driver.as_str());
-    let pool: Arc<str> = Arc::from(spec.pool.name.as_str());
     let devices = spec
         .devices
         .iter()
         .flatten()
-        .map(|d| {
-            let attributes = d
-                .attributes
-                .iter()
-                .flatten()
-                .filter_map(|(k, a)| {
-                    let v = if let Some(b) = a.bool {
-                        AttrValue::Bool(b)
-                    } else if let Some(i) = a.int {
-                        AttrValue::Int(i)
-                    } else if let Some(s) = &a.string {
-                        AttrValue::String(s.clone())
-                    } else {
-                        AttrValue::Version(a.version.clone()?)
-                    };
-                    Some((qualified_name(k, &spec.driver), v))
-                })
-                .collect();
-            let capacity = d
-                .capacity
-                .iter()
-                .flatten()
-                .filter_map(|(k, c)| {
-                    let milli = i64::try_from(parse_milli(&c.value.0).ok()?).ok()?;
-                    Some((qualified_name(k, &spec.driver), milli))
-                })
-                .collect();
-            Device {
-                driver: driver.clone(),
-                pool: pool.clone(),
-                name: Arc::from(d.name.as_str()),
-                attributes,
-                capacity,
-            }
-        })
+        .map(|d| device_of(spec, d))
         .collect();
     Ok((node, devices))
+}
+
+/// One device of a slice in the engine's terms: qualified attribute and capacity names,
+/// capacities and counter draws in milli-units.
+fn device_of(spec: &ResourceSliceSpec, d: &k8s_openapi::api::resource::v1::Device) -> Device {
+    let attributes = d
+        .attributes
+        .iter()
+        .flatten()
+        .filter_map(|(k, a)| {
+            let v = if let Some(b) = a.bool {
+                AttrValue::Bool(b)
+            } else if let Some(i) = a.int {
+                AttrValue::Int(i)
+            } else if let Some(s) = &a.string {
+                AttrValue::String(s.clone())
+            } else {
+                AttrValue::Version(a.version.clone()?)
+            };
+            Some((qualified_name(k, &spec.driver), v))
+        })
+        .collect();
+    let capacity = d
+        .capacity
+        .iter()
+        .flatten()
+        .filter_map(|(k, c)| {
+            let milli = i64::try_from(parse_milli(&c.value.0).ok()?).ok()?;
+            Some((qualified_name(k, &spec.driver), milli))
+        })
+        .collect();
+    let consumes = d
+        .consumes_counters
+        .iter()
+        .flatten()
+        .map(|c| CounterDraw {
+            counter_set: c.counter_set.clone(),
+            counters: counters_milli(&c.counters),
+        })
+        .collect();
+    Device {
+        driver: Arc::from(spec.driver.as_str()),
+        pool: Arc::from(spec.pool.name.as_str()),
+        name: Arc::from(d.name.as_str()),
+        attributes,
+        capacity,
+        consumes,
+    }
+}
+
+/// Counter values in milli-units; a value that is not a quantity counts as none (a draw
+/// on it never fits, a capacity of it holds nothing).
+fn counters_milli(
+    counters: &BTreeMap<String, k8s_openapi::api::resource::v1::Counter>,
+) -> BTreeMap<String, i64> {
+    counters
+        .iter()
+        .map(|(k, c)| {
+            let milli = parse_milli(&c.value.0)
+                .ok()
+                .and_then(|m| i64::try_from(m).ok())
+                .unwrap_or(0);
+            (k.clone(), milli)
+        })
+        .collect()
+}
+
+/// The counter sets a slice shares with the devices of its pool (`sharedCounters`).
+pub fn slice_counter_sets(slice: &ResourceSlice) -> Vec<CounterSet> {
+    let spec = &slice.spec;
+    spec.shared_counters
+        .iter()
+        .flatten()
+        .map(|c| CounterSet {
+            driver: Arc::from(spec.driver.as_str()),
+            pool: Arc::from(spec.pool.name.as_str()),
+            name: c.name.clone(),
+            counters: counters_milli(&c.counters),
+        })
+        .collect()
+}
+
+/// Where a device can be used: one node (a node-local slice), or the nodes a selector
+/// picks, or every node (network-attached: allocatable once, cluster-wide).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeviceReach {
+    Node(String),
+    Nodes(Vec<NodeSelectorTerm>),
+    AllNodes,
+}
+
+impl DeviceReach {
+    pub fn reaches(&self, node: &str, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Self::Node(n) => n == node,
+            Self::Nodes(terms) => terms.iter().any(|t| t.matches(node, labels)),
+            Self::AllNodes => true,
+        }
+    }
+}
+
+fn reach_of(
+    node_name: Option<&String>,
+    selector: Option<&k8s_openapi::api::core::v1::NodeSelector>,
+    all_nodes: Option<bool>,
+) -> Result<Option<DeviceReach>, String> {
+    if let Some(n) = node_name {
+        return Ok(Some(DeviceReach::Node(n.clone())));
+    }
+    if let Some(sel) = selector {
+        let terms = sel
+            .node_selector_terms
+            .iter()
+            .map(crate::convert::selector_term)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("nodeSelector: {e}"))?;
+        return Ok(Some(DeviceReach::Nodes(terms)));
+    }
+    Ok((all_nodes == Some(true)).then_some(DeviceReach::AllNodes))
+}
+
+/// Every device of a slice with where it can be used: the slice's node, node selector or
+/// `allNodes`, or each device's own (`perDeviceNodeSelection`); or why the slice cannot
+/// be read (a selector with an unknown operator, a device that says nowhere).
+pub fn pool_devices(slice: &ResourceSlice) -> Result<Vec<(DeviceReach, Device)>, String> {
+    let spec = &slice.spec;
+    let name = slice.metadata.name.as_deref().unwrap_or_default();
+    let fail = |why: String| format!("ResourceSlice {name}: {why}");
+    let per_device = spec.per_device_node_selection == Some(true);
+    let slice_reach = reach_of(
+        spec.node_name.as_ref(),
+        spec.node_selector.as_ref(),
+        spec.all_nodes,
+    )
+    .map_err(fail)?;
+    let mut out = Vec::new();
+    for d in spec.devices.iter().flatten() {
+        let reach = if per_device {
+            reach_of(d.node_name.as_ref(), d.node_selector.as_ref(), d.all_nodes)
+                .map_err(|e| fail(format!("device {}: {e}", d.name)))?
+        } else {
+            slice_reach.clone()
+        };
+        let Some(reach) = reach else {
+            return Err(fail(format!(
+                "device {} says no node it is available on (nodeName, nodeSelector, allNodes)",
+                d.name
+            )));
+        };
+        out.push((reach, device_of(spec, d)));
+    }
+    Ok(out)
 }
 
 /// A DeviceClass's CEL selectors.
@@ -228,41 +346,156 @@ pub fn claim_allocation(claim: &ResourceClaim) -> Option<ClaimAllocation> {
 }
 
 /// Every node's inventory from the cluster's slices, with the devices allocated claims
-/// hold on it (by `namespace/name`); and the slices left out, each with why.
+/// hold on it (by `namespace/name`) and the counter sets its pools share; and the slices
+/// left out, each with why. Network-attached pools need the nodes' labels: see
+/// `cluster_inventories` (here they are left out, naming them).
 pub fn node_inventories(
     slices: &[ResourceSlice],
     claims: &[ResourceClaim],
 ) -> (BTreeMap<String, NodeDevices>, Vec<String>) {
-    let mut devices: BTreeMap<String, Vec<Device>> = BTreeMap::new();
+    cluster_inventories(slices, claims, None)
+}
+
+/// `node_inventories` with network-attached pools (slices with a node selector,
+/// `allNodes` or `perDeviceNodeSelection`) given `nodes` (name → labels): each node's
+/// inventory holds the network-attached devices it reaches besides its own
+/// (`NodeDevices::with_shared`), which the engine allocates once cluster-wide. A claim's
+/// devices are held wherever they are, whichever node selector its allocation has.
+pub fn cluster_inventories(
+    slices: &[ResourceSlice],
+    claims: &[ResourceClaim],
+    nodes: Option<&BTreeMap<String, BTreeMap<String, String>>>,
+) -> (BTreeMap<String, NodeDevices>, Vec<String>) {
+    let mut own: BTreeMap<String, Vec<Device>> = BTreeMap::new();
+    let mut network: Vec<(DeviceReach, Device)> = Vec::new();
+    let mut counter_sets: Vec<CounterSet> = Vec::new();
     let mut left_out = Vec::new();
     for s in slices {
-        match slice_devices(s) {
-            Ok((node, d)) => devices.entry(node).or_default().extend(d),
+        counter_sets.extend(slice_counter_sets(s));
+        if s.spec.node_name.is_some() {
+            match slice_devices(s) {
+                Ok((node, d)) => own.entry(node).or_default().extend(d),
+                Err(why) => left_out.push(why),
+            }
+            continue;
+        }
+        if nodes.is_none() {
+            if s.spec.devices.as_ref().is_some_and(|d| !d.is_empty()) {
+                left_out.push(slice_devices(s).err().unwrap_or_default());
+            }
+            continue;
+        }
+        match pool_devices(s) {
+            Ok(devices) => {
+                for (reach, d) in devices {
+                    match reach {
+                        DeviceReach::Node(n) => own.entry(n).or_default().push(d),
+                        other => network.push((other, d)),
+                    }
+                }
+            }
             Err(why) => left_out.push(why),
         }
     }
-    let mut allocated: BTreeMap<String, BTreeMap<Arc<str>, Vec<AllocatedDevice>>> = BTreeMap::new();
-    for c in claims {
-        if let Some(a) = claim_allocation(c) {
-            let name = format!(
-                "{}/{}",
-                c.metadata.namespace.as_deref().unwrap_or_default(),
-                c.metadata.name.as_deref().unwrap_or_default()
-            );
-            allocated
-                .entry(a.node.to_string())
-                .or_default()
-                .insert(Arc::from(name), a.devices);
+    // Which inventory each device is in: a node's own, or the network-attached ones.
+    let mut home: BTreeMap<String, Option<&str>> = BTreeMap::new();
+    for (node, devices) in &own {
+        for d in devices {
+            home.insert(d.key(), Some(node.as_str()));
         }
     }
-    let inventories = devices
+    for (_, d) in &network {
+        home.insert(d.key(), None);
+    }
+    type Held = BTreeMap<Arc<str>, Vec<AllocatedDevice>>;
+    let mut allocated: BTreeMap<String, Held> = BTreeMap::new();
+    let mut allocated_network: Held = BTreeMap::new();
+    for c in claims {
+        let Some(results) = claim_results(c) else {
+            continue;
+        };
+        let name: Arc<str> = Arc::from(format!(
+            "{}/{}",
+            c.metadata.namespace.as_deref().unwrap_or_default(),
+            c.metadata.name.as_deref().unwrap_or_default()
+        ));
+        for r in results {
+            match home.get(&r.key()) {
+                Some(Some(node)) => allocated
+                    .entry(node.to_string())
+                    .or_default()
+                    .entry(name.clone())
+                    .or_default()
+                    .push(r),
+                Some(None) => allocated_network.entry(name.clone()).or_default().push(r),
+                // A device no slice publishes now: nothing to keep free for it.
+                None => {}
+            }
+        }
+    }
+    let sets_of = |devices: &[&Device]| -> Vec<CounterSet> {
+        counter_sets
+            .iter()
+            .filter(|set| {
+                devices
+                    .iter()
+                    .any(|d| d.driver == set.driver && d.pool == set.pool)
+            })
+            .cloned()
+            .collect()
+    };
+    let mut names: Vec<String> = own.keys().cloned().collect();
+    if let Some(nodes) = nodes {
+        if !network.is_empty() {
+            names.extend(nodes.keys().cloned());
+            names.sort();
+            names.dedup();
+        }
+    }
+    let empty = BTreeMap::new();
+    let inventories = names
         .into_iter()
-        .map(|(node, d)| {
+        .filter_map(|node| {
+            let mine = own.remove(&node).unwrap_or_default();
+            let labels = nodes.and_then(|n| n.get(&node)).unwrap_or(&empty);
+            let reached: Vec<Device> = network
+                .iter()
+                .filter(|(reach, _)| reach.reaches(&node, labels))
+                .map(|(_, d)| d.clone())
+                .collect();
+            if mine.is_empty() && reached.is_empty() {
+                return None;
+            }
+            let all: Vec<&Device> = mine.iter().chain(&reached).collect();
+            let sets = sets_of(&all);
             let held = allocated.remove(&node).unwrap_or_default();
-            (node, NodeDevices::new(d, &held))
+            let inv = NodeDevices::new(mine, &held)
+                .with_counters(sets)
+                .with_shared(reached, &allocated_network);
+            Some((node, inv))
         })
         .collect();
     (inventories, left_out)
+}
+
+/// The devices a claim's `status.allocation` holds, whatever its node selector.
+fn claim_results(claim: &ResourceClaim) -> Option<Vec<AllocatedDevice>> {
+    let alloc = claim.status.as_ref()?.allocation.as_ref()?;
+    Some(
+        alloc
+            .devices
+            .as_ref()
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| AllocatedDevice {
+                request: r.request.clone(),
+                driver: Arc::from(r.driver.as_str()),
+                pool: Arc::from(r.pool.as_str()),
+                device: Arc::from(r.device.as_str()),
+            })
+            .collect(),
+    )
 }
 
 /// The status patch that commits an allocation for a pod, as kube-scheduler's DRA plugin
@@ -457,5 +690,131 @@ spec:
         let (inv, _) = node_inventories(&[slice(NODE_SLICE)], &[c]);
         assert_eq!(inv["n0"].allocated[&Arc::<str>::from("ns/c")], vec![1]);
         assert_eq!(inv["n0"].initial_holds(), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_network_attached_pool_reaches_the_nodes_it_selects_and_holds_once() {
+        let fabric = slice(
+            "
+metadata: {name: fabric}
+spec:
+  driver: net.example.com
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: example.com/rack, operator: In, values: [a]}]
+  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
+  devices: [{name: nic-0}, {name: nic-1}]
+",
+        );
+        let reach = pool_devices(&fabric).unwrap();
+        assert_eq!(reach.len(), 2);
+        let rack = |r: &str| BTreeMap::from([("example.com/rack".to_string(), r.to_string())]);
+        let nodes = BTreeMap::from([
+            ("n0".to_string(), rack("a")),
+            ("a1".to_string(), rack("a")),
+            ("b0".to_string(), rack("b")),
+        ]);
+        // nic-1 is allocated (by anyone, with whatever node selector).
+        let mut c = claim("metadata: {name: c, namespace: ns}\nspec: {}\n");
+        c.status = Some(
+            serde_json::from_value(serde_json::json!({"allocation": {"devices": {"results": [
+                {"request": "nic", "driver": "net.example.com", "pool": "fabric", "device": "nic-1"}
+            ]}}}))
+            .unwrap(),
+        );
+        let (inv, left_out) =
+            cluster_inventories(&[fabric.clone(), slice(NODE_SLICE)], &[c], Some(&nodes));
+        assert!(left_out.is_empty(), "{left_out:?}");
+        assert_eq!(inv.keys().collect::<Vec<_>>(), ["a1", "n0"]);
+        // n0: its two GPUs, then the two NICs; a1: the NICs only. nic-1 held on both.
+        assert_eq!(inv["n0"].devices.len(), 4);
+        assert_eq!(inv["n0"].shared, vec![false, false, true, true]);
+        assert_eq!(inv["n0"].initial_holds(), vec![0, 0, 0, 1]);
+        assert_eq!(inv["a1"].initial_holds(), vec![0, 1]);
+        // Without the nodes' labels the pool is left out, by name.
+        let (inv, left_out) = node_inventories(&[fabric], &[]);
+        assert!(inv.is_empty());
+        assert!(left_out[0].contains("network-attached"), "{left_out:?}");
+    }
+
+    #[test]
+    fn per_device_node_selection_and_a_device_that_says_nowhere() {
+        let s = slice(
+            "
+metadata: {name: mixed}
+spec:
+  driver: net.example.com
+  perDeviceNodeSelection: true
+  pool: {name: mixed, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: d0, nodeName: n0}
+  - {name: d1, allNodes: true}
+",
+        );
+        let reach: Vec<DeviceReach> = pool_devices(&s)
+            .unwrap()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(
+            reach,
+            vec![DeviceReach::Node("n0".into()), DeviceReach::AllNodes]
+        );
+        let bad = slice(
+            "
+metadata: {name: bad}
+spec:
+  driver: net.example.com
+  perDeviceNodeSelection: true
+  pool: {name: bad, generation: 1, resourceSliceCount: 1}
+  devices: [{name: d0}]
+",
+        );
+        let why = pool_devices(&bad).unwrap_err();
+        assert!(
+            why.starts_with("ResourceSlice bad: device d0 says no node"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn partitions_draw_on_their_pools_counter_sets() {
+        let s = slice(
+            "
+metadata: {name: n0-mig}
+spec:
+  driver: gpu.example.com
+  nodeName: n0
+  pool: {name: n0, generation: 1, resourceSliceCount: 1}
+  sharedCounters:
+  - name: gpu-0
+    counters: {memory: {value: 40Gi}}
+  devices:
+  - name: gpu-0-mig-1g
+    consumesCounters:
+    - counterSet: gpu-0
+      counters: {memory: {value: 5Gi}}
+  - name: gpu-0-full
+    consumesCounters:
+    - counterSet: gpu-0
+      counters: {memory: {value: 40Gi}}
+",
+        );
+        let sets = slice_counter_sets(&s);
+        assert_eq!(sets.len(), 1);
+        assert_eq!(sets[0].counters["memory"], 40 * (1i64 << 30) * 1000);
+        let (inv, _) = node_inventories(&[s], &[]);
+        let n0 = &inv["n0"];
+        assert_eq!(n0.devices[0].consumes[0].counter_set, "gpu-0");
+        assert_eq!(
+            n0.devices[0].consumes[0].counters["memory"],
+            5 * (1i64 << 30) * 1000
+        );
+        let key = (
+            Arc::from("gpu.example.com"),
+            Arc::from("n0"),
+            "gpu-0".to_string(),
+        );
+        assert!(n0.counters.contains_key(&key));
     }
 }

@@ -142,8 +142,7 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
                 failed += 1;
             }
             Ok(node) if placeable || failed == 0 => {
-                let req = &stmt.task(task).resreq;
-                if stmt.node(node).fits_idle(req) {
+                if stmt.fits_now(task, node) {
                     stmt.allocate(task, node);
                 } else {
                     stmt.pipeline(task, node);

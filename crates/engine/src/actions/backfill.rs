@@ -118,11 +118,10 @@ fn best_effort(ssn: &mut Session, id: JobId) {
             Ok(nodes) => {
                 // Feasible means room now or once releasing pods are gone (pod
                 // slots included); only room now may be bound.
-                let req = &stmt.task(task).resreq;
                 let idle: Vec<_> = nodes
                     .iter()
                     .copied()
-                    .filter(|n| stmt.node(*n).fits_idle(req))
+                    .filter(|n| stmt.fits_now(task, *n))
                     .collect();
                 if idle.is_empty() {
                     let node = best_node(&stmt, task, &nodes);
@@ -219,7 +218,7 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
         let t = stmt.task(task);
         let idle: Vec<NodeId> = nodes
             .into_iter()
-            .filter(|n| stmt.node(*n).fits_idle(&t.resreq))
+            .filter(|n| stmt.fits_now(task, *n))
             .collect();
         if idle.is_empty() {
             let why = "room only once releasing pods are gone (backfill uses idle resources only)";

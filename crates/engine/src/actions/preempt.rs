@@ -64,6 +64,48 @@ fn future_free(node: &NodeInfo, extra: &Resource) -> Resource {
     free
 }
 
+/// Whether `task` fits `node` once the node's releasing pods are gone: its requests, and
+/// its claims in devices no claim holds but those of pods being released (a victim's
+/// devices come free only once its pod is gone and its claim deallocated, so the
+/// preemptor is pipelined behind them, never bound onto them).
+fn fits_after_releases(stmt: &Statement, task: TaskRef, node: NodeId) -> bool {
+    stmt.predicate(task, node).is_ok()
+}
+
+/// For a task with ResourceClaims, which free resources do not tell the room it needs:
+/// `chosen`, then as few of `more` (in order) as it takes for the task to fit `node` once
+/// the releases are through, found by evicting them in the statement and rolling back.
+/// None when even all of them do not make room.
+fn device_victims(
+    stmt: &mut Statement,
+    task: TaskRef,
+    node: NodeId,
+    chosen: &[TaskRef],
+    more: &[TaskRef],
+) -> Option<Vec<TaskRef>> {
+    let mark = stmt.mark();
+    let mut set = Vec::with_capacity(chosen.len() + more.len());
+    for &v in chosen {
+        stmt.evict(v, "");
+        set.push(v);
+    }
+    let mut rest = more.iter().filter(|v| !chosen.contains(v));
+    let found = loop {
+        if fits_after_releases(stmt, task, node) {
+            break true;
+        }
+        match rest.next() {
+            Some(&v) => {
+                stmt.evict(v, "");
+                set.push(v);
+            }
+            None => break false,
+        }
+    };
+    stmt.rollback_to(mark);
+    found.then_some(set)
+}
+
 /// The placed (bound or running) tasks of a victim gang, on every node.
 fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
     let tasks = ssn.job(job).tasks();
@@ -274,6 +316,7 @@ impl Attempt<'_> {
             return true;
         }
         let request = stmt.task(task).resreq.clone();
+        let has_claims = !stmt.task(task).claims.is_empty();
         // Preempt looks only where its own queue runs; reclaim anywhere.
         let kind = self.rules.kind;
         let fit = stmt.static_nodes(task);
@@ -341,9 +384,18 @@ impl Attempt<'_> {
             }
             let every_single = victims.clone();
             if request.fits(&future_free(stmt.node(node), &freed)) {
+                let all = victims.clone();
                 victims.truncate(needed);
-                let set = victims.clone();
-                if stmt.victims_together(kind, task, &set) {
+                let mut set = victims.clone();
+                let mut room = true;
+                if has_claims {
+                    // Devices free only with the victims' claims: more victims may be needed.
+                    match device_victims(stmt, task, node, &set, &all) {
+                        Some(with_devices) => set = with_devices,
+                        None => room = false,
+                    }
+                }
+                if room && stmt.victims_together(kind, task, &set) {
                     let lost = WorkLost::of(stmt, &set);
                     consider(Plan {
                         node,
@@ -362,13 +414,24 @@ impl Attempt<'_> {
                         .all(|o| members.contains(o))
                 }),
             );
-            if let Some(plan) =
+            if let Some(mut plan) =
                 self.cheapest_combination(stmt, task, node, &whole, &every_single, &request)
             {
-                consider(Plan {
-                    key: (plan.key.0, plan.key.1, plan.key.2, k),
-                    ..plan
-                });
+                let devices = if has_claims {
+                    device_victims(stmt, task, node, &plan.set, &every_single)
+                } else {
+                    Some(plan.set.clone())
+                };
+                if let Some(set) = devices {
+                    if set.len() != plan.set.len() {
+                        plan.key.0 = WorkLost::of(stmt, &set);
+                        plan.set = set;
+                    }
+                    consider(Plan {
+                        key: (plan.key.0, plan.key.1, plan.key.2, k),
+                        ..plan
+                    });
+                }
             }
             examined.push((node, whole, victims, k));
         }
@@ -398,9 +461,16 @@ impl Attempt<'_> {
                 freed.add(&stmt.task(v).resreq);
                 set.push(v);
             }
-            if request.fits(&future_free(stmt.node(plan.node), &freed))
-                && stmt.victims_together(kind, task, &set)
-            {
+            if !request.fits(&future_free(stmt.node(plan.node), &freed)) {
+                continue;
+            }
+            if has_claims {
+                match device_victims(stmt, task, plan.node, &set, singles) {
+                    Some(with_devices) => set = with_devices,
+                    None => continue,
+                }
+            }
+            if stmt.victims_together(kind, task, &set) {
                 let lost = WorkLost::of(stmt, &set);
                 consider(Plan {
                     node: plan.node,

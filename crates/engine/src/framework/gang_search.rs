@@ -562,7 +562,7 @@ impl Statement<'_> {
                 if !self.may_place(task, node, s.idle_only) {
                     continue 'nodes;
                 }
-                if self.node(node).fits_idle(&self.task(task).resreq) {
+                if self.fits_now(task, node) {
                     self.allocate(task, node);
                 } else {
                     self.pipeline(task, node);
@@ -586,7 +586,7 @@ impl Statement<'_> {
     /// predicate passes (static ones were checked when the unit's candidates were chosen).
     fn may_place(&self, task: TaskRef, node: NodeId, idle_only: bool) -> bool {
         let t = self.task(task);
-        if idle_only && !self.node(node).fits_idle(&t.resreq) {
+        if idle_only && !self.fits_now(task, node) {
             return false;
         }
         let job = self.job(task.job);
@@ -616,7 +616,7 @@ impl Statement<'_> {
             }
             let node = self.node(n);
             if dynamic_fit(&self.votes, &pods, t, n, node).is_err()
-                || s.idle_only && !node.fits_idle(&t.resreq)
+                || s.idle_only && !self.fits_now(first, n)
             {
                 continue;
             }

@@ -490,7 +490,9 @@ impl Session {
         // that does not fit is dropped from the candidates until a release changes it.
         // See `template_answers`: a shared claim's answers change off the node.
         let mut answers = (self.votes.pod_predicate.is_empty()
-            && !t.claims.iter().any(|c| c.shared))
+            && !t.claims.iter().any(|c| c.shared)
+            && (t.claims.is_empty()
+                || self.votes.device_rules.is_empty() && !self.state.tally().has_shared_devices()))
         .then(|| self.search.answers.of(template, slots));
         let versions = &self.search.versions;
         let len = cands.nodes.len();

@@ -453,7 +453,15 @@ impl Session {
                 .push(t.claims.clone());
             // Actions place a task only on a node it fits (devices included); should one
             // not, the task goes there without new devices rather than with a device twice.
-            match super::device_fit::claims_on(&self.state, &t.claims, self.state.node(node)) {
+            let future = status == TaskStatus::Pipelined;
+            let rules = self.votes.device_rules(&self.state, t);
+            match super::device_fit::claims_on(
+                &self.state,
+                &t.claims,
+                self.state.node(node),
+                future,
+                &rules,
+            ) {
                 Ok(placed) => claims = placed,
                 Err(e) => debug_assert!(false, "placed where its claims do not fit: {e}"),
             }
@@ -461,6 +469,15 @@ impl Session {
         let prev = self.move_task_with(task, status, Some(node), claims);
         self.fire(task, Change::Placed);
         prev
+    }
+
+    /// Whether the task fits the node now (see `device_fit::fits_now`): placed there, it
+    /// is allocated and bound; otherwise, fitting only once releases are through, it is
+    /// pipelined.
+    pub fn fits_now(&self, task: TaskRef, node: NodeId) -> bool {
+        let t = self.state.task(task);
+        let rules = self.votes.device_rules(&self.state, t);
+        super::device_fit::fits_now(&self.state, t, self.state.node(node), &rules)
     }
 
     /// Undoes an allocate or pipeline: back to the previous status and node (and the

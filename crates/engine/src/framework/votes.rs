@@ -106,6 +106,10 @@ pub type SubGroupDomainsFn = Box<
     ) -> Option<GangDomains>,
 >;
 pub type JobEnqueuedFn = Box<dyn Fn(&JobInfo)>;
+/// Rules on the devices of the task's whole gang (`GangDeviceRule`), given the state the
+/// task is placed in (where its gang's devices are so far); empty to abstain.
+pub type DeviceRulesFn =
+    Box<dyn Fn(&ClusterState, &TaskInfo) -> Vec<crate::model::devices::GangDeviceRule>>;
 
 /// Functions of one kind, grouped by tier in configuration order.
 pub struct Tiered<F> {
@@ -317,6 +321,8 @@ pub mod vote {
         GangDomains(GangDomainsFn) = HyperNodeOrder in gang_domains;
         /// Switched by `enableHyperNodeOrder`, like `GangDomains`.
         SubGroupDomains(SubGroupDomainsFn) = HyperNodeOrder in subgroup_domains;
+        /// Switched by `enablePredicate`, like `Predicate`.
+        DeviceRules(DeviceRulesFn) = Predicate in device_rules;
     }
 }
 
@@ -345,11 +351,24 @@ pub struct Votes {
     pub allocatable: Tiered<AllocatableFn>,
     pub gang_domains: Tiered<GangDomainsFn>,
     pub subgroup_domains: Tiered<SubGroupDomainsFn>,
+    pub device_rules: Tiered<DeviceRulesFn>,
     pub on_allocate: Vec<EventFn>,
     pub on_deallocate: Vec<EventFn>,
 }
 
 impl Votes {
+    /// Every plugin's rules on the devices of the task's gang.
+    pub fn device_rules(
+        &self,
+        state: &ClusterState,
+        t: &TaskInfo,
+    ) -> Vec<crate::model::devices::GangDeviceRule> {
+        if self.device_rules.is_empty() || t.claims.is_empty() {
+            return Vec::new();
+        }
+        self.device_rules.all().flat_map(|f| f(state, t)).collect()
+    }
+
     /// The per-task and per-set victim votes of one kind of eviction.
     pub fn victim_votes(&self, kind: VictimKind) -> (&Tiered<VictimsFn>, &Tiered<VictimSetFn>) {
         match kind {
@@ -595,7 +614,11 @@ impl Session {
     pub(super) fn template_answers(&self, t: &TaskInfo, monotone_only: bool) -> bool {
         // A shared claim placed by a sibling changes every other node's answer for the
         // claim's pods without touching those nodes.
-        if t.claims.iter().any(|c| c.shared) {
+        // Rules on a gang's devices: a sibling placed fixes the value the others need.
+        if t.claims.iter().any(|c| c.shared)
+            || !t.claims.is_empty()
+                && (!self.votes.device_rules.is_empty() || self.state.tally().has_shared_devices())
+        {
             return false;
         }
         if self.votes.pod_predicate.is_empty() && self.votes.pod_node_order.is_empty() {
@@ -639,7 +662,7 @@ pub(super) fn dynamic_fit(
     n: &NodeInfo,
 ) -> Result<(), Unfit> {
     resource_fit(t, n)?;
-    super::device_fit::device_fit(pods.state, t, n)?;
+    super::device_fit::device_fit(pods.state, t, n, &votes.device_rules(pods.state, t))?;
     votes.predicate.all().try_for_each(|f| f(t, n))?;
     votes
         .pod_predicate

@@ -392,14 +392,28 @@ impl JobInfo {
             ..
         } = self;
         let t = &tasks[task_index];
-        let (status, req) = (t.status, &t.resreq);
+        let (status, req, devices) = (t.status, &t.resreq, &t.device_charge);
         let c = &mut counts[status.index()];
         if add {
             *c += 1
         } else {
             *c -= 1
         }
-        let apply = |r: &mut Resource| if add { r.add(req) } else { r.sub(req) };
+        // What the gang holds and asks counts its claims' devices per DeviceClass too
+        // (queues limit them); what nodes account is `resreq` alone.
+        let apply = |r: &mut Resource| {
+            if add {
+                r.add(req);
+                if !devices.scalars.is_empty() {
+                    r.add(devices);
+                }
+            } else {
+                r.sub(req);
+                if !devices.scalars.is_empty() {
+                    r.sub(devices);
+                }
+            }
+        };
         if status.is_allocated() {
             apply(allocated);
         }
@@ -502,6 +516,20 @@ impl JobInfo {
         let mut r = Resource::new();
         for t in self.tasks.iter().take(self.min_member as usize) {
             r.add(&t.resreq);
+        }
+        r
+    }
+
+    /// The devices per DeviceClass the claims of its first `min_member` tasks count against
+    /// its queue (`TaskInfo::device_charge`): what admitting it asks of the queue's device
+    /// quota, beside `min_request` (minResources has no DRA entries; Volcano's capacity
+    /// plugin counts the claims apart the same way).
+    pub fn min_device_charge(&self) -> Resource {
+        let mut r = Resource::new();
+        for t in self.tasks.iter().take(self.min_member as usize) {
+            if !t.device_charge.scalars.is_empty() {
+                r.add(&t.device_charge);
+            }
         }
         r
     }

@@ -58,11 +58,22 @@ impl NodeTask {
     }
 }
 
-/// A claim holding devices of a node, and how many of the node's pods use it.
+/// A claim holding devices of a node, how many of the node's pods use it and how many of
+/// those are being released (evicted, terminating).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeldClaim {
     pub devices: Vec<u32>,
     pub users: u32,
+    pub releasing: u32,
+}
+
+impl HeldClaim {
+    /// Every pod using the claim is being released: its devices come free once they are
+    /// gone and the claim is deallocated, not before (a pod may only be pipelined onto
+    /// them).
+    pub fn leaving(&self) -> bool {
+        self.users > 0 && self.users == self.releasing
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -100,6 +111,16 @@ pub struct NodeInfo {
     /// Claims of the node's pods not yet allocated in the API (placed by a session, or
     /// written and not yet seen back), with the devices each holds.
     pub device_claims: BTreeMap<Arc<str>, HeldClaim>,
+    /// Claims allocated in the API on this node that pods of the node use (their devices
+    /// are held by the inventory itself), with those pods counted.
+    pub api_claim_users: BTreeMap<Arc<str>, HeldClaim>,
+    /// How many of each device's holders are leaving (`HeldClaim::leaving`): a device
+    /// whose holders all leave is free for pods pipelined behind the releases.
+    pub device_leaving: Vec<u16>,
+    /// Network-attached devices (`NodeDevices::shared`) that claims of the node's pods
+    /// hold, by `driver/pool/device`, with how many: summed over the cluster
+    /// (`Tally::shared_holds`), what one node takes no other node may.
+    pub shared_holds: BTreeMap<Arc<str>, u16>,
 }
 
 impl NodeInfo {
@@ -120,6 +141,9 @@ impl NodeInfo {
             devices: None,
             device_holds: Vec::new(),
             device_claims: BTreeMap::new(),
+            api_claim_users: BTreeMap::new(),
+            device_leaving: Vec::new(),
+            shared_holds: BTreeMap::new(),
         }
     }
 
@@ -155,17 +179,20 @@ impl NodeInfo {
             .as_ref()
             .map(|d| d.initial_holds())
             .unwrap_or_default();
+        self.device_leaving = vec![0; self.device_holds.len()];
         self.device_claims.clear();
+        self.api_claim_users.clear();
+        self.shared_holds.clear();
         let tasks: Vec<Arc<NodeTask>> = self.tasks.values().cloned().collect();
         for t in tasks {
-            self.account_claims(&t.claims, true);
+            self.account_claims(&t.claims, true, t.status == TaskStatus::Releasing);
         }
     }
 
     /// Holds (or lets go of) the devices of `claims` allocated on this node, once per
     /// claim however many pods use it; a claim the API already records as allocated is
-    /// held by the inventory itself.
-    pub fn account_claims(&mut self, claims: &[TaskClaim], add: bool) {
+    /// held by the inventory itself. `releasing`: the pod using them is being released.
+    pub fn account_claims(&mut self, claims: &[TaskClaim], add: bool, releasing: bool) {
         let Some(inv) = self.devices.clone() else {
             return;
         };
@@ -173,33 +200,99 @@ impl NodeInfo {
             let Some(alloc) = c.allocation.as_deref() else {
                 continue;
             };
-            if alloc.node != self.name || inv.allocated.contains_key(&c.name) {
+            if alloc.node != self.name {
                 continue;
             }
-            if add {
-                if let Some(held) = self.device_claims.get_mut(&c.name) {
-                    held.users += 1;
+            let in_api = inv.allocated.get(&c.name);
+            let held = if in_api.is_some() {
+                &mut self.api_claim_users
+            } else {
+                &mut self.device_claims
+            };
+            if !held.contains_key(&c.name) {
+                if !add {
                     continue;
                 }
-                let devices: Vec<u32> = alloc
-                    .devices
-                    .iter()
-                    .filter_map(|d| inv.position(&d.key()))
-                    .collect();
-                for &i in &devices {
-                    self.device_holds[i as usize] += 1;
+                let devices: Vec<u32> = match in_api {
+                    Some(ids) => ids.clone(),
+                    None => alloc
+                        .devices
+                        .iter()
+                        .filter_map(|d| inv.position(&d.key()))
+                        .collect(),
+                };
+                if in_api.is_none() {
+                    for &i in &devices {
+                        self.device_holds[i as usize] += 1;
+                        if inv.is_shared(i) {
+                            let key = Arc::from(inv.devices[i as usize].key());
+                            *self.shared_holds.entry(key).or_insert(0) += 1;
+                        }
+                    }
                 }
-                self.device_claims
-                    .insert(c.name.clone(), HeldClaim { devices, users: 1 });
-            } else if let Some(held) = self.device_claims.get_mut(&c.name) {
-                held.users -= 1;
-                if held.users == 0 {
-                    let held = self.device_claims.remove(&c.name).expect("present");
-                    for i in held.devices {
-                        self.device_holds[i as usize] -= 1;
+                held.insert(
+                    c.name.clone(),
+                    HeldClaim {
+                        devices,
+                        users: 0,
+                        releasing: 0,
+                    },
+                );
+            }
+            let entry = held.get_mut(&c.name).expect("present");
+            let was_leaving = entry.leaving();
+            let step = |n: &mut u32| {
+                if add {
+                    *n += 1
+                } else {
+                    *n -= 1
+                }
+            };
+            step(&mut entry.users);
+            if releasing {
+                step(&mut entry.releasing);
+            }
+            let leaving = entry.leaving();
+            if leaving != was_leaving {
+                for &i in &entry.devices {
+                    if leaving {
+                        self.device_leaving[i as usize] += 1;
+                    } else {
+                        self.device_leaving[i as usize] -= 1;
                     }
                 }
             }
+            if entry.users == 0 {
+                let gone = held.remove(&c.name).expect("present");
+                if in_api.is_none() {
+                    for i in gone.devices {
+                        self.device_holds[i as usize] -= 1;
+                        if inv.is_shared(i) {
+                            let key = inv.devices[i as usize].key();
+                            if let Some(n) = self.shared_holds.get_mut(key.as_str()) {
+                                *n -= 1;
+                                if *n == 0 {
+                                    self.shared_holds.remove(key.as_str());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which devices are free (by inventory index): now, or once the pods being released
+    /// are gone (`future`: their claims deallocated; what pipelined pods hold stays held).
+    pub fn free_devices(&self, future: bool) -> Vec<bool> {
+        if future {
+            self.device_holds
+                .iter()
+                .zip(&self.device_leaving)
+                .map(|(h, l)| h == l)
+                .collect()
+        } else {
+            self.device_holds.iter().map(|&h| h == 0).collect()
         }
     }
 
@@ -214,7 +307,7 @@ impl NodeInfo {
 
     fn account(&mut self, task: &NodeTask, add: bool) {
         if !task.claims.is_empty() {
-            self.account_claims(&task.claims, add);
+            self.account_claims(&task.claims, add, task.status == TaskStatus::Releasing);
         }
         if task.required_anti_affinity() {
             if add {

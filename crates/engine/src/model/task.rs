@@ -116,6 +116,10 @@ pub struct TaskInfo {
     pub never_preempts: bool,
     /// Its ResourceClaims (DRA), allocated on the node it is placed on.
     pub claims: Arc<[super::devices::TaskClaim]>,
+    /// What its claims count against its queue, per DeviceClass (`devices::device_charge`):
+    /// kept apart from `resreq`, which is what nodes account, as the devices are a node's
+    /// through its inventory, not its allocatable.
+    pub device_charge: Resource,
 }
 
 impl TaskInfo {
@@ -155,6 +159,7 @@ impl TaskInfo {
             labels: Arc::default(),
             never_preempts: false,
             claims: Arc::from([]),
+            device_charge: Resource::new(),
         }
     }
 
@@ -166,7 +171,25 @@ impl TaskInfo {
             let parts: Vec<_> = claims.iter().map(|c| c.template_part()).collect();
             hash_of(&(&self.resreq, &*self.placement, &parts))
         };
+        self.device_charge = super::devices::device_charge(&claims);
         self.claims = claims.into();
+    }
+
+    /// Replaces the claims' allocations (a driver recording what the API holds), keeping
+    /// the template the task was placed by; what they count against the queue follows.
+    pub fn replace_claims(&mut self, claims: Arc<[super::devices::TaskClaim]>) {
+        self.device_charge = super::devices::device_charge(&claims);
+        self.claims = claims;
+    }
+
+    /// What the task counts against its queue: its requests and its claims' devices per
+    /// DeviceClass (`deviceclass/<class>`).
+    pub fn quota_request(&self) -> std::borrow::Cow<'_, Resource> {
+        if self.device_charge.scalars.is_empty() {
+            std::borrow::Cow::Borrowed(&self.resreq)
+        } else {
+            std::borrow::Cow::Owned(self.resreq.plus(&self.device_charge))
+        }
     }
 
     /// Replaces the placement rules, with the keys predicates are cached by.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::conf::{ArgError, Arguments};
 use crate::framework::{vote, Change, ClusterState, Plugin, Session, Vote};
 use crate::model::{QueueInfo, QueueTree, Resource};
+use crate::plugins::proportion::{admission_need, is_device_class};
 
 pub struct Capacity {
     /// `usageHalfLife` (ms): fair share over time orders queues by usage too
@@ -35,6 +36,11 @@ pub struct QueueAttr {
     pub guarantee: Resource,
     /// The most it may hold, borrowing included (see the module comment).
     pub real_capability: Resource,
+    /// `real_capability` as its placements and admissions are held to: devices of a
+    /// DeviceClass only where its capability, or an ancestor's, names the class (Volcano's
+    /// capacity plugin: no capability for a class, no quota on it; the nodes' answer, with
+    /// the claims' reason, covers the rest).
+    pub limit: Resource,
     pub allocated: Resource,
     /// What the queue held as the session opened, less what was evicted from it since:
     /// reclaim takes only from this (see proportion's `QueueShare::held`).
@@ -146,6 +152,24 @@ pub fn queue_attrs(
                     real.set(n, c.min(real.get(n)));
                 }
             }
+            let mut limit = real.clone();
+            let named = |n: &str| {
+                tree.path(&name).any(|a| {
+                    queues
+                        .get(a)
+                        .and_then(|q| q.capability.as_ref())
+                        .is_some_and(|c| c.get(n) > 0)
+                })
+            };
+            let unnamed: Vec<String> = limit
+                .scalars
+                .iter()
+                .filter(|(n, _)| is_device_class(n) && !named(n))
+                .map(|(n, _)| n.to_string())
+                .collect();
+            for n in unnamed {
+                limit.set_scalar(&n, 0);
+            }
             let mut deserved = q
                 .deserved
                 .as_ref()
@@ -160,6 +184,7 @@ pub fn queue_attrs(
                     deserved,
                     guarantee,
                     real_capability: real,
+                    limit,
                     reclaimable: q.reclaimable,
                     ..Default::default()
                 },
@@ -171,7 +196,9 @@ pub fn queue_attrs(
 
 /// Every queue's accounts as a session opens (its descendants' usage included).
 pub fn session_attrs(state: &ClusterState, tree: &QueueTree) -> BTreeMap<Arc<str>, QueueAttr> {
-    let total = state.total_allocatable().without_pods();
+    // Devices count per DeviceClass (`deviceclass/<class>`), beside what nodes offer.
+    let mut total = state.total_allocatable().without_pods();
+    total.add(&state.device_class_totals());
     let infos: BTreeMap<Arc<str>, &QueueInfo> =
         state.queues().map(|q| (q.name.clone(), q)).collect();
     let mut attrs = queue_attrs(&total, &infos, tree);
@@ -244,12 +271,12 @@ impl Plugin for Capacity {
             vote::Allocatable,
             Box::new(move |q, task| {
                 let attrs = s.borrow();
-                let need = task.resreq.without_pods();
+                let need = task.quota_request().without_pods();
                 t.path(&q.name).all(|n| {
                     attrs.get(n).is_none_or(|a| {
                         let mut after = a.allocated.clone();
                         after.add(&need);
-                        within(&after, &a.real_capability)
+                        within(&after, &a.limit)
                     })
                 })
             }),
@@ -258,17 +285,18 @@ impl Plugin for Capacity {
         ssn.add(
             vote::JobEnqueueable,
             Box::new(move |job| {
-                if job.min_resources.is_none() {
+                let devices = job.min_device_charge();
+                if job.min_resources.is_none() && devices.scalars.is_empty() {
                     return Vote::Permit;
                 }
                 let attrs = s.borrow();
-                let min = job.min_request().without_pods();
+                let min = admission_need(job, &devices);
                 let fits = t.path(&job.queue).all(|n| {
                     attrs.get(n).is_some_and(|a| {
                         let mut want = min.clone();
                         want.add(&a.allocated);
                         want.add(&a.inqueue);
-                        within(&want, &a.real_capability)
+                        within(&want, &a.limit)
                     })
                 });
                 if fits {
@@ -280,7 +308,7 @@ impl Plugin for Capacity {
         );
         let (s, t) = (state.clone(), tree.clone());
         ssn.add_job_enqueued_fn(Box::new(move |job| {
-            let min = job.min_request().without_pods();
+            let min = admission_need(job, &job.min_device_charge());
             let mut attrs = s.borrow_mut();
             for n in t.path(&job.queue) {
                 if let Some(a) = attrs.get_mut(n) {
@@ -297,7 +325,7 @@ impl Plugin for Capacity {
                 // Only a queue below its deserved share reclaims.
                 let below = attrs.get(own).is_some_and(|a| {
                     let mut after = a.allocated.clone();
-                    after.add(&st.task(reclaimer).resreq.without_pods());
+                    after.add(&st.task(reclaimer).quota_request().without_pods());
                     within(&after, &a.deserved)
                 });
                 if !below {
@@ -315,7 +343,7 @@ impl Plugin for Capacity {
                     let taken = taken.entry(queue.clone()).or_default();
                     let left = a.held.minus(taken);
                     if a.reclaimable && !within(&left, &a.deserved) {
-                        let victim = &st.task(c).resreq;
+                        let victim = st.task(c).quota_request();
                         // Taking it must free some of what the queue holds above its
                         // share (a pod asking none of it frees nothing for the reclaimer:
                         // a parent queue over its share through its children held pods
@@ -341,7 +369,7 @@ impl Plugin for Capacity {
         let (a, d, ta, td) = (state.clone(), state, tree.clone(), tree);
         ssn.add_event_handler(
             Some(Box::new(move |e| {
-                let need = e.task.resreq.without_pods();
+                let need = e.task.quota_request().without_pods();
                 let mut attrs = a.borrow_mut();
                 for n in ta.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
@@ -353,7 +381,7 @@ impl Plugin for Capacity {
                 }
             })),
             Some(Box::new(move |e| {
-                let need = e.task.resreq.without_pods();
+                let need = e.task.quota_request().without_pods();
                 let mut attrs = d.borrow_mut();
                 for n in td.path(&e.job.queue) {
                     if let Some(q) = attrs.get_mut(n) {
@@ -530,5 +558,98 @@ tiers:
             .job(cache.state().job_by_uid(&big).unwrap())
             .phase;
         assert_eq!(phase, PodGroupPhase::Pending, "not admitted");
+    }
+
+    /// `n` GPUs of driver gpu.example.com on every node of `nodes`, and the class `gpu`.
+    fn with_gpus(cache: &mut crate::cache::Cache, nodes: &[String], n: usize) {
+        use crate::model::devices::{Device, NodeDevices};
+        cache.set_device_classes(BTreeMap::from([(
+            "gpu".to_string(),
+            vec!["device.driver == \"gpu.example.com\"".to_string()],
+        )]));
+        for node in nodes {
+            let devices = (0..n)
+                .map(|i| Device {
+                    driver: "gpu.example.com".into(),
+                    pool: node.as_str().into(),
+                    name: format!("gpu-{i}").into(),
+                    ..Device::default()
+                })
+                .collect();
+            cache.apply_node_devices(
+                node,
+                Some(Arc::new(NodeDevices::new(devices, &BTreeMap::new()))),
+            );
+        }
+    }
+
+    /// A gang of `pods` pods, each claiming `gpus` GPUs of class `gpu`.
+    fn gpu_gang(name: &str, queue: &str, pods: usize, gpus: u32) -> Gang {
+        use crate::model::devices::{
+            AllocationMode, ClaimSpec, DeviceChoice, DeviceRequest, TaskClaim,
+        };
+        let spec = ClaimSpec {
+            requests: vec![DeviceRequest {
+                name: "gpu".into(),
+                choices: vec![DeviceChoice {
+                    device_class_name: "gpu".into(),
+                    mode: AllocationMode::ExactCount(gpus),
+                    ..DeviceChoice::default()
+                }],
+            }],
+            constraints: vec![],
+        };
+        let mut g = Gang::new(name, pods as u32)
+            .queue(queue)
+            .tasks("", pods, &[("cpu", "1")]);
+        for (i, t) in g.tasks.iter_mut().enumerate() {
+            t.set_claims(vec![TaskClaim::new(
+                format!("default/{name}-{i}"),
+                spec.clone(),
+            )]);
+        }
+        g
+    }
+
+    #[test]
+    fn device_quota_per_class_caps_a_queue_and_its_parent() {
+        let mut cache = crate::cache::Cache::new();
+        for info in [
+            q("eng", None, &[("capability", &[("deviceclass/gpu", "6")])]),
+            q(
+                "ml",
+                Some("eng"),
+                &[("capability", &[("deviceclass/gpu", "4")])],
+            ),
+            q("web", Some("eng"), &[]),
+        ] {
+            cache.apply_queue(info);
+        }
+        let nodes = add_nodes(&mut cache, "n", 2, &[("cpu", "16"), ("memory", "64Gi")]);
+        with_gpus(&mut cache, &nodes, 8);
+        // ml: 3 gangs of 2 GPUs, its capability 4 takes at most two; with web's 2 gangs of
+        // 2 GPUs, eng's capability 6 takes three of the five. 16 GPUs are free throughout.
+        for i in 0..3 {
+            gpu_gang(&format!("ml{i}"), "ml", 1, 2).apply(&mut cache);
+        }
+        for i in 0..2 {
+            gpu_gang(&format!("web{i}"), "web", 1, 2).apply(&mut cache);
+        }
+        let r = cycle_at(&mut cache, Some(CONF), 0);
+        let bound = binds_by_job(&r);
+        let in_queue = |q: &str| bound.keys().filter(|j| j.contains(q)).count();
+        assert!(in_queue("default/ml") <= 2, "{bound:?}");
+        assert_eq!(
+            in_queue("default/ml") + in_queue("default/web"),
+            3,
+            "{bound:?}"
+        );
+        // The queues' accounts count devices per class, as Volcano's queue status does.
+        let state = cache.state();
+        let attrs = session_attrs(state, &QueueTree::new(state.queues()));
+        assert!(attrs["ml"].allocated.scalar("deviceclass/gpu") <= 4000);
+        assert_eq!(attrs["eng"].allocated.scalar("deviceclass/gpu"), 6000);
+        assert_eq!(attrs["eng"].real_capability.scalar("deviceclass/gpu"), 6000);
+        assert_eq!(attrs["web"].real_capability.scalar("deviceclass/gpu"), 6000);
     }
 }

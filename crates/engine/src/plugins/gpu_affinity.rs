@@ -35,6 +35,8 @@ use serde::Deserialize;
 
 use crate::conf::{ArgError, Arguments, List, Text, Weight};
 use crate::framework::{vote, GangDomains, NodeRule, NodeSet, Plugin, Session};
+use crate::model::devices::allocate::attribute as attribute_of;
+use crate::model::devices::{AttrValue, GangDeviceRule};
 use crate::model::topology::label_key_problem;
 use crate::model::{
     JobInfo, NodeId, Resource, TaskInfo, TaskStatus, TopologyBound, TopologyLevel, TopologyMode,
@@ -62,6 +64,12 @@ pub struct GpuAffinity {
     pub weight: f64,
     /// The GPU models of the last sessions' nodes (they depend on node specs only).
     pub models_kept: ModelsKept,
+    /// DRA devices: the attribute whose value a gang's devices share (an NVLink clique),
+    /// and whether that is required or preferred.
+    pub device_domain: Option<(String, bool)>,
+    /// DRA devices: the attribute naming a device's GPU model; one model per gang, hard or
+    /// soft as `model_rule` says.
+    pub device_model: Option<String>,
 }
 
 /// Each GPU node's model, kept while the node specs stay as they were
@@ -116,6 +124,29 @@ pub struct GpuAffinityArguments {
     pub gpu_model: Option<Text>,
     #[serde(rename = "gpu-affinity.weight")]
     pub weight: Option<Weight>,
+    /// A DRA device attribute (`domain/name`, e.g. `nvidia.com/nvlinkClique`) whose value
+    /// every device of a gang shares.
+    #[serde(rename = "gpu-affinity.deviceAttribute")]
+    pub device_attribute: Option<Text>,
+    /// hard or soft (default soft).
+    #[serde(rename = "gpu-affinity.deviceAttributeMode")]
+    pub device_attribute_mode: Option<Text>,
+    /// A DRA device attribute naming the GPU model (e.g. `gpu.nvidia.com/productName`):
+    /// one model per gang, as `gpu-affinity.gpuModel` rules for node labels.
+    #[serde(rename = "gpu-affinity.deviceModelAttribute")]
+    pub device_model_attribute: Option<Text>,
+}
+
+/// Why a device attribute name cannot be one: attributes are `domain/name` (a name a
+/// slice gives unqualified belongs to its driver, so the rule must say which).
+fn device_attribute_problem(name: &str) -> Option<&'static str> {
+    match name.rsplit_once('/') {
+        None => Some("a device attribute is qualified: domain/name"),
+        Some((domain, id)) if domain.is_empty() || id.is_empty() => {
+            Some("neither the domain nor the name may be empty")
+        }
+        Some(_) => None,
+    }
 }
 
 pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
@@ -153,7 +184,43 @@ pub fn build(args: &Arguments) -> Result<Box<dyn Plugin>, ArgError> {
             ))
         }
     };
+    let device_domain = match a.device_attribute.map(|t| t.0) {
+        None => None,
+        Some(name) => {
+            if let Some(why) = device_attribute_problem(&name) {
+                return Err(err(
+                    "gpu-affinity.deviceAttribute",
+                    format!("{name:?} is not a device attribute ({why})"),
+                ));
+            }
+            let hard = match a.device_attribute_mode.as_ref().map(|t| t.0.as_str()) {
+                None | Some("soft") => false,
+                Some("hard") => true,
+                Some(other) => {
+                    return Err(err(
+                        "gpu-affinity.deviceAttributeMode",
+                        format!("expected hard or soft, got {other:?}"),
+                    ))
+                }
+            };
+            Some((name, hard))
+        }
+    };
+    let device_model = match a.device_model_attribute.map(|t| t.0) {
+        Some(name) => match device_attribute_problem(&name) {
+            Some(why) => {
+                return Err(err(
+                    "gpu-affinity.deviceModelAttribute",
+                    format!("{name:?} is not a device attribute ({why})"),
+                ))
+            }
+            None => Some(name),
+        },
+        None => None,
+    };
     Ok(Box::new(GpuAffinity {
+        device_domain,
+        device_model,
         levels,
         gpu_resource: a
             .gpu_resource
@@ -261,9 +328,15 @@ impl Plugin for GpuAffinity {
         ssn.add_event_handler(Some(track(-1, view.clone())), Some(track(1, view.clone())));
         let plugin = self.clone();
         let v = view.clone();
+        let device_rules = self.device_rules();
         ssn.add(
             vote::GangDomains,
-            Box::new(move |state, id, usable| plugin.gang_domains(&v, state, id, usable)),
+            Box::new(move |state, id, usable| {
+                plugin.gang_domains(&v, state, id, usable).or_else(|| {
+                    let rules = device_rules.as_deref()?;
+                    device_domains(state, id, usable, rules)
+                })
+            }),
         );
         let plugin = self.clone();
         let v = view.clone();
@@ -282,6 +355,27 @@ impl Plugin for GpuAffinity {
                     && (job.subgroups.is_empty() || plugin.subgroup_rules_hold(&v, job))
             }),
         );
+        if let Some(rules) = self.device_rules() {
+            // The gangs a session may place pods of with claims, by pod uid: a rule's value
+            // comes from the devices of the pod's siblings.
+            let mut gang_of: HashMap<Arc<str>, crate::model::JobId> = HashMap::new();
+            for id in state_pending(ssn.state()) {
+                let job = ssn.state().job(id);
+                if job.tasks().iter().filter(|t| !t.claims.is_empty()).count() < 2 {
+                    continue;
+                }
+                for t in job.tasks().iter().filter(|t| !t.claims.is_empty()) {
+                    gang_of.insert(t.uid.clone(), id);
+                }
+            }
+            ssn.add(
+                vote::DeviceRules,
+                Box::new(move |state, t| match gang_of.get(&t.uid) {
+                    Some(&id) => gang_device_rules(state, id, &t.uid, &rules),
+                    None => Vec::new(),
+                }),
+            );
+        }
         if self.weight > 0.0 {
             let (gpu, weight) = (self.gpu_resource.clone(), self.weight);
             ssn.add(
@@ -308,7 +402,176 @@ struct Wanted {
     rule: String,
 }
 
+/// Where a gang whose devices must share attribute values (`device_rules`) may go: per
+/// combination of values, the nodes with free devices that have it (now or once releases
+/// are through), those that hold the gang's pending devices first, the tightest fit first
+/// (large groups stay whole for large gangs), then the largest. Only the gang's values once
+/// its devices have some.
+fn device_domains(
+    state: &ClusterState,
+    id: crate::model::JobId,
+    usable: &[crate::framework::StaticNodes],
+    rules: &[(String, bool)],
+) -> Option<GangDomains> {
+    let job = state.job(id);
+    let with_claims = || job.tasks().iter().filter(|t| !t.claims.is_empty());
+    if job.pending_count() == 0 || with_claims().count() < 2 {
+        return None;
+    }
+    let need: i64 = with_claims()
+        .filter(|t| t.status == TaskStatus::Pending)
+        .map(|t| {
+            t.device_charge
+                .scalars
+                .iter()
+                .map(|(_, v)| v / 1000)
+                .sum::<i64>()
+        })
+        .sum();
+    let fixed: Vec<Option<AttrValue>> = match job
+        .tasks()
+        .iter()
+        .find(|t| t.status == TaskStatus::Pending && !t.claims.is_empty())
+    {
+        Some(t) => gang_device_rules(state, id, &t.uid, rules)
+            .into_iter()
+            .map(|r| r.value)
+            .collect(),
+        None => return None,
+    };
+    // Per combination of values: free devices and the nodes that have some.
+    let mut groups: Vec<(Vec<AttrValue>, i64, Vec<NodeId>)> = Vec::new();
+    for (nid, node) in state.nodes() {
+        let Some(inv) = node.devices.as_deref() else {
+            continue;
+        };
+        if !node.schedulable() || inv.problem.is_some() || !usable.iter().any(|u| u.passes(nid)) {
+            continue;
+        }
+        let free = node.free_devices(true);
+        let mut here: Vec<(Vec<AttrValue>, i64)> = Vec::new();
+        'devices: for (i, d) in inv.devices.iter().enumerate() {
+            if !free[i] {
+                continue;
+            }
+            let mut key = Vec::with_capacity(rules.len());
+            for ((attr, _), want) in rules.iter().zip(&fixed) {
+                match (attribute_of(d, attr), want) {
+                    (Some(v), Some(w)) if v != w => continue 'devices,
+                    (Some(v), _) => key.push(v.clone()),
+                    (None, _) => continue 'devices,
+                }
+            }
+            match here.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => *n += 1,
+                None => here.push((key, 1)),
+            }
+        }
+        for (key, n) in here {
+            match groups.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, total, nodes)) => {
+                    *total += n;
+                    nodes.push(nid);
+                }
+                None => groups.push((key, n, vec![nid])),
+            }
+        }
+    }
+    let hard = rules.iter().any(|(_, h)| *h);
+    let names: Vec<&str> = rules.iter().map(|(a, _)| a.as_str()).collect();
+    let rule = format!(
+        "gpu-affinity: the gang's devices share one value of {} ({})",
+        names.join(" and "),
+        if hard { "hard" } else { "soft" }
+    );
+    let largest = groups.iter().map(|(_, n, _)| *n).max().unwrap_or(0);
+    let shortfall = (largest < need)
+        .then(|| format!("the gang needs {need} devices, the largest group has {largest} free"));
+    // Those that hold the gang, tightest first; then the rest, largest first.
+    groups.sort_by(|a, b| {
+        let (fa, fb) = (a.1 >= need, b.1 >= need);
+        fb.cmp(&fa)
+            .then(if fa { a.1.cmp(&b.1) } else { b.1.cmp(&a.1) })
+    });
+    let slots = state.node_slots();
+    let options = groups
+        .into_iter()
+        .take(DOMAINS_PER_LEVEL)
+        .map(|(key, _, nodes)| NodeSet {
+            name: names
+                .iter()
+                .zip(&key)
+                .map(|(a, v)| format!("{a}={}", v.describe()))
+                .collect::<Vec<_>>()
+                .join(","),
+            rules: vec![NodeRule::new(None, Arc::new(nodes), slots)],
+        })
+        .collect();
+    Some(GangDomains {
+        options,
+        hard,
+        rule,
+        shortfall,
+    })
+}
+
+/// The gangs with pending pods.
+fn state_pending(state: &ClusterState) -> Vec<crate::model::JobId> {
+    state.tally().pending().iter().collect()
+}
+
+/// `rules` (attribute, hard) with the values the gang's devices already have: those of the
+/// first allocated claim of another pod of the gang that has the attribute.
+fn gang_device_rules(
+    state: &ClusterState,
+    id: crate::model::JobId,
+    uid: &str,
+    rules: &[(String, bool)],
+) -> Vec<GangDeviceRule> {
+    let job = state.job(id);
+    rules
+        .iter()
+        .map(|(attribute, hard)| {
+            let value = job
+                .tasks()
+                .iter()
+                .filter(|t| &*t.uid != uid)
+                .flat_map(|t| t.claims.iter())
+                .filter_map(|c| c.allocation.as_deref())
+                .find_map(|a| {
+                    let node = state.node(state.node_by_name(&a.node)?);
+                    let inv = node.devices.as_deref()?;
+                    a.devices.iter().find_map(|d| {
+                        let i = inv.position(&d.key())?;
+                        attribute_of(&inv.devices[i as usize], attribute).cloned()
+                    })
+                });
+            GangDeviceRule {
+                attribute: attribute.clone(),
+                value,
+                hard: *hard,
+            }
+        })
+        .collect()
+}
+
 impl GpuAffinity {
+    /// The rules on a gang's DRA devices this configuration asks for (attribute, hard).
+    fn device_rules(&self) -> Option<Vec<(String, bool)>> {
+        let mut rules = Vec::new();
+        if let Some(model) = &self.device_model {
+            match self.model_rule {
+                ModelRule::Hard => rules.push((model.clone(), true)),
+                ModelRule::Soft => rules.push((model.clone(), false)),
+                ModelRule::Off => {}
+            }
+        }
+        if let Some((domain, hard)) = &self.device_domain {
+            rules.push((domain.clone(), *hard));
+        }
+        (!rules.is_empty()).then_some(rules)
+    }
+
     /// The GPU models of the state's nodes, from the last session's if no node changed.
     fn gpu_models(&self, state: &ClusterState) -> Arc<GpuModels> {
         let version = state.node_specs_version();

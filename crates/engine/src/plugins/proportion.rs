@@ -123,6 +123,23 @@ impl QueueShare {
     }
 }
 
+/// Whether a resource name counts devices of a DeviceClass (`deviceclass/<class>`).
+pub fn is_device_class(name: &str) -> bool {
+    name.starts_with(crate::model::devices::DEVICE_CLASS_PREFIX)
+}
+
+/// What admitting a gang asks of its queue: its minResources (when it gives them) and the
+/// devices per DeviceClass its first `minMember` pods' claims count (Volcano's capacity
+/// plugin asks both), pods aside.
+pub fn admission_need(job: &crate::model::JobInfo, devices: &Resource) -> Resource {
+    let mut need = match &job.min_resources {
+        Some(_) => job.min_request().without_pods(),
+        None => Resource::new(),
+    };
+    need.add(devices);
+    need
+}
+
 /// `used + extra` within `limit` in the dimensions `limit` names.
 fn fits_limit(limit: &Resource, used: &Resource, extra: &Resource) -> bool {
     limit
@@ -231,7 +248,9 @@ pub fn queue_shares_of(
     tree: &QueueTree,
     total: &Resource,
 ) -> BTreeMap<Arc<str>, QueueShare> {
-    let total = total.without_pods();
+    // Devices count per DeviceClass (`deviceclass/<class>`), beside what nodes offer.
+    let mut total = total.without_pods();
+    total.add(&state.device_class_totals());
     let mut queues: BTreeMap<Arc<str>, QueueShare> = state
         .queues()
         .map(|q: &QueueInfo| {
@@ -350,9 +369,9 @@ impl Plugin for Proportion {
                     };
                     let Some(i) = slot else { continue };
                     let (q, taken) = &mut taken[i];
-                    let victim = &st.task(c).resreq;
-                    if q.can_give(taken, victim) {
-                        taken.add(victim);
+                    let victim = st.task(c).quota_request();
+                    if q.can_give(taken, &victim) {
+                        taken.add(&victim);
                         out.push(c);
                     }
                 }
@@ -374,27 +393,33 @@ impl Plugin for Proportion {
                 };
                 // Only the queues' own limits: what does not fit in the cluster is the
                 // nodes' answer to give, with the resource and the shortfall.
-                share.within_limit(&task.resreq)
-                    && ancestors_allow(&queues, &t, &q.name, &task.resreq)
+                let need = task.quota_request();
+                share.within_limit(&need) && ancestors_allow(&queues, &t, &q.name, &need)
             }),
         );
         let (s, t) = (state.clone(), tree.clone());
         ssn.add(
             vote::JobEnqueueable,
             Box::new(move |job| {
-                if job.min_resources.is_none() {
+                let devices = job.min_device_charge();
+                if job.min_resources.is_none() && devices.scalars.is_empty() {
                     return Vote::Permit;
                 }
                 let queues = s.borrow();
                 let Some(share) = queues.get(&job.queue) else {
                     return Vote::Reject;
                 };
-                let min = job.min_request().without_pods();
+                let min = admission_need(job, &devices);
                 // Only in the resources the gang asks for (Volcano's
                 // LessEqualWithDimension): what the queue holds or waits for in others does
                 // not hold it back.
+                // Devices only where the queue's capability names their class (Volcano's
+                // capacity plugin: no capability for a DeviceClass, no quota on it); the
+                // nodes' answer, with the claims' reason, covers the rest.
                 let within = min.dimensions().all(|(n, v)| {
-                    v + share.allocated.get(n) + share.inqueue.get(n) <= share.capability.get(n)
+                    (is_device_class(n) && share.limit.get(n) == 0)
+                        || v + share.allocated.get(n) + share.inqueue.get(n)
+                            <= share.capability.get(n)
                 });
                 if within && ancestors_allow(&queues, &t, &job.queue, &min) {
                     Vote::Permit
@@ -406,7 +431,8 @@ impl Plugin for Proportion {
         let s = state.clone();
         ssn.add_job_enqueued_fn(Box::new(move |job| {
             if let Some(q) = s.borrow_mut().get_mut(&job.queue) {
-                q.inqueue.add(&job.min_request().without_pods());
+                q.inqueue
+                    .add(&admission_need(job, &job.min_device_charge()));
             }
         }));
         let (a, d, ta, td) = (state.clone(), state, tree.clone(), tree);
@@ -425,7 +451,8 @@ impl Plugin for Proportion {
         }
         ssn.add_event_handler(
             Some(Box::new(move |e| {
-                let need = &e.task.resreq;
+                let need = e.task.quota_request();
+                let need = &*need;
                 let mut queues = a.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     add_need(&mut q.allocated, need);
@@ -440,7 +467,8 @@ impl Plugin for Proportion {
                 }
             })),
             Some(Box::new(move |e| {
-                let need = &e.task.resreq;
+                let need = e.task.quota_request();
+                let need = &*need;
                 let mut queues = d.borrow_mut();
                 if let Some(q) = queues.get_mut(&e.job.queue) {
                     sub_need(&mut q.allocated, need);

@@ -167,6 +167,7 @@ impl DeviceSetDef {
                 name: format!("{}-{i}", self.driver.split('.').next().unwrap_or("dev")).into(),
                 attributes,
                 capacity: capacity.clone(),
+                consumes: Vec::new(),
             });
         }
     }
@@ -174,14 +175,58 @@ impl DeviceSetDef {
 
 /// The inventory a node of a group with `sets` publishes (None: no devices).
 pub fn node_devices(node: &str, sets: &[DeviceSetDef]) -> Option<Arc<NodeDevices>> {
-    if sets.is_empty() {
+    node_inventory(node, sets, &[], &BTreeMap::new())
+}
+
+/// A network-attached pool (a ResourceSlice with a node selector, or `allNodes`): its
+/// devices are reachable from every node whose labels include `nodeSelector` (every node
+/// when it is empty), and each is allocated at most once, whichever node takes it.
+///
+/// ```yaml
+/// devicePools:
+/// - name: fabric
+///   nodeSelector: {example.com/rack: a}
+///   devices: {driver: nic.example.com, count: 2, attributes: {speed: 400}}
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DevicePoolDef {
+    pub name: String,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    pub devices: DeviceSetDef,
+}
+
+/// The inventory of node `node` (with `labels`): its group's `sets`, and the devices of
+/// the network-attached `pools` it reaches (None: no devices at all).
+pub fn node_inventory(
+    node: &str,
+    sets: &[DeviceSetDef],
+    pools: &[DevicePoolDef],
+    labels: &BTreeMap<String, String>,
+) -> Option<Arc<NodeDevices>> {
+    let reached: Vec<&DevicePoolDef> = pools
+        .iter()
+        .filter(|p| {
+            p.node_selector
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .collect();
+    if sets.is_empty() && reached.is_empty() {
         return None;
     }
     let mut devices = Vec::new();
     for s in sets {
         s.devices(node, &mut devices);
     }
-    Some(Arc::new(NodeDevices::new(devices, &BTreeMap::new())))
+    let mut shared = Vec::new();
+    for p in reached {
+        p.devices.devices(&p.name, &mut shared);
+    }
+    let inventory =
+        NodeDevices::new(devices, &BTreeMap::new()).with_shared(shared, &BTreeMap::new());
+    Some(Arc::new(inventory))
 }
 
 impl DeviceRequestDef {

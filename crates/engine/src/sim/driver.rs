@@ -408,12 +408,14 @@ impl Simulation {
             self.cache.apply_node(NodeSpec {
                 name: name.to_string(),
                 allocatable: allocatable.clone(),
-                labels,
+                labels: labels.clone(),
                 taints: g.taints.clone(),
                 unschedulable: g.unschedulable,
                 ready: true,
             });
-            if let Some(devices) = super::devices::node_devices(&name, &g.devices) {
+            let pools = &self.scenario.device_pools;
+            if let Some(devices) = super::devices::node_inventory(&name, &g.devices, pools, &labels)
+            {
                 self.cache.apply_node_devices(&name, Some(devices));
             }
             self.tally.add_node(&name, &allocatable);
@@ -503,7 +505,7 @@ impl Simulation {
                 ..c.clone()
             })
             .collect();
-        self.pods[p].task.claims = cleared.into();
+        self.pods[p].task.replace_claims(cleared.into());
     }
 
     fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
@@ -669,7 +671,7 @@ impl Simulation {
             self.binds += 1;
             if !bind.claims.is_empty() {
                 self.hold_devices(p, &bind.claims);
-                self.pods[p].task.claims = bind.claims.clone();
+                self.pods[p].task.replace_claims(bind.claims.clone());
             }
             self.set_pod(p, TaskStatus::Running, Some(bind.node.clone()));
             self.record_placement(p, &bind.node);

@@ -568,6 +568,10 @@ pub struct Scenario {
     /// DRA DeviceClasses (see `sim::devices`).
     #[serde(default)]
     pub device_classes: Vec<super::devices::DeviceClassDef>,
+    /// DRA network-attached pools: devices reachable from every node whose labels match,
+    /// allocatable once cluster-wide (see `sim::devices`).
+    #[serde(default)]
+    pub device_pools: Vec<super::devices::DevicePoolDef>,
     /// Volcano HyperNodes describing the network topology, given to the scheduler at start.
     #[serde(default)]
     pub hypernodes: Vec<HyperNodeDef>,
@@ -682,6 +686,11 @@ impl Scenario {
                         "must be at least 1".into(),
                     ));
                 }
+            }
+        }
+        for (i, pool) in self.device_pools.iter().enumerate() {
+            if let Err(message) = pool.devices.validate() {
+                return Err(invalid(format!("devicePools[{i}]"), message));
             }
         }
         let mut groups = Vec::new();

@@ -33,6 +33,13 @@ pub struct Tally {
     /// Gangs a session reports on even when it decides nothing about them
     /// (`JobInfo::unsettled`).
     unsettled: JobSet,
+    /// Network-attached devices held by claims of pods on any node, by
+    /// `driver/pool/device` (`NodeInfo::shared_holds` summed): one is free for no node
+    /// while any node holds it.
+    shared_holds: BTreeMap<Arc<str>, u32>,
+    /// Nodes whose inventories reach network-attached devices: while there are any, one
+    /// node's placement can change another node's answer for a pod with claims.
+    shared_device_nodes: u32,
 }
 
 /// Sums over the gangs that name one queue (whether or not the queue exists).
@@ -179,12 +186,25 @@ impl Tally {
 
     pub(super) fn add_node(&mut self, node: &NodeInfo) {
         self.account_node(node, true);
+        for (key, n) in &node.shared_holds {
+            *self.shared_holds.entry(key.clone()).or_insert(0) += u32::from(*n);
+        }
+        self.shared_device_nodes += u32::from(reaches_shared(node));
         self.anti_affinity_nodes += u32::from(node.anti_affinity_tasks > 0);
         self.unschedulable_nodes += u32::from(!node.schedulable());
     }
 
     pub(super) fn remove_node(&mut self, node: &NodeInfo) {
         self.account_node(node, false);
+        for (key, n) in &node.shared_holds {
+            if let Some(total) = self.shared_holds.get_mut(key) {
+                *total -= u32::from(*n);
+                if *total == 0 {
+                    self.shared_holds.remove(key);
+                }
+            }
+        }
+        self.shared_device_nodes -= u32::from(reaches_shared(node));
         self.anti_affinity_nodes -= u32::from(node.anti_affinity_tasks > 0);
         self.unschedulable_nodes -= u32::from(!node.schedulable());
     }
@@ -196,6 +216,25 @@ impl Tally {
             op(&mut self.schedulable_used, &node.used);
             op(&mut self.schedulable_future_free, &node.future_free());
         }
+    }
+}
+
+/// Whether the node's inventory reaches network-attached devices.
+fn reaches_shared(node: &NodeInfo) -> bool {
+    node.devices
+        .as_ref()
+        .is_some_and(|d| d.shared.iter().any(|s| *s))
+}
+
+impl Tally {
+    /// How many claims, on any node, hold the network-attached device `key`.
+    pub fn shared_held(&self, key: &str) -> u32 {
+        self.shared_holds.get(key).copied().unwrap_or(0)
+    }
+
+    /// Whether any node reaches network-attached devices.
+    pub fn has_shared_devices(&self) -> bool {
+        self.shared_device_nodes > 0
     }
 }
 

@@ -33,6 +33,7 @@ fn gpus(node: &str, n: usize, clique: impl Fn(usize) -> String) -> Arc<NodeDevic
                 "gpu.example.com/memory".to_string(),
                 40 * (1i64 << 30) * 1000,
             )]),
+            consumes: Vec::new(),
         })
         .collect();
     Arc::new(NodeDevices::new(devices, &BTreeMap::new()))
@@ -473,4 +474,111 @@ fn a_discarded_statement_gives_every_device_back_exactly() {
         "devices, claims and tasks as they were"
     );
     assert!(ssn.state().claims_placed().is_empty());
+}
+
+/// gpu-affinity with `deviceAttribute`, in `mode` (hard or soft).
+fn affinity_conf(mode: &str) -> String {
+    format!(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: gpu-affinity
+    arguments:
+      gpu-affinity.deviceAttribute: {CLIQUE}
+      gpu-affinity.deviceAttributeMode: {mode}
+"
+    )
+}
+
+/// A gang of `n` pods, each claiming `count` GPUs with no constraint of its own.
+fn free_gang(name: &str, n: usize, count: u32) -> Gang {
+    let spec = ClaimSpec {
+        requests: vec![gpu_request(count, "gpu", &[])],
+        constraints: vec![],
+    };
+    gang_with_claims(name, n, &spec)
+}
+
+/// The cliques of the devices a gang's binds hold (device keys are driver/node/gpu-i).
+fn cliques_of(r: &SessionResult, clique: impl Fn(&str, usize) -> String) -> BTreeSet<String> {
+    devices_of(r)
+        .values()
+        .flatten()
+        .map(|key| {
+            let mut parts = key.split('/').skip(1);
+            let node = parts.next().unwrap();
+            let i: usize = parts.next().unwrap()[4..].parse().unwrap();
+            clique(node, i)
+        })
+        .collect()
+}
+
+#[test]
+fn gpu_affinity_keeps_a_gangs_devices_in_one_clique_across_nodes() {
+    // A multi-node NVLink domain per pair of nodes: n0 and n1 in clique x, n2 and n3 in y.
+    let of = |node: &str| if node < "n2" { "x" } else { "y" }.to_string();
+    let nodes: Vec<(String, Arc<NodeDevices>)> = ["n0", "n1", "n2", "n3"]
+        .iter()
+        .map(|n| (n.to_string(), gpus(n, 2, |_| of(n))))
+        .collect();
+    let refs: Vec<(&str, Arc<NodeDevices>)> =
+        nodes.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    let mut cache = cluster(&refs);
+    let conf = affinity_conf("hard");
+    // One GPU taken: one clique has 3 left, the other 4.
+    let filler = free_gang("filler", 1, 1).apply(&mut cache);
+    let r = cycle_at(&mut cache, Some(conf.as_str()), 0);
+    assert_eq!(bound(&r, &filler), 1);
+    let taken = cliques_of(&r, |n, _| of(n));
+    // 4 pods × 1 GPU: 7 GPUs are free, but only the other clique holds 4.
+    let train = free_gang("train", 4, 1).apply(&mut cache);
+    let r = cycle_at(&mut cache, Some(conf.as_str()), 1_000);
+    assert_eq!(bound(&r, &train), 4, "{:?}", condition_message(&r, &train));
+    let used = cliques_of(&r, |n, _| of(n));
+    assert_eq!(used.len(), 1, "train spans cliques: {used:?}");
+    assert!(used.is_disjoint(&taken), "{used:?} {taken:?}");
+    // 3 pods × 1 GPU: the 3 left, all in the filler's clique.
+    let rest = free_gang("rest", 3, 1).apply(&mut cache);
+    let r = cycle_at(&mut cache, Some(conf.as_str()), 2_000);
+    assert_eq!(bound(&r, &rest), 3, "{:?}", condition_message(&r, &rest));
+    assert_eq!(cliques_of(&r, |n, _| of(n)), taken);
+}
+
+#[test]
+fn a_hard_device_rule_makes_a_gang_wait_and_a_soft_one_lets_it_span() {
+    let of = |node: &str| if node == "n0" { "x" } else { "y" };
+    let build = || {
+        let mut cache = cluster(&[
+            ("n0", gpus("n0", 2, |_| "x".into())),
+            ("n1", gpus("n1", 2, |_| "y".into())),
+        ]);
+        let job = free_gang("span", 4, 1).apply(&mut cache);
+        (cache, job)
+    };
+    let (mut cache, job) = build();
+    let r = cycle_at(&mut cache, Some(affinity_conf("hard").as_str()), 0);
+    assert_eq!(bound(&r, &job), 0);
+    let msg = condition_message(&r, &job).unwrap_or_default();
+    assert!(msg.contains(CLIQUE), "{msg}");
+    let (mut cache, job) = build();
+    let r = cycle_at(&mut cache, Some(affinity_conf("soft").as_str()), 0);
+    assert_eq!(bound(&r, &job), 4, "{:?}", condition_message(&r, &job));
+    assert_eq!(cliques_of(&r, |n, _| of(n).to_string()).len(), 2);
+}
+
+#[test]
+fn gpu_affinity_device_arguments_are_checked() {
+    let bad = affinity_conf("hard").replace(CLIQUE, "clique");
+    let err = checked_conf(&bad, "conf").unwrap_err().to_string();
+    assert!(err.contains("gpu-affinity.deviceAttribute"), "{err}");
+    let bad = affinity_conf("sometimes");
+    let err = checked_conf(&bad, "conf").unwrap_err().to_string();
+    assert!(err.contains("expected hard or soft"), "{err}");
 }

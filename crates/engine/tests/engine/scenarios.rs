@@ -738,6 +738,113 @@ fn s11_dra_gangs_bind_whole_with_their_devices_in_one_clique() {
     assert_eq!(statuses(&sim, "bad-class"), vec![TaskStatus::Pending]);
 }
 
+/// S11b: a queue's capability in devices of a DeviceClass holds whatever the cluster has
+/// free, and a preemptor waits for its victims' devices until their pods are gone (their
+/// claims deallocated), never binding onto devices a releasing pod's claim still holds.
+#[test]
+fn s11b_device_quota_per_queue_and_preemption_that_waits_for_the_devices() {
+    let mut sim = load("s11b-dra-queue-quota.yaml");
+    let message =
+        |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone().unwrap_or_default();
+    sim.run_until(10 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "sweep-0"), vec![TaskStatus::Running]);
+    assert_eq!(statuses(&sim, "low"), vec![TaskStatus::Running; 3]);
+    // Research holds 4 GPUs, its capability: the second sweep is not even admitted.
+    assert_eq!(statuses(&sim, "sweep-1"), vec![TaskStatus::Pending]);
+    assert!(
+        message(&sim, "sweep-1").contains("not admitted"),
+        "{}",
+        message(&sim, "sweep-1")
+    );
+
+    // urgent arrives at 1m: low goes whole (minMember 3 of 3), and urgent is pipelined
+    // behind the 30 s eviction grace: not bound while low's claims hold the devices.
+    sim.run_until(MINUTE + 20 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "urgent"), vec![TaskStatus::Pending]);
+    assert!(statuses(&sim, "low")
+        .iter()
+        .all(|s| *s == TaskStatus::Releasing));
+    sim.run_until(MINUTE + 40 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "urgent"), vec![TaskStatus::Running]);
+    // Two cliques are free now (low needs three to come back), and research still gets
+    // none of them: its capability, not the devices, holds the second sweep back.
+    assert_eq!(statuses(&sim, "sweep-1"), vec![TaskStatus::Pending]);
+
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+}
+
+/// S11c: gpu-affinity keeps a gang's DRA devices in one NVLink clique across nodes
+/// (`deviceAttribute`, hard): a gang that fits only across cliques waits and says so, one
+/// that fits in a clique binds whole inside it.
+#[test]
+fn s11c_gpu_affinity_keeps_a_gangs_devices_in_one_clique_across_nodes() {
+    let mut sim = load("s11c-dra-gpu-affinity.yaml");
+    let message =
+        |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone().unwrap_or_default();
+    sim.run_until(15 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "filler-a"), vec![TaskStatus::Running]);
+    assert_eq!(statuses(&sim, "filler-b"), vec![TaskStatus::Running]);
+    assert_eq!(statuses(&sim, "wide"), vec![TaskStatus::Pending; 4]);
+    assert!(
+        message(&sim, "wide").contains("gpu.example.com/clique"),
+        "{}",
+        message(&sim, "wide")
+    );
+    sim.run_until(25 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "train"), vec![TaskStatus::Running; 3]);
+    let racks: BTreeSet<String> = sim
+        .job_pods("train")
+        .iter()
+        .map(|p| {
+            p.node
+                .as_deref()
+                .unwrap()
+                .split('-')
+                .nth(1)
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(racks.len(), 1, "train spans racks: {racks:?}");
+    assert_eq!(statuses(&sim, "wide"), vec![TaskStatus::Pending; 4]);
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+}
+
+/// S11d: a network-attached pool's devices reach every node of rack a and are allocated
+/// once cluster-wide: two pods on (possibly) different nodes get different NICs, a third
+/// waits until one is freed, and a pod of rack b never gets one.
+#[test]
+fn s11d_network_attached_devices_are_allocated_once_cluster_wide() {
+    let mut sim = load("s11d-dra-network-pool.yaml");
+    let message =
+        |sim: &Simulation, job: &str| sim.job(job).unwrap().message.clone().unwrap_or_default();
+    sim.run_until(10 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "a1"), vec![TaskStatus::Running]);
+    assert_eq!(statuses(&sim, "a2"), vec![TaskStatus::Running]);
+    let device = |sim: &Simulation, job: &str| {
+        let p = &sim.job_pods(job)[0];
+        let a = p.claims()[0].allocation.clone().expect("allocated");
+        assert_eq!(Some(&a.node), p.node.as_ref());
+        a.devices[0].key()
+    };
+    assert_ne!(device(&sim, "a1"), device(&sim, "a2"));
+    // a1 and a2 take 6 of 8 cpus each: they run on two different nodes of rack a.
+    assert_ne!(sim.job_pods("a1")[0].node, sim.job_pods("a2")[0].node);
+    assert_eq!(statuses(&sim, "a3"), vec![TaskStatus::Pending]);
+    assert!(
+        message(&sim, "a3").contains("cannot allocate all claims"),
+        "{}",
+        message(&sim, "a3")
+    );
+    sim.run_until(MINUTE + 5 * SECOND, &mut |_| {});
+    assert_eq!(statuses(&sim, "a3"), vec![TaskStatus::Running]);
+    let report = sim.run(&mut |_| {});
+    assert!(report.invariants_hold(), "{:?}", report.invariants);
+    assert_eq!(statuses(&sim, "b1"), vec![TaskStatus::Pending]);
+}
+
 /// Subgroups in domains of their own: two replicas of two 3-cpu workers on two racks of two
 /// 4-cpu nodes (one worker a node), each replica's policy hard within tier 1 (a rack). Each
 /// replica binds inside one rack, the two in different racks; held to one rack for the

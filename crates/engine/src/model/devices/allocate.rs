@@ -5,6 +5,8 @@
 //! backtracking search like kube-scheduler's allocator, bounded in steps so that a hopeless
 //! claim on a large node costs a known amount; deterministic (devices in inventory order).
 
+use std::collections::HashMap;
+
 use super::selectors::DeviceCatalog;
 use super::{AllocationMode, AttrValue, Device, DeviceMismatch, NodeDevices, TaskClaim};
 
@@ -25,20 +27,102 @@ pub fn allocate_claims(
     held: &[u16],
     claims: &[&TaskClaim],
 ) -> Result<Vec<ClaimDevices>, DeviceMismatch> {
+    let free: Vec<bool> = held.iter().map(|&h| h == 0).collect();
+    allocate_claims_from(catalog, inv, free, claims)
+}
+
+/// `allocate_claims` given which devices are free (`free[i]`; devices past its end are).
+pub fn allocate_claims_from(
+    catalog: &DeviceCatalog,
+    inv: &NodeDevices,
+    free: Vec<bool>,
+    claims: &[&TaskClaim],
+) -> Result<Vec<ClaimDevices>, DeviceMismatch> {
+    allocate_claims_in(catalog, inv, free, None, claims)
+}
+
+/// `allocate_claims_from`, taking only devices `allowed` marks (all when None). Devices
+/// that are not free draw on their pools' counter sets (`NodeDevices::counters`); a device
+/// is taken only while every counter it draws on has room, so overlapping partitions of
+/// one physical device (MIG slices) are never allocated together.
+pub fn allocate_claims_in(
+    catalog: &DeviceCatalog,
+    inv: &NodeDevices,
+    mut free: Vec<bool>,
+    allowed: Option<&[bool]>,
+    claims: &[&TaskClaim],
+) -> Result<Vec<ClaimDevices>, DeviceMismatch> {
     if let Some(why) = &inv.problem {
         return Err(DeviceMismatch::Inventory(why.clone()));
     }
-    let mut free: Vec<bool> = held.iter().map(|&h| h == 0).collect();
     free.resize(inv.devices.len(), true);
+    let mut counters = (!inv.counters.is_empty()).then(|| Counters::held(inv, &free));
+    if let Some(allowed) = allowed {
+        for (i, f) in free.iter_mut().enumerate() {
+            *f = *f && allowed.get(i).copied().unwrap_or(false);
+        }
+    }
     let mut out = Vec::with_capacity(claims.len());
     for claim in claims {
-        let chosen = ClaimSearch::new(catalog, inv, claim, &mut free)?.run()?;
+        let chosen = ClaimSearch::new(catalog, inv, claim, &mut free, counters.as_mut())?.run()?;
         for (_, i) in &chosen {
             free[*i as usize] = false;
         }
         out.push(chosen);
     }
     Ok(out)
+}
+
+/// What the counter sets of a node's pools have drawn on them, by set and counter.
+pub struct Counters {
+    used: HashMap<(usize, String), i64>,
+}
+
+impl Counters {
+    /// What the devices that are not `free` draw.
+    fn held(inv: &NodeDevices, free: &[bool]) -> Self {
+        let mut c = Counters {
+            used: HashMap::new(),
+        };
+        for (i, d) in inv.devices.iter().enumerate() {
+            if !free.get(i).copied().unwrap_or(true) {
+                c.draw(inv, d, 1);
+            }
+        }
+        c
+    }
+
+    fn set_of(inv: &NodeDevices, device: &Device, set: &str) -> Option<usize> {
+        inv.counters.keys().position(|(driver, pool, name)| {
+            *driver == device.driver && *pool == device.pool && name == set
+        })
+    }
+
+    /// Whether taking `device` keeps every counter it draws on within its set's capacity;
+    /// a draw on a set or counter the pool does not publish never fits.
+    fn room(&self, inv: &NodeDevices, device: &Device) -> bool {
+        device.consumes.iter().all(|draw| {
+            let Some(set) = Self::set_of(inv, device, &draw.counter_set) else {
+                return false;
+            };
+            let capacity = inv.counters.values().nth(set).expect("index of a key");
+            draw.counters.iter().all(|(name, amount)| {
+                let used = self.used.get(&(set, name.clone())).copied().unwrap_or(0);
+                capacity.get(name).is_some_and(|cap| used + amount <= *cap)
+            })
+        })
+    }
+
+    fn draw(&mut self, inv: &NodeDevices, device: &Device, sign: i64) {
+        for draw in &device.consumes {
+            let Some(set) = Self::set_of(inv, device, &draw.counter_set) else {
+                continue;
+            };
+            for (name, amount) in &draw.counters {
+                *self.used.entry((set, name.clone())).or_insert(0) += sign * amount;
+            }
+        }
+    }
 }
 
 /// One request's candidate devices, resolved before the search: for each choice in order,
@@ -58,6 +142,7 @@ struct Constraint {
 struct ClaimSearch<'a> {
     inv: &'a NodeDevices,
     free: &'a mut Vec<bool>,
+    counters: Option<&'a mut Counters>,
     requests: Vec<Choices>,
     constraints: Vec<Constraint>,
     steps: u32,
@@ -69,6 +154,7 @@ impl<'a> ClaimSearch<'a> {
         inv: &'a NodeDevices,
         claim: &TaskClaim,
         free: &'a mut Vec<bool>,
+        counters: Option<&'a mut Counters>,
     ) -> Result<Self, DeviceMismatch> {
         if let Some(why) = &claim.blocked {
             return Err(DeviceMismatch::Blocked(why.clone()));
@@ -118,6 +204,7 @@ impl<'a> ClaimSearch<'a> {
         Ok(ClaimSearch {
             inv,
             free,
+            counters,
             requests,
             constraints,
             steps: 0,
@@ -169,19 +256,19 @@ impl<'a> ClaimSearch<'a> {
             }
             self.steps += 1;
             let dev = cands[k];
-            if !self.free[dev as usize] {
+            if !self.free[dev as usize] || !self.counters_allow(dev) {
                 continue;
             }
             let Some(fixed) = self.accept(r, dev) else {
                 continue;
             };
-            self.free[dev as usize] = false;
+            self.take(dev, true);
             out.push((label.to_string(), dev));
             if self.pick(r, label, cands, k + 1, left - 1, out) {
                 return true;
             }
             out.pop();
-            self.free[dev as usize] = true;
+            self.take(dev, false);
             self.unfix(&fixed);
         }
         false
@@ -194,26 +281,54 @@ impl<'a> ClaimSearch<'a> {
         }
         let start = out.len();
         let mut fixed = Vec::new();
+        let undo = |s: &mut Self, out: &mut ClaimDevices, fixed: &[usize]| {
+            let taken: Vec<u32> = out.drain(start..).map(|(_, d)| d).collect();
+            for dev in taken {
+                s.take(dev, false);
+            }
+            s.unfix(fixed);
+        };
         for &dev in cands {
             self.steps += 1;
+            if !self.counters_allow(dev) {
+                undo(self, out, &fixed);
+                return false;
+            }
             match self.accept(r, dev) {
                 Some(f) => fixed.extend(f),
                 None => {
-                    self.unfix(&fixed);
+                    undo(self, out, &fixed);
                     return false;
                 }
             }
-            self.free[dev as usize] = false;
+            self.take(dev, true);
             out.push((label.to_string(), dev));
         }
         if self.request(r + 1, out) {
             return true;
         }
-        for (_, dev) in out.drain(start..) {
-            self.free[dev as usize] = true;
-        }
-        self.unfix(&fixed);
+        undo(self, out, &fixed);
         false
+    }
+
+    /// Whether the device's counter draws fit what its pools' counter sets have left.
+    fn counters_allow(&self, dev: u32) -> bool {
+        match &self.counters {
+            Some(c) => c.room(self.inv, &self.inv.devices[dev as usize]),
+            None => self.inv.devices[dev as usize].consumes.is_empty(),
+        }
+    }
+
+    /// Takes the device (or gives it back), with its counter draws.
+    fn take(&mut self, dev: u32, taking: bool) {
+        self.free[dev as usize] = !taking;
+        if let Some(c) = self.counters.as_deref_mut() {
+            c.draw(
+                self.inv,
+                &self.inv.devices[dev as usize],
+                if taking { 1 } else { -1 },
+            );
+        }
     }
 
     /// Whether device `dev` keeps every constraint on request `r`; the constraints it
@@ -280,6 +395,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             capacity: BTreeMap::from([("gpu.example.com/memory".into(), 80_000)]),
+            consumes: Vec::new(),
         }
     }
 
@@ -497,5 +613,50 @@ mod tests {
             "the second answer is the memo's"
         );
         assert_eq!(&*first, &[0]);
+    }
+
+    #[test]
+    fn partitions_of_one_gpu_never_overdraw_its_counters() {
+        use crate::model::devices::{CounterDraw, CounterSet};
+        // One GPU of 4 memory slices: two halves and the whole, as MIG publishes them.
+        let part = |name: &str, slices: i64| Device {
+            consumes: vec![CounterDraw {
+                counter_set: "gpu-0".into(),
+                counters: BTreeMap::from([("slices".to_string(), slices * 1000)]),
+            }],
+            ..device(name, &[])
+        };
+        let inv = NodeDevices::new(
+            vec![part("half-0", 2), part("half-1", 2), part("whole", 4)],
+            &BTreeMap::new(),
+        )
+        .with_counters(vec![CounterSet {
+            driver: "gpu.example.com".into(),
+            pool: "p".into(),
+            name: "gpu-0".into(),
+            counters: BTreeMap::from([("slices".to_string(), 4000)]),
+        }]);
+        let one = claim(vec![request("g", 1, &[])], vec![]);
+        let two = claim(vec![request("g", 2, &[])], vec![]);
+        // Both halves fit together; a half and the whole never do.
+        let got = allocate_claims(&catalog(), &inv, &[0, 0, 0], &[&two]).unwrap();
+        assert_eq!(names(&inv, &got[0]), ["half-0", "half-1"]);
+        assert_eq!(
+            allocate_claims(&catalog(), &inv, &[1, 0, 0], &[&one]).map(|g| names(&inv, &g[0])),
+            Ok(vec!["half-1".to_string()])
+        );
+        // With half-0 held, the whole GPU draws 4 of the 2 slices left: unavailable.
+        let only_whole = |held: &[u16]| {
+            let free: Vec<bool> = held.iter().map(|h| *h == 0).collect();
+            allocate_claims_in(&catalog(), &inv, free, Some(&[false, false, true]), &[&one])
+        };
+        assert_eq!(only_whole(&[1, 0, 0]), Err(DeviceMismatch::Unavailable));
+        assert!(only_whole(&[0, 0, 0]).is_ok());
+        // A draw on a set the pool does not publish never fits.
+        let stray = NodeDevices::new(vec![part("stray", 1)], &BTreeMap::new());
+        assert_eq!(
+            allocate_claims(&catalog(), &stray, &[0], &[&one]),
+            Err(DeviceMismatch::Unavailable)
+        );
     }
 }

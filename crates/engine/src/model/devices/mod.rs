@@ -21,6 +21,58 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+/// The prefix of a queue resource that counts devices of a DeviceClass, as Volcano's
+/// capacity plugin (1.15) reads a queue's `capability`, `deserved` and `guarantee`:
+/// `deviceclass/gpu.example.com: 8` is eight devices allocated through class
+/// `gpu.example.com`, whichever node they are on.
+pub const DEVICE_CLASS_PREFIX: &str = "deviceclass/";
+
+/// What a pod's claims count against its queue: per DeviceClass, the devices they ask for,
+/// as the resource `deviceclass/<class>` (in milli-units, like every extended resource:
+/// a count of 2 is 2000). `exactly` counts its `count`; a `firstAvailable` request counts
+/// the alternative its allocation took, else its first; `allocationMode: All` counts the
+/// devices its allocation holds, else one (the least it can take). A claim shared by
+/// several pods counts for each of them: never less than what they hold, so a queue stays
+/// within its device capability.
+pub fn device_charge(claims: &[TaskClaim]) -> super::Resource {
+    let mut charge = super::Resource::new();
+    for c in claims {
+        if c.blocked.is_some() {
+            continue;
+        }
+        for r in &c.spec.requests {
+            let chosen = c.allocation.as_ref().and_then(|a| {
+                let taken: Vec<&AllocatedDevice> = a
+                    .devices
+                    .iter()
+                    .filter(|d| d.request.split('/').next() == Some(r.name.as_str()))
+                    .collect();
+                let sub = taken.first()?.request.split_once('/').map(|(_, s)| s);
+                let choice = match sub {
+                    Some(sub) => r.choices.iter().find(|ch| ch.name == sub)?,
+                    None => r.choices.first()?,
+                };
+                Some((choice, taken.len() as i64))
+            });
+            let (class, count) = match (chosen, r.choices.first()) {
+                (Some((choice, n)), _) => (&choice.device_class_name, n),
+                (None, Some(first)) => (
+                    &first.device_class_name,
+                    match first.mode {
+                        AllocationMode::ExactCount(n) => i64::from(n),
+                        AllocationMode::All => 1,
+                    },
+                ),
+                (None, None) => continue,
+            };
+            let name = format!("{DEVICE_CLASS_PREFIX}{class}");
+            let before = charge.scalar(&name);
+            charge.set_scalar(&name, before + count * 1000);
+        }
+    }
+    charge
+}
+
 /// A device attribute's value (`DeviceAttribute`: exactly one of int, bool, string,
 /// version; a version is compared as its string).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -30,6 +82,17 @@ pub enum AttrValue {
     Bool(bool),
     String(String),
     Version(String),
+}
+
+impl AttrValue {
+    /// The value as a slice writes it.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Int(i) => i.to_string(),
+            Self::Bool(b) => b.to_string(),
+            Self::String(s) | Self::Version(s) => s.clone(),
+        }
+    }
 }
 
 /// One device of a ResourceSlice. Attribute and capacity names are fully qualified
@@ -46,7 +109,34 @@ pub struct Device {
     /// Capacities in milli-units (a quantity of `40Gi` is 40 × 2³⁰ × 1000).
     #[serde(default)]
     pub capacity: BTreeMap<String, i64>,
+    /// What allocating it draws from counter sets its pool shares (`consumesCounters`:
+    /// a MIG slice draws memory slices of its GPU), so that overlapping partitions of one
+    /// device are never allocated together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumes: Vec<CounterDraw>,
 }
+
+/// A device's draw on one counter set (`DeviceCounterConsumption`), in milli-units.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CounterDraw {
+    pub counter_set: String,
+    pub counters: BTreeMap<String, i64>,
+}
+
+/// A counter set a pool shares among its devices (`sharedCounters`: a physical GPU's
+/// memory slices and compute units, which its MIG partitions draw from), in milli-units.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CounterSet {
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub name: String,
+    pub counters: BTreeMap<String, i64>,
+}
+
+/// A counter set's identity: driver, pool and name.
+pub type CounterSetKey = (Arc<str>, Arc<str>, String);
 
 impl Device {
     /// `driver/pool/device`: what identifies a device in a claim's allocation.
@@ -109,6 +199,12 @@ pub struct NodeDevices {
     /// Why no device of the node may be used (a slice with a device name twice, an
     /// allocation naming a device no slice has), naming it.
     pub problem: Option<String>,
+    /// The counter sets its pools share, with their capacities (partitionable devices).
+    pub counters: BTreeMap<CounterSetKey, BTreeMap<String, i64>>,
+    /// Which devices are network-attached (published by a slice with a node selector or
+    /// `allNodes`): reachable from this node and others, allocatable once cluster-wide.
+    /// Empty when none is.
+    pub shared: Vec<bool>,
 }
 
 static INVENTORIES: AtomicU64 = AtomicU64::new(1);
@@ -146,7 +242,56 @@ impl NodeDevices {
             index,
             allocated: held,
             problem,
+            counters: BTreeMap::new(),
+            shared: Vec::new(),
         }
+    }
+
+    /// The same inventory with the counter sets its pools share. A set published twice
+    /// makes the inventory unusable, naming it.
+    pub fn with_counters(mut self, sets: Vec<CounterSet>) -> Self {
+        for set in sets {
+            let key = (set.driver.clone(), set.pool.clone(), set.name.clone());
+            if self.counters.insert(key, set.counters).is_some() && self.problem.is_none() {
+                self.problem = Some(format!(
+                    "pool {}/{} of driver {} publishes counter set {} more than once",
+                    set.driver, set.pool, set.driver, set.name
+                ));
+            }
+        }
+        self
+    }
+
+    /// The same inventory with network-attached devices it can reach (`shared`), after
+    /// its own, and the claims the API records as allocated to some of them: whichever
+    /// node allocates one, no other may (see `NodeInfo::shared_holds`).
+    pub fn with_shared(
+        self,
+        shared: Vec<Device>,
+        allocated: &BTreeMap<Arc<str>, Vec<AllocatedDevice>>,
+    ) -> Self {
+        if shared.is_empty() {
+            return self;
+        }
+        let own = self.devices.len();
+        let mut devices = self.devices;
+        devices.extend(shared);
+        let mut out = NodeDevices::new(devices, allocated);
+        // The node's own claims keep their devices (indices unchanged for its own).
+        for (claim, ids) in self.allocated {
+            out.allocated.entry(claim).or_default().extend(ids);
+        }
+        out.counters = self.counters;
+        if out.problem.is_none() {
+            out.problem = self.problem;
+        }
+        out.shared = (0..out.devices.len()).map(|i| i >= own).collect();
+        out
+    }
+
+    /// Whether device `i` is network-attached.
+    pub fn is_shared(&self, i: u32) -> bool {
+        self.shared.get(i as usize).copied().unwrap_or(false)
     }
 
     pub fn position(&self, key: &str) -> Option<u32> {
@@ -264,6 +409,18 @@ impl TaskClaim {
     }
 }
 
+/// A rule on the devices of a whole gang, from gpu-affinity (`deviceAttribute`,
+/// `deviceModelAttribute`): every device its pods' claims are given has the attribute,
+/// with one value for the whole gang (one NVLink clique, one GPU model). `value` is the
+/// value the gang's devices already have, if any of them is allocated; a soft rule is
+/// kept where it can be and dropped where it cannot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GangDeviceRule {
+    pub attribute: String,
+    pub value: Option<AttrValue>,
+    pub hard: bool,
+}
+
 /// Why a pod's claims keep it off a node, in kube-scheduler's words where it has them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceMismatch {
@@ -275,8 +432,17 @@ pub enum DeviceMismatch {
     Inventory(String),
     /// A selector failed while evaluated (kube-scheduler gives up on the claim too).
     Runtime(String),
+    /// Not enough free devices, where some are network-attached: a placement on another
+    /// node may free or take them, so the node is asked again rather than dropped.
+    Contended,
     /// No node can take the pod (see `TaskClaim::blocked`).
     Blocked(String),
+    /// The devices free here do not keep a hard rule on the gang's devices
+    /// (`GangDeviceRule`): the attribute it names, and the value the gang has, if any.
+    GangAttribute {
+        attribute: String,
+        value: Option<AttrValue>,
+    },
 }
 
 impl DeviceMismatch {
@@ -284,18 +450,36 @@ impl DeviceMismatch {
     /// may drop it until then); a shared claim placed elsewhere by a sibling moves with
     /// the sibling.
     pub fn until_release(&self) -> bool {
-        !matches!(self, Self::ClaimElsewhere)
+        !matches!(
+            self,
+            Self::ClaimElsewhere | Self::GangAttribute { .. } | Self::Contended
+        )
     }
 }
 
 impl fmt::Display for DeviceMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unavailable => write!(f, "cannot allocate all claims"),
+            Self::Unavailable | Self::Contended => write!(f, "cannot allocate all claims"),
             Self::ClaimElsewhere => {
                 write!(f, "resourceclaim is allocated to devices of another node")
             }
             Self::Inventory(why) | Self::Runtime(why) | Self::Blocked(why) => write!(f, "{why}"),
+            Self::GangAttribute {
+                attribute,
+                value: Some(v),
+            } => write!(
+                f,
+                "cannot allocate all claims with {attribute} = {} as the gang's other devices",
+                v.describe()
+            ),
+            Self::GangAttribute {
+                attribute,
+                value: None,
+            } => write!(
+                f,
+                "cannot allocate all claims on devices sharing one value of {attribute}"
+            ),
         }
     }
 }
