@@ -24,6 +24,7 @@ use super::dialects::kind::{Dialect, GangKind, Groups, KindContext};
 use super::dialects::volcano::{
     hypernode_to_spec, queue_problems, queue_to_info, HyperNode, Queue,
 };
+use super::dialects::workload::{workload_link, Workload, WorkloadLink, Workloads, WORKLOAD_REFERENCE};
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;
@@ -187,6 +188,8 @@ pub struct Index {
     volume_pods: VolumePods,
     /// Gangs whose binds wait for their WaitForFirstConsumer claims to be provisioned.
     pub provisioning: super::provision::Provisioning,
+    /// Kubernetes' Workloads (what native PodGroups' `workloadRef` names).
+    pub workloads: Workloads,
 }
 
 /// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
@@ -253,6 +256,11 @@ impl Index {
             names,
             ..Default::default()
         }
+    }
+
+    /// The scheduler's first name (what its writes say they come from).
+    pub fn scheduler_name(&self) -> &str {
+        self.names.first().map_or("rust-batch", |n| n.as_str())
     }
 
     fn ours(&self, pod: &Pod) -> bool {
@@ -1115,6 +1123,9 @@ impl Index {
         if !store_newest(self.groups.typed_mut::<G>(), key.clone(), pg) {
             return Wake::No;
         }
+        if pg.workload_ref().is_some() {
+            self.workloads.dirty.insert(key.clone());
+        }
         self.status_touched.groups.insert(key.clone());
         if self.refresh_group(&key) {
             Wake::Now
@@ -1245,6 +1256,68 @@ impl Index {
         job.tasks().is_empty() && self.foreign_members.contains_key(key)
     }
 
+    // ----- Workloads (scheduling.k8s.io) -------------------------------------------------
+
+    /// A Workload from the watch: nothing a cycle reads, only what explain and the
+    /// PodGroups' events say of the groups that name it.
+    pub fn apply_workload(&mut self, w: &Workload) -> Wake {
+        let key = key_of_group(w);
+        if store_newest(&mut self.workloads.objects, key, w) {
+            self.touch_workload_refs(&w.namespace().unwrap_or_default());
+        }
+        Wake::No
+    }
+
+    pub fn delete_workload(&mut self, key: &str) {
+        if self.workloads.objects.remove(key).is_some() {
+            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+            self.touch_workload_refs(ns);
+        }
+    }
+
+    pub fn workload_keys(&self) -> Vec<String> {
+        self.workloads.objects.keys().cloned().collect()
+    }
+
+    fn touch_workload_refs(&mut self, ns: &str) {
+        let mut refs = Vec::new();
+        for store in self.groups.all() {
+            for key in store.keys() {
+                let has_ref = store.workload_ref(&key).is_some();
+                refs.push((key, has_ref));
+            }
+        }
+        self.workloads.touch_namespace(ns, refs);
+    }
+
+    /// What the `workloadRef` of gang `key`'s PodGroup points at, if it has one.
+    pub fn workload_link(&self, key: &str) -> Option<WorkloadLink> {
+        let r = self.groups.defining(key)?.workload_ref(key)?;
+        let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+        Some(workload_link(ns, r, &self.workloads.objects))
+    }
+
+    /// Tells each PodGroup whose `workloadRef` changed, or whose Workload did, when the
+    /// reference does not resolve (one event until that changes). Called once the lists
+    /// are in: a Workload not listed yet is not missing.
+    pub fn report_workload_refs(&mut self) {
+        let dirty: Vec<String> = self.workloads.dirty.drain().collect();
+        for key in dirty {
+            let Some(r) = self.group_ref(&key) else {
+                continue;
+            };
+            match self.workload_link(&key) {
+                Some(link) if link.found.is_err() => {
+                    self.report(r, EventType::Warning, WORKLOAD_REFERENCE, link.describe())
+                }
+                _ => {
+                    let uid = r.uid.unwrap_or_default();
+                    self.events.forget_reason(&uid, WORKLOAD_REFERENCE);
+                }
+            }
+        }
+    }
+
     // ----- the debug API's view ------------------------------------------------------
 
     /// Every gang's key.
@@ -1269,6 +1342,7 @@ impl Index {
             .collect();
         held.sort();
         Some(GangView {
+            workload: self.workload_link(key).map(|l| l.describe()),
             dialect: self.group_dialect(key),
             verdict: self.verdicts.get(key).cloned(),
             job,
@@ -1285,6 +1359,8 @@ pub struct GangView {
     pub verdict: Option<Verdict>,
     /// Members kept out of the engine (`namespace/name`, why), by name.
     pub held: Vec<(String, String)>,
+    /// The Workload and template its PodGroup names, in words.
+    pub workload: Option<String>,
 }
 
 #[cfg(test)]
