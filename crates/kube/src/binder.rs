@@ -505,7 +505,6 @@ impl Binder {
             }
         }
     }
-}
 
     /// What kube-scheduler does to a victim once the dry-run eviction said yes: the
     /// `DisruptionTarget` condition on its status, then the delete (of this pod, by uid).

@@ -1,9 +1,9 @@
 //! One trait for a gang kind: a PodGroup API type, its CRD (or none: built in), how its
 //! pods point at it, its conversion to the engine's gang, its status patch, whether the API
-//! server may lack it. A kind is
-//! one file implementing [`GangKind`] plus one line in [`super::KINDS`]; the index stores
-//! its objects, the driver watches them and the status writer writes them through the
-//! type-erased [`Kind`] that line makes.
+//! server may lack it. A kind is one file implementing [`GangKind`] plus one line in
+//! [`super::KINDS`]; the index stores its objects, the driver watches them, the status
+//! writer writes them and `crds` writes their CRDs through the type-erased [`Kind`] that
+//! line makes.
 
 use std::any::Any;
 use std::collections::HashMap;
