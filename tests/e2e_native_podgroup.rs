@@ -733,6 +733,8 @@ async fn a_deleted_podgroup_leaves_its_waiting_members_waiting() {
         .expect("finalizer removed");
     member(&client, ns, name, "g1", "gone", "1", json!({})).await;
     event_with(&client, ns, "g0", "FailedScheduling", "was deleted").await;
+    // A pod naming the group after it went is told the same.
+    event_with(&client, ns, "g1", "FailedScheduling", "was deleted").await;
     for _ in 0..6 {
         let pods = check_invariants(&client, ns).await;
         for pod in ["g0", "g1"] {

@@ -192,6 +192,11 @@ pub struct Index {
     pub workloads: Workloads,
 }
 
+/// What a pending pod is told when its PodGroup is deleted (or it names one deleted).
+fn deleted_group_message(key: &str) -> String {
+    format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again")
+}
+
 /// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
 /// still a valid cache (every update is a sequence of complete steps), so carry on.
 pub fn lock(index: &Mutex<Index>) -> MutexGuard<'_, Index> {
@@ -670,9 +675,6 @@ impl Index {
         let mut missing = Vec::new();
         let mut waiting = HashMap::new();
         for (key, uids) in self.cache.orphans() {
-            if self.deleted_groups.contains(&**key) {
-                continue;
-            }
             for uid in uids {
                 if let Some(p) = self.cache.pod(uid) {
                     if p.task.status == TaskStatus::Pending {
@@ -690,7 +692,9 @@ impl Index {
             let group = key.split_once('/').map_or(key.as_str(), |x| x.1);
             // An object that exists but cannot be used got an event saying why.
             let message = match self.group_dialect(&key) {
-                Some(d) => format!(
+                // The pods waiting when it went were told so then (the same words, so
+                // told once); a pod naming it since is told now.
+                None if self.deleted_groups.contains(&key) => deleted_group_message(&key),
                     "PodGroup {group} ({}) cannot be used (see its events); the pod waits \
                      until it is fixed",
                     d.api_group()
@@ -1245,7 +1249,7 @@ impl Index {
                 pod_ref(&ns, &name, &uid),
                 EventType::Warning,
                 "FailedScheduling",
-                format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again"),
+                deleted_group_message(key),
             );
         }
     }
@@ -1622,6 +1626,19 @@ mod tests {
         assert!(st
             .events
             .last("waiting", "FailedScheduling")
+            .is_some_and(|m| m.contains("PodGroup ns/g was deleted")));
+        // Told once: the missing group's report says the same words; a pod naming the
+        // deleted group since is told them too.
+        st.report_missing_groups(0);
+        let before = st.events.kept.len();
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        assert_eq!(st.events.kept.len(), before, "said once");
+        st.apply_pod(&pod("late", false, "rust-batch"));
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        st.report_missing_groups(2 * MISSING_GROUP_GRACE_MS);
+        assert!(st
+            .events
+            .last("late", "FailedScheduling")
             .is_some_and(|m| m.contains("PodGroup ns/g was deleted")));
     }
 
