@@ -428,7 +428,9 @@ impl Binder {
     /// `PreemptionByScheduler`) patched on its status, then the pod deleted. The eviction
     /// API would overwrite that reason with its own (`EvictionByEvictionAPI`), so it is
     /// asked first as a dry run: the budget check and the leader fence still say yes or no
-    /// before anything is written.
+    /// before anything is written. The delete itself carries no fence (a DELETE has no
+    /// object to annotate): a replica frozen between the two could still delete one
+    /// victim it chose as leader.
     async fn evict(&self, e: Eviction) {
         let api = Api::<Pod>::namespaced(self.client.clone(), &e.namespace);
         let r = pod_ref(&e.namespace, &e.name, &e.task);
