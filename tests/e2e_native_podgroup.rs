@@ -486,6 +486,33 @@ fn holding(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usiz
         .count()
 }
 
+/// The PriorityClasses the preemption tests use (kept from an earlier test or run).
+async fn priority_classes(client: &Client) {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let classes = Api::<PriorityClass>::all(client.clone());
+    // The Priority admission plugin checks a PodGroup's preemptionPolicy against its class
+    // (1.37.2 defaults an unset one to PreemptLowerPriority first, so a class saying Never
+    // needs the field set to Never too): `e2e-native-polite` says Never.
+    for (class, value, policy) in [
+        ("e2e-native-low", 10, "PreemptLowerPriority"),
+        ("e2e-native-high", 1000, "PreemptLowerPriority"),
+        ("e2e-native-polite", 1000, "Never"),
+    ] {
+        let pc: PriorityClass = serde_json::from_value(
+            json!({"metadata": {"name": class}, "value": value, "preemptionPolicy": policy}),
+        )
+        .unwrap();
+        let _ = classes.create(&PostParams::default(), &pc).await; // kept from an earlier run
+    }
+}
+
+/// The preempt action's configuration, written for scheduler `name`.
+fn preempt_conf(name: &str) -> String {
+    let conf = std::env::temp_dir().join(format!("{name}-{}.conf", std::process::id()));
+    std::fs::write(&conf, PREEMPT_CONF).unwrap();
+    conf.display().to_string()
+}
+
 /// The `DisruptionTarget` condition (reason, message) each pod of `ns` was last seen with,
 /// by name, from a watch (a deleted pod's last state included), kept while the task runs.
 fn disruption_targets(
@@ -535,30 +562,13 @@ fn disruption_targets(
 /// before it goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
-    use k8s_openapi::api::scheduling::v1::PriorityClass;
     let client = client().await;
     let name = "rb-native-preempt";
-    let conf = std::env::temp_dir().join(format!("{name}-{}.conf", std::process::id()));
-    std::fs::write(&conf, PREEMPT_CONF).unwrap();
-    let conf = conf.display().to_string();
+    let conf = preempt_conf(name);
     let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
     let ns = "e2e-native-preempt";
     namespace(&client, ns).await;
-    let classes = Api::<PriorityClass>::all(client.clone());
-    // The Priority admission plugin checks a PodGroup's preemptionPolicy against its class
-    // (1.37.2 defaults an unset one to PreemptLowerPriority first, so a class saying Never
-    // needs the field set to Never too): `e2e-native-polite` says Never.
-    for (class, value, policy) in [
-        ("e2e-native-low", 10, "PreemptLowerPriority"),
-        ("e2e-native-high", 1000, "PreemptLowerPriority"),
-        ("e2e-native-polite", 1000, "Never"),
-    ] {
-        let pc: PriorityClass = serde_json::from_value(
-            json!({"metadata": {"name": class}, "value": value, "preemptionPolicy": policy}),
-        )
-        .unwrap();
-        let _ = classes.create(&PostParams::default(), &pc).await; // kept from an earlier run
-    }
+    priority_classes(&client).await;
     nodes(&client, ns, ns, 2, "2", json!({})).await;
     native_group(
         &client,
@@ -671,6 +681,89 @@ async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
         targets.keys().all(|p| p.starts_with("low-")),
         "only the victims: {targets:?}"
     );
+}
+
+/// `disruptionMode: single` (the default): a preemptor facing a group with two members
+/// above its minCount takes those two alone — each with its `DisruptionTarget` condition —
+/// and the group keeps running at its minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_mode_groups_lose_only_their_surplus() {
+    let client = client().await;
+    let name = "rb-native-single";
+    let conf = preempt_conf(name);
+    let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
+    let ns = "e2e-native-single";
+    namespace(&client, ns).await;
+    priority_classes(&client).await;
+    nodes(&client, ns, ns, 2, "2", json!({})).await;
+    native_group(
+        &client,
+        ns,
+        "low",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-low", "disruptionMode": {"single": {}}}),
+    )
+    .await;
+    for i in 0..4 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("low-{i}"),
+            "low",
+            "e2e-native-low",
+        )
+        .await;
+    }
+    all_bound(&client, ns, 4, "the low group bound").await;
+    let (targets, watching) = disruption_targets(&client, ns);
+    native_group(
+        &client,
+        ns,
+        "high",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-high"}),
+    )
+    .await;
+    for i in 0..2 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("high-{i}"),
+            "high",
+            "e2e-native-high",
+        )
+        .await;
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "the high group bound beside the low group's minimum",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (holding(&pods, "high-") == 2).then_some(())
+        },
+    )
+    .await;
+    for _ in 0..4 {
+        let pods = check_invariants(&client, ns).await;
+        assert_eq!(holding(&pods, "low-"), 2, "only the surplus went");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let targets = wait_for(
+        Duration::from_secs(30),
+        "the two victims seen with their DisruptionTarget condition",
+        || async {
+            let t = targets.lock().unwrap().clone();
+            (t.len() == 2).then_some(t)
+        },
+    )
+    .await;
+    watching.abort();
+    for (pod, (reason, _)) in &targets {
+        assert!(pod.starts_with("low-"), "{targets:?}");
+        assert_eq!(reason, "PreemptionByScheduler");
+    }
 }
 
 /// A PodGroup deleted while its members wait. The API server keeps it while pods name it
