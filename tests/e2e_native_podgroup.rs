@@ -513,15 +513,12 @@ fn preempt_conf(name: &str) -> String {
     conf.display().to_string()
 }
 
+/// Pods' `DisruptionTarget` conditions by pod name: (reason, message).
+type Seen = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (String, String)>>>;
+
 /// The `DisruptionTarget` condition (reason, message) each pod of `ns` was last seen with,
 /// by name, from a watch (a deleted pod's last state included), kept while the task runs.
-fn disruption_targets(
-    client: &Client,
-    ns: &str,
-) -> (
-    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (String, String)>>>,
-    tokio::task::JoinHandle<()>,
-) {
+fn disruption_targets(client: &Client, ns: &str) -> (Seen, tokio::task::JoinHandle<()>) {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
