@@ -695,6 +695,7 @@ impl Index {
                 // The pods waiting when it went were told so then (the same words, so
                 // told once); a pod naming it since is told now.
                 None if self.deleted_groups.contains(&key) => deleted_group_message(&key),
+                Some(d) => format!(
                     "PodGroup {group} ({}) cannot be used (see its events); the pod waits \
                      until it is fixed",
                     d.api_group()
