@@ -166,7 +166,8 @@ mod tests {
 
     /// `disruptionMode: All` (Kubernetes' PodGroup) holds for reclaim as for preempt: q-a
     /// runs `whole` (minimum 1 of 2 pods, disrupted only whole) and `a` (1 of 2); q-b's
-    /// gang wants 2 CPUs. `whole` never loses one pod alone: it goes whole, or `a` does.
+    /// gang wants 2 CPUs. `whole` never loses one pod alone, though one of its pods above
+    /// its minimum would be a candidate if it were `single`.
     #[test]
     fn a_gang_disrupted_only_whole_is_reclaimed_whole_or_not_at_all() {
         let mut cache = cache_with_default_queue();
@@ -193,7 +194,6 @@ mod tests {
             .apply(&mut cache);
         let result = run_cycle(&cache, Some(RECLAIM));
         let by_job = evicted(&result);
-        assert_eq!(by_job.values().sum::<usize>(), 2, "{by_job:?}");
         assert!(
             matches!(by_job.get("default/whole"), None | Some(2)),
             "all of it or none: {by_job:?}"
