@@ -247,9 +247,7 @@ async fn pods_wait_for_a_podgroup_that_does_not_exist_yet() {
     let note = event_with(&client, ns, "late", "WorkloadReference", "nowhere").await;
     assert_eq!(
         note,
-        format!(
-            "workload {ns}/nowhere, template workers: Workload {ns}/nowhere does not exist"
-        )
+        format!("workload {ns}/nowhere, template workers: Workload {ns}/nowhere does not exist")
     );
 }
 
@@ -803,7 +801,13 @@ async fn a_deleted_podgroup_leaves_its_waiting_members_waiting() {
     );
     stays_unbound(&client, ns, 2).await;
     member(&client, ns, name, "k2", "kept", "1", json!({})).await;
-    all_bound(&client, ns, 3, "the gang of the PodGroup being deleted bound whole").await;
+    all_bound(
+        &client,
+        ns,
+        3,
+        "the gang of the PodGroup being deleted bound whole",
+    )
+    .await;
 
     // Really gone: its members wait, told once.
     native_group(&client, ns, "gone", gang(2)).await;
@@ -828,7 +832,11 @@ async fn a_deleted_podgroup_leaves_its_waiting_members_waiting() {
     for _ in 0..6 {
         let pods = check_invariants(&client, ns).await;
         for pod in ["g0", "g1"] {
-            assert_eq!(node_of(&pods[pod]), None, "{pod} bound without its PodGroup");
+            assert_eq!(
+                node_of(&pods[pod]),
+                None,
+                "{pod} bound without its PodGroup"
+            );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -839,5 +847,11 @@ async fn a_deleted_podgroup_leaves_its_waiting_members_waiting() {
         .count();
     assert_eq!(told, 1, "told once");
     native_group(&client, ns, "gone", gang(2)).await;
-    all_bound(&client, ns, 5, "the gang bound once its PodGroup exists again").await;
+    all_bound(
+        &client,
+        ns,
+        5,
+        "the gang bound once its PodGroup exists again",
+    )
+    .await;
 }

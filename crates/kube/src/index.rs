@@ -24,7 +24,9 @@ use super::dialects::kind::{Dialect, GangKind, Groups, KindContext};
 use super::dialects::volcano::{
     hypernode_to_spec, queue_problems, queue_to_info, HyperNode, Queue,
 };
-use super::dialects::workload::{workload_link, Workload, WorkloadLink, Workloads, WORKLOAD_REFERENCE};
+use super::dialects::workload::{
+    workload_link, Workload, WorkloadLink, Workloads, WORKLOAD_REFERENCE,
+};
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;

@@ -98,11 +98,13 @@ impl Workloads {
 
 /// A template in a few words: its policy, topology, disruption mode and priority class.
 fn template_summary(t: &PodGroupTemplate) -> String {
-    let mut parts = vec![match (&t.scheduling_policy.gang, &t.scheduling_policy.basic) {
-        (Some(g), _) => format!("gang minCount {}", g.min_count),
-        (None, Some(_)) => "basic (no gang)".to_string(),
-        (None, None) => "no scheduling policy".to_string(),
-    }];
+    let mut parts = vec![
+        match (&t.scheduling_policy.gang, &t.scheduling_policy.basic) {
+            (Some(g), _) => format!("gang minCount {}", g.min_count),
+            (None, Some(_)) => "basic (no gang)".to_string(),
+            (None, None) => "no scheduling policy".to_string(),
+        },
+    ];
     let keys: Vec<&str> = t
         .scheduling_constraints
         .as_ref()
