@@ -14,10 +14,9 @@ use std::time::Duration;
 use common::operators::Operator;
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::Client;
-use rust_batch::kube::dialects::native::{NativePodGroup, INITIALLY_SCHEDULED};
+use rust_batch::kube::dialects::native::NativePodGroup;
 use serde_json::json;
 
 /// kube-controller-manager running the Job controller only, with the gates that make it
@@ -57,10 +56,6 @@ async fn gang_job(client: &Client, ns: &str, name: &str, scheduler: &str, pods: 
         .expect("Job created (is WorkloadWithJob on in the API server?)");
 }
 
-fn bound(pods: &std::collections::BTreeMap<String, Pod>) -> usize {
-    pods.values().filter(|p| node_of(p).is_some()).count()
-}
-
 /// The PodGroup the Job controller made for the Job's pods, with its gang minCount, once
 /// `n` pods exist and every one names it.
 async fn job_pod_group(client: &Client, ns: &str, n: usize) -> (String, i32) {
@@ -89,25 +84,14 @@ async fn job_pod_group(client: &Client, ns: &str, n: usize) -> (String, i32) {
     .await
 }
 
-async fn condition(client: &Client, ns: &str, group: &str) -> Option<(String, String)> {
-    let pg = Api::<NativePodGroup>::namespaced(client.clone(), ns)
-        .get(group)
-        .await
-        .ok()?;
-    pg.status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == INITIALLY_SCHEDULED)
-        .map(|c| (c.status, c.reason))
-}
-
 /// A Job that does not fit waits whole — no pod bound while the PodGroup says
-/// Unschedulable — and binds whole once a node comes; one that fits binds whole at once.
+/// Unschedulable, and explain names the Workload and template its PodGroup was made from —
+/// and binds whole once a node comes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
     let client = client().await;
     let scheduler = "rb-job-controller";
-    let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
+    let (_scheduler, port) = start_ready_scheduler(scheduler, &[]).await;
     let mut controller = job_controller();
     let ns = "e2e-job-controller";
     namespace(&client, ns).await;
@@ -121,14 +105,14 @@ async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
     gang_job(&client, ns, "train", scheduler, 6, "1").await;
     let (group, min) = job_pod_group(&client, ns, 6).await;
     assert_eq!(min, 6, "the Job controller's gang minCount");
-    let (status, reason) = wait_for(
+    let (status, reason, _) = wait_for(
         Duration::from_secs(30),
         "PodGroupInitiallyScheduled=False on the Job's PodGroup",
         || async {
             check_invariants(&client, ns).await;
-            condition(&client, ns, &group)
+            initially_scheduled(&client, ns, &group)
                 .await
-                .filter(|(s, _)| s == "False")
+                .filter(|(s, _, _)| s == "False")
         },
     )
     .await;
@@ -136,11 +120,15 @@ async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
         (status.as_str(), reason.as_str()),
         ("False", "Unschedulable")
     );
-    for _ in 0..8 {
-        let pods = check_invariants(&client, ns).await;
-        assert_eq!(bound(&pods), 0, "a pod of the waiting gang was bound");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    stays_unbound(&client, ns, 4).await;
+    // The PodGroup's workloadRef, read with the Workload the controller made: explain
+    // names both, and what the template says.
+    let text = explain(port, &format!("{ns}/{group}"));
+    assert!(
+        text.contains(&format!("workload {ns}/train-"))
+            && text.contains("template train-pgt-0: gang minCount 6"),
+        "{text}"
+    );
     assert!(
         controller.running(),
         "kube-controller-manager exited:\n{}",
@@ -150,18 +138,14 @@ async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
     // A third node: now the six fit, and all bind.
     let node = format!("{ns}-2");
     fake_node(&client, &node, ns, json!({"cpu": "2", "memory": "8Gi"})).await;
-    wait_for(Duration::from_secs(45), "the whole Job bound", || async {
-        let pods = check_invariants(&client, ns).await;
-        (bound(&pods) == 6).then_some(())
-    })
-    .await;
-    let (status, _) = wait_for(
+    all_bound(&client, ns, 6, "the whole Job bound").await;
+    let (status, _, _) = wait_for(
         Duration::from_secs(30),
         "PodGroupInitiallyScheduled=True",
         || async {
-            condition(&client, ns, &group)
+            initially_scheduled(&client, ns, &group)
                 .await
-                .filter(|(s, _)| s == "True")
+                .filter(|(s, _, _)| s == "True")
         },
     )
     .await;

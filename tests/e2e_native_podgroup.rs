@@ -12,22 +12,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::Client;
-use rust_batch::kube::dialects::native::{NativePodGroup, INITIALLY_SCHEDULED};
+use rust_batch::kube::dialects::native::NativePodGroup;
+use rust_batch::kube::dialects::workload::Workload;
 use serde_json::{json, Value};
-
-/// A `scheduling.k8s.io/v1beta1` PodGroup with `spec` in namespace `ns`.
-async fn native_group(client: &Client, ns: &str, name: &str, spec: Value) {
-    let pg: NativePodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec
-    }))
-    .unwrap();
-    Api::<NativePodGroup>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pg)
-        .await
-        .expect("scheduling.k8s.io PodGroup created (is scheduling.k8s.io/v1beta1 served?)");
-}
 
 fn gang(min: i32) -> Value {
     json!({"schedulingPolicy": {"gang": {"minCount": min}}})
@@ -70,21 +57,18 @@ async fn nodes(client: &Client, ns: &str, prefix: &str, count: usize, cpu: &str,
     }
 }
 
-/// The PodGroupInitiallyScheduled condition of a native PodGroup: (status, reason, message).
-async fn initially_scheduled(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Option<(String, String, String)> {
-    let pg = Api::<NativePodGroup>::namespaced(client.clone(), ns)
-        .get(name)
+/// A `scheduling.k8s.io/v1beta1` Workload with `templates` (its podGroupTemplates).
+async fn workload(client: &Client, ns: &str, name: &str, templates: Value) {
+    let w: Workload = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"podGroupTemplates": templates}
+    }))
+    .unwrap();
+    Api::<Workload>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &w)
         .await
-        .ok()?;
-    pg.status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == INITIALLY_SCHEDULED)
-        .map(|c| (c.status, c.reason, c.message))
+        .expect("Workload created");
 }
 
 async fn resource_version(client: &Client, ns: &str, name: &str) -> String {
@@ -95,32 +79,6 @@ async fn resource_version(client: &Client, ns: &str, name: &str) -> String {
         .metadata
         .resource_version
         .unwrap()
-}
-
-fn bound(pods: &std::collections::BTreeMap<String, Pod>) -> usize {
-    pods.values().filter(|p| node_of(p).is_some()).count()
-}
-
-/// Polls for `secs` seconds that no pod of `ns` is bound (and the invariants hold).
-async fn stays_unbound(client: &Client, ns: &str, secs: u64) {
-    for _ in 0..secs * 2 {
-        let pods = check_invariants(client, ns).await;
-        assert_eq!(bound(&pods), 0, "{ns}: bound too early");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn all_bound(
-    client: &Client,
-    ns: &str,
-    n: usize,
-    what: &str,
-) -> std::collections::BTreeMap<String, Pod> {
-    wait_for(Duration::from_secs(45), what, || async {
-        let pods = check_invariants(client, ns).await;
-        (pods.len() == n && bound(&pods) == n).then_some(pods)
-    })
-    .await
 }
 
 async fn event_with(client: &Client, ns: &str, pod: &str, reason: &str, text: &str) -> String {
@@ -140,18 +98,29 @@ async fn event_with(client: &Client, ns: &str, pod: &str, reason: &str, text: &s
 }
 
 /// gang.minCount: fewer members than minCount wait (the PodGroup says
-/// PodGroupInitiallyScheduled=False, reason Unschedulable, once, and is not rewritten while
-/// nothing changes); the last member makes the whole gang bind, and the condition turns
-/// True (reason Scheduled) for good.
+/// PodGroupInitiallyScheduled=False, reason Unschedulable, once, gets one GangIncomplete
+/// event, and is not rewritten while nothing changes); explain names the Workload and
+/// template its `workloadRef` points at; the last member makes the whole gang bind, and the
+/// condition turns True (reason Scheduled) for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_waits_for_min_count_then_binds_whole_and_says_so() {
     let client = client().await;
     let name = "rb-native-gang";
-    let (_scheduler, _port) = start_ready_scheduler(name, &[]).await;
+    let (_scheduler, port) = start_ready_scheduler(name, &[]).await;
     let ns = "e2e-native-mincount";
     namespace(&client, ns).await;
     nodes(&client, ns, ns, 2, "2", json!({})).await;
-    native_group(&client, ns, "train", gang(3)).await;
+    workload(
+        &client,
+        ns,
+        "training",
+        json!([{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 3}},
+                "disruptionMode": {"all": {}}}]),
+    )
+    .await;
+    let mut spec = gang(3);
+    spec["workloadRef"] = json!({"workloadName": "training", "templateName": "workers"});
+    native_group(&client, ns, "train", spec).await;
     for i in 0..2 {
         member(&client, ns, name, &format!("w{i}"), "train", "1", json!({})).await;
     }
@@ -182,6 +151,23 @@ async fn a_gang_waits_for_min_count_then_binds_whole_and_says_so() {
         resource_version(&client, ns, "train").await,
         version,
         "the waiting PodGroup is not rewritten"
+    );
+    // One event says so, on the PodGroup; its pods get none (their condition says it).
+    let said = pod_events(&client, ns, "train").await;
+    let incomplete: Vec<&(String, String)> =
+        said.iter().filter(|(r, _)| r == "GangIncomplete").collect();
+    assert_eq!(incomplete.len(), 1, "{said:?}");
+    assert!(incomplete[0].1.contains("minimum of 3"), "{said:?}");
+    for pod in ["w0", "w1"] {
+        let said = pod_events(&client, ns, pod).await;
+        assert!(said.is_empty(), "{pod}: {said:?}");
+    }
+    let text = explain(port, &format!("{ns}/train"));
+    assert!(
+        text.contains(&format!(
+            "workload {ns}/training, template workers: gang minCount 3, disruptionMode all"
+        )),
+        "{text}"
     );
     member(&client, ns, name, "w2", "train", "1", json!({})).await;
     all_bound(&client, ns, 3, "the whole gang bound").await;
@@ -226,7 +212,8 @@ async fn basic_policy_places_pods_alone() {
 }
 
 /// A pod naming a PodGroup that does not exist yet waits (one event, after the lists are
-/// in); the PodGroup appearing lets the gang bind.
+/// in); the PodGroup appearing lets the gang bind. Its `workloadRef` names a Workload that
+/// does not exist: the PodGroup is told so, and it binds all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_wait_for_a_podgroup_that_does_not_exist_yet() {
     let client = client().await;
@@ -253,8 +240,15 @@ async fn pods_wait_for_a_podgroup_that_does_not_exist_yet() {
         .filter(|(_, n)| n.contains("does not exist"))
         .count();
     assert_eq!(told, 1, "told once");
-    native_group(&client, ns, "late", gang(2)).await;
+    let mut spec = gang(2);
+    spec["workloadRef"] = json!({"workloadName": "nowhere", "templateName": "workers"});
+    native_group(&client, ns, "late", spec).await;
     all_bound(&client, ns, 2, "the gang bound once its PodGroup exists").await;
+    let note = event_with(&client, ns, "late", "WorkloadReference", "nowhere").await;
+    assert_eq!(
+        note,
+        format!("workload {ns}/nowhere, template workers: Workload {ns}/nowhere does not exist")
+    );
 }
 
 /// schedulingConstraints.topology[].key: the whole group in one domain of that node label,
@@ -490,22 +484,9 @@ fn holding(pods: &std::collections::BTreeMap<String, Pod>, prefix: &str) -> usiz
         .count()
 }
 
-/// With the `preempt` action: a higher-priority group whose PodGroup says
-/// `preemptionPolicy: Never` (from its PriorityClass; its pods' class says
-/// PreemptLowerPriority) waits for room and evicts nobody; one that may preempt, facing
-/// a group of `disruptionMode: All` with two members above its minCount, evicts that whole
-/// group — not only the surplus, as it would for `Single`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
+/// The PriorityClasses the preemption tests use (kept from an earlier test or run).
+async fn priority_classes(client: &Client) {
     use k8s_openapi::api::scheduling::v1::PriorityClass;
-    let client = client().await;
-    let name = "rb-native-preempt";
-    let conf = std::env::temp_dir().join(format!("{name}-{}.conf", std::process::id()));
-    std::fs::write(&conf, PREEMPT_CONF).unwrap();
-    let conf = conf.display().to_string();
-    let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
-    let ns = "e2e-native-preempt";
-    namespace(&client, ns).await;
     let classes = Api::<PriorityClass>::all(client.clone());
     // The Priority admission plugin checks a PodGroup's preemptionPolicy against its class
     // (1.37.2 defaults an unset one to PreemptLowerPriority first, so a class saying Never
@@ -521,6 +502,68 @@ async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
         .unwrap();
         let _ = classes.create(&PostParams::default(), &pc).await; // kept from an earlier run
     }
+}
+
+/// The preempt action's configuration, written for scheduler `name`.
+fn preempt_conf(name: &str) -> String {
+    let conf = std::env::temp_dir().join(format!("{name}-{}.conf", std::process::id()));
+    std::fs::write(&conf, PREEMPT_CONF).unwrap();
+    conf.display().to_string()
+}
+
+/// Pods' `DisruptionTarget` conditions by pod name: (reason, message).
+type Seen = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (String, String)>>>;
+
+/// The `DisruptionTarget` condition (reason, message) each pod of `ns` was last seen with,
+/// by name, from a watch (a deleted pod's last state included), kept while the task runs.
+fn disruption_targets(client: &Client, ns: &str) -> (Seen, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let api = Api::<Pod>::namespaced(client.clone(), ns);
+    let into = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let pod = match event {
+                Ok(Event::Apply(p) | Event::InitApply(p) | Event::Delete(p)) => p,
+                _ => continue,
+            };
+            let target = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "DisruptionTarget"))
+                .map(|c| {
+                    (
+                        c.reason.clone().unwrap_or_default(),
+                        c.message.clone().unwrap_or_default(),
+                    )
+                });
+            if let (Some(name), Some(target)) = (pod.metadata.name.clone(), target) {
+                into.lock().unwrap().insert(name, target);
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// With the `preempt` action: a higher-priority group whose PodGroup says
+/// `preemptionPolicy: Never` (from its PriorityClass; its pods' class says
+/// PreemptLowerPriority) waits for room and evicts nobody; one that may preempt, facing
+/// a group of `disruptionMode: All` with two members above its minCount, evicts that whole
+/// group — not only the surplus, as it would for `Single` — and each victim carries the
+/// `DisruptionTarget` condition kube-scheduler writes (reason `PreemptionByScheduler`)
+/// before it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
+    let client = client().await;
+    let name = "rb-native-preempt";
+    let conf = preempt_conf(name);
+    let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
+    let ns = "e2e-native-preempt";
+    namespace(&client, ns).await;
+    priority_classes(&client).await;
     nodes(&client, ns, ns, 2, "2", json!({})).await;
     native_group(
         &client,
@@ -580,6 +623,7 @@ async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
             .expect("pending pod deleted");
     }
 
+    let (targets, watching) = disruption_targets(&client, ns);
     native_group(
         &client,
         ns,
@@ -606,6 +650,208 @@ async fn never_preempting_groups_wait_and_all_mode_groups_are_evicted_whole() {
             let pods = check_invariants(&client, ns).await;
             (holding(&pods, "low-") == 0 && holding(&pods, "high-") == 2).then_some(())
         },
+    )
+    .await;
+    let targets = wait_for(
+        Duration::from_secs(30),
+        "each victim seen with its DisruptionTarget condition",
+        || async {
+            let t = targets.lock().unwrap().clone();
+            ((0..4).all(|i| t.contains_key(&format!("low-{i}")))).then_some(t)
+        },
+    )
+    .await;
+    watching.abort();
+    for i in 0..4 {
+        assert_eq!(
+            targets[&format!("low-{i}")],
+            (
+                "PreemptionByScheduler".to_string(),
+                format!("{name}: preempting to accommodate a higher priority podgroup")
+            ),
+            "low-{i}"
+        );
+    }
+    assert!(
+        targets.keys().all(|p| p.starts_with("low-")),
+        "only the victims: {targets:?}"
+    );
+}
+
+/// `disruptionMode: single` (the default): a preemptor facing a group with two members
+/// above its minCount takes those two alone — each with its `DisruptionTarget` condition —
+/// and the group keeps running at its minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_mode_groups_lose_only_their_surplus() {
+    let client = client().await;
+    let name = "rb-native-single";
+    let conf = preempt_conf(name);
+    let (_scheduler, _port) = start_ready_scheduler(name, &["--scheduler-conf", &conf]).await;
+    let ns = "e2e-native-single";
+    namespace(&client, ns).await;
+    priority_classes(&client).await;
+    nodes(&client, ns, ns, 2, "2", json!({})).await;
+    native_group(
+        &client,
+        ns,
+        "low",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-low", "disruptionMode": {"single": {}}}),
+    )
+    .await;
+    for i in 0..4 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("low-{i}"),
+            "low",
+            "e2e-native-low",
+        )
+        .await;
+    }
+    all_bound(&client, ns, 4, "the low group bound").await;
+    let (targets, watching) = disruption_targets(&client, ns);
+    native_group(
+        &client,
+        ns,
+        "high",
+        json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+               "priorityClassName": "e2e-native-high"}),
+    )
+    .await;
+    for i in 0..2 {
+        classed_member(
+            &client,
+            ns,
+            name,
+            &format!("high-{i}"),
+            "high",
+            "e2e-native-high",
+        )
+        .await;
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "the high group bound beside the low group's minimum",
+        || async {
+            let pods = check_invariants(&client, ns).await;
+            (holding(&pods, "high-") == 2).then_some(())
+        },
+    )
+    .await;
+    for _ in 0..4 {
+        let pods = check_invariants(&client, ns).await;
+        assert_eq!(holding(&pods, "low-"), 2, "only the surplus went");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let targets = wait_for(
+        Duration::from_secs(30),
+        "the two victims seen with their DisruptionTarget condition",
+        || async {
+            let t = targets.lock().unwrap().clone();
+            (t.len() == 2).then_some(t)
+        },
+    )
+    .await;
+    watching.abort();
+    for (pod, (reason, _)) in &targets {
+        assert!(pod.starts_with("low-"), "{targets:?}");
+        assert_eq!(reason, "PreemptionByScheduler");
+    }
+}
+
+/// A PodGroup deleted while its members wait. The API server keeps it while pods name it
+/// (the PodGroupProtection admission plugin puts finalizer
+/// `scheduling.k8s.io/podgroup-protection` on every PodGroup; its controller removes it
+/// once no active pod names the group): the gang is still scheduled from it, whole. When
+/// it is really gone (its finalizer removed by hand), its waiting members keep waiting —
+/// never bound as lone pods, though each would fit alone — told once, until a PodGroup of
+/// that name exists again, as kube-scheduler holds pods whose PodGroup does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_podgroup_leaves_its_waiting_members_waiting() {
+    let client = client().await;
+    let name = "rb-native-deleted";
+    let (_scheduler, _port) = start_ready_scheduler(name, &[]).await;
+    let ns = "e2e-native-deleted";
+    namespace(&client, ns).await;
+    nodes(&client, ns, ns, 3, "2", json!({})).await;
+    let groups = Api::<NativePodGroup>::namespaced(client.clone(), ns);
+
+    // Deleted while in use: it stays, being deleted, and its gang binds whole from it.
+    native_group(&client, ns, "kept", gang(3)).await;
+    for i in 0..2 {
+        member(&client, ns, name, &format!("k{i}"), "kept", "1", json!({})).await;
+    }
+    stays_unbound(&client, ns, 2).await;
+    groups
+        .delete("kept", &Default::default())
+        .await
+        .expect("PodGroup delete accepted");
+    let kept = groups.get("kept").await.expect("held by its finalizer");
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    assert!(
+        kept.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "scheduling.k8s.io/podgroup-protection"),
+        "{:?}",
+        kept.metadata.finalizers
+    );
+    stays_unbound(&client, ns, 2).await;
+    member(&client, ns, name, "k2", "kept", "1", json!({})).await;
+    all_bound(
+        &client,
+        ns,
+        3,
+        "the gang of the PodGroup being deleted bound whole",
+    )
+    .await;
+
+    // Really gone: its members wait, told once.
+    native_group(&client, ns, "gone", gang(2)).await;
+    member(&client, ns, name, "g0", "gone", "1", json!({})).await;
+    event_with(&client, ns, "gone", "GangIncomplete", "minimum of 2").await;
+    groups
+        .delete("gone", &Default::default())
+        .await
+        .expect("PodGroup delete accepted");
+    groups
+        .patch(
+            "gone",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("finalizer removed");
+    member(&client, ns, name, "g1", "gone", "1", json!({})).await;
+    event_with(&client, ns, "g0", "FailedScheduling", "was deleted").await;
+    // A pod naming the group after it went is told the same.
+    event_with(&client, ns, "g1", "FailedScheduling", "was deleted").await;
+    for _ in 0..6 {
+        let pods = check_invariants(&client, ns).await;
+        for pod in ["g0", "g1"] {
+            assert_eq!(
+                node_of(&pods[pod]),
+                None,
+                "{pod} bound without its PodGroup"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let told = pod_events(&client, ns, "g0")
+        .await
+        .into_iter()
+        .filter(|(r, _)| r == "FailedScheduling")
+        .count();
+    assert_eq!(told, 1, "told once");
+    native_group(&client, ns, "gone", gang(2)).await;
+    all_bound(
+        &client,
+        ns,
+        5,
+        "the gang bound once its PodGroup exists again",
     )
     .await;
 }

@@ -52,6 +52,9 @@ pub fn explain(gang: &str, server: &str) -> anyhow::Result<ExitCode> {
         v["totalChildrenNum"],
         v["minRequiredNumber"]
     );
+    if let Some(workload) = v["workload"].as_str() {
+        println!("{workload}");
+    }
     if list("gangGroup") > 1 {
         let members: Vec<&str> = v["gangGroup"]
             .as_array()

@@ -793,3 +793,62 @@ fn is_root() -> bool {
         .and_then(|ids| ids.split_whitespace().nth(1))
         == Some("0")
 }
+
+// ----- Kubernetes' own gangs (scheduling.k8s.io/v1beta1) ----------------------------------
+
+/// How many of `pods` are bound to a node.
+pub fn bound(pods: &BTreeMap<String, Pod>) -> usize {
+    pods.values().filter(|p| node_of(p).is_some()).count()
+}
+
+/// Polls for `secs` seconds that no pod of `ns` is bound (and the invariants hold).
+pub async fn stays_unbound(client: &Client, ns: &str, secs: u64) {
+    for _ in 0..secs * 2 {
+        let pods = check_invariants(client, ns).await;
+        assert_eq!(bound(&pods), 0, "{ns}: bound too early");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits (45 s at most) until `ns` has exactly `n` pods, all bound (the invariants hold
+/// on every poll).
+pub async fn all_bound(client: &Client, ns: &str, n: usize, what: &str) -> BTreeMap<String, Pod> {
+    wait_for(Duration::from_secs(45), what, || async {
+        let pods = check_invariants(client, ns).await;
+        (pods.len() == n && bound(&pods) == n).then_some(pods)
+    })
+    .await
+}
+
+/// A `scheduling.k8s.io/v1beta1` PodGroup with `spec` in namespace `ns`.
+pub async fn native_group(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
+    use rust_batch::kube::dialects::native::NativePodGroup;
+    let pg: NativePodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec
+    }))
+    .unwrap();
+    Api::<NativePodGroup>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pg)
+        .await
+        .expect("scheduling.k8s.io PodGroup created (is scheduling.k8s.io/v1beta1 served?)");
+}
+
+/// The PodGroupInitiallyScheduled condition of a native PodGroup: (status, reason, message).
+pub async fn initially_scheduled(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Option<(String, String, String)> {
+    use rust_batch::kube::dialects::native::{NativePodGroup, INITIALLY_SCHEDULED};
+    let pg = Api::<NativePodGroup>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()?;
+    pg.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == INITIALLY_SCHEDULED)
+        .map(|c| (c.status, c.reason, c.message))
+}

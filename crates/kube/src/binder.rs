@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::{Api, PostParams};
+use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use ::kube::Client;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::Notify;
@@ -422,6 +422,15 @@ impl Binder {
 
     /// Evicts one pod. The eviction API honours PodDisruptionBudgets; a refusal leaves the
     /// pod running and the preemptor waiting for the next cycle.
+    ///
+    /// A victim of preempt or reclaim (the eviction names its preemptor) goes as
+    /// kube-scheduler's go: the `DisruptionTarget` condition (reason
+    /// `PreemptionByScheduler`) patched on its status, then the pod deleted. The eviction
+    /// API would overwrite that reason with its own (`EvictionByEvictionAPI`), so it is
+    /// asked first as a dry run: the budget check and the leader fence still say yes or no
+    /// before anything is written. The delete itself carries no fence (a DELETE has no
+    /// object to annotate): a replica frozen between the two could still delete one
+    /// victim it chose as leader.
     async fn evict(&self, e: Eviction) {
         let api = Api::<Pod>::namespaced(self.client.clone(), &e.namespace);
         let r = pod_ref(&e.namespace, &e.name, &e.task);
@@ -432,6 +441,10 @@ impl Binder {
         });
         if let Some(fence) = &self.fence {
             body["metadata"]["annotations"] = (**fence).clone();
+        }
+        let preempting = e.preemptor.is_some();
+        if preempting {
+            body["deleteOptions"] = serde_json::json!({"dryRun": ["All"]});
         }
         let refused = loop {
             self.gate.pass().await;
@@ -465,6 +478,10 @@ impl Binder {
                 _ => break Some(err.to_string()),
             }
         };
+        let refused = match refused {
+            None if preempting => self.preempt(&api, &e).await.err(),
+            other => other,
+        };
         let mut ix = lock(&self.index);
         match refused {
             None => ix.events.send(Event {
@@ -490,7 +507,91 @@ impl Binder {
             }
         }
     }
+
+    /// What kube-scheduler does to a victim once the dry-run eviction said yes: the
+    /// `DisruptionTarget` condition on its status, then the delete (of this pod, by uid).
+    /// A pod already gone is preempted.
+    async fn preempt(&self, api: &Api<Pod>, e: &Eviction) -> Result<(), String> {
+        let message = {
+            let ix = lock(&self.index);
+            disruption_message(&ix, e.preemptor.as_deref())
+        };
+        let patch = disruption_target_patch(&message, super::driver::now_ms());
+        self.gate.pass().await;
+        let sending = Sending::new(&self.in_flight);
+        let started = Instant::now();
+        let patched = api
+            .patch_status(&e.name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await;
+        drop(sending);
+        self.gate.record(&patched);
+        self.metrics
+            .api_write_timed("pod_status", started.elapsed(), patched.as_ref().err());
+        match patched {
+            Ok(_) => {}
+            Err(err) if matches!(Failure::of(&err), Failure::NotFound) => return Ok(()),
+            Err(err) => return Err(format!("the DisruptionTarget condition: {err}")),
+        }
+        self.gate.pass().await;
+        let sending = Sending::new(&self.in_flight);
+        let started = Instant::now();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(e.task.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let deleted = api.delete(&e.name, &params).await;
+        drop(sending);
+        self.gate.record(&deleted);
+        self.metrics
+            .api_write_timed("pod_delete", started.elapsed(), deleted.as_ref().err());
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(err) if matches!(Failure::of(&err), Failure::NotFound) => Ok(()),
+            Err(err) => Err(err.to_string()),
+        }
+    }
 }
+
+/// The message of the `DisruptionTarget` condition, in kube-scheduler's words ("<its
+/// scheduler name>: preempting to accommodate a higher priority pod" — or "podgroup", as
+/// 1.37 says of a gang preempting).
+fn disruption_message(ix: &Index, preemptor: Option<&str>) -> String {
+    let state = ix.cache.state();
+    let gang = preemptor
+        .and_then(|p| state.job_by_uid(p))
+        .map(|id| state.job(id));
+    let kind = match gang {
+        Some(g) if g.origin == crate::model::GangOrigin::SinglePod => "pod",
+        _ => "podgroup",
+    };
+    format!(
+        "{}: preempting to accommodate a higher priority {kind}",
+        ix.scheduler_name()
+    )
+}
+
+/// The strategic merge patch that sets a pod's `DisruptionTarget` condition (conditions
+/// merge by type: the others stay).
+pub fn disruption_target_patch(message: &str, now_ms: i64) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::from_millisecond(now_ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    serde_json::json!({"status": {"conditions": [{
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": PREEMPTION_BY_SCHEDULER,
+        "message": message,
+        "lastTransitionTime": now,
+    }]}})
+}
+
+/// The pod condition a victim carries before it is deleted, and its reason, as
+/// kube-scheduler writes them.
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub const PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
 
 #[cfg(test)]
 mod tests {
@@ -526,6 +627,36 @@ mod tests {
             Duration::from_millis(7),
             "and not waited longer"
         );
+    }
+
+    #[test]
+    fn a_victim_gets_the_disruption_target_condition_kube_scheduler_writes() {
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        assert_eq!(
+            disruption_message(&ix, None),
+            "rust-batch: preempting to accommodate a higher priority podgroup"
+        );
+        ix.cache.apply_job(crate::model::JobSpec {
+            uid: "ns/podgroup-x".into(),
+            namespace: "ns".into(),
+            name: "podgroup-x".into(),
+            queue: "default".into(),
+            min_member: 1,
+            origin: crate::model::GangOrigin::SinglePod,
+            ..Default::default()
+        });
+        assert_eq!(
+            disruption_message(&ix, Some("ns/podgroup-x")),
+            "rust-batch: preempting to accommodate a higher priority pod",
+            "a pod of no gang preempts as a pod"
+        );
+        let patch = disruption_target_patch("m", 0);
+        let c = &patch["status"]["conditions"][0];
+        assert_eq!(c["type"], "DisruptionTarget");
+        assert_eq!(c["status"], "True");
+        assert_eq!(c["reason"], "PreemptionByScheduler");
+        assert_eq!(c["message"], "m");
+        assert_eq!(c["lastTransitionTime"], "1970-01-01T00:00:00Z");
     }
 
     #[test]

@@ -42,6 +42,7 @@ fn gang(view: GangView) -> Value {
         dialect,
         verdict,
         held,
+        workload,
     } = view;
     let key = job.uid.to_string();
     let name_of = |t: &crate::model::TaskInfo| format!("{}/{}", t.namespace, t.name);
@@ -110,6 +111,8 @@ fn gang(view: GangView) -> Value {
             "message": c.message,
         })),
         "pending": pending,
+        // Kubernetes' own PodGroups: the Workload and template `workloadRef` names.
+        "workload": workload,
     })
 }
 

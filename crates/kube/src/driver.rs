@@ -26,6 +26,7 @@ use super::bind_limit::{BindLimit, LimitController};
 use super::binder::{Binder, InFlight};
 use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{HyperNode, Queue};
+use super::dialects::workload::Workload;
 use super::dialects::KINDS;
 use super::dra_commit;
 use super::events::{pod_ref, EventType, Events};
@@ -309,6 +310,7 @@ impl Cycles<'_> {
                     continue;
                 }
                 ix.report_missing_groups(now_ms());
+                ix.report_workload_refs();
                 let before = ix.cache.snapshot();
                 ix.report_topology_problems(&before);
                 let releases = ix.recovery.review(&before, now_ms());
@@ -624,6 +626,10 @@ fn send_claim_patches(binder: &Binder, patches: Vec<ClaimPatch>) {
     }
 }
 
+/// The reason of the one event a PodGroup gets while its gang has fewer pods than its
+/// minimum (the pods' PodScheduled reason too).
+pub const FORMING_EVENT: &str = "GangIncomplete";
+
 /// The PodScheduled message of a forming gang's pods (its condition has the counts).
 pub const FORMING_MESSAGE: &str =
     "waiting for the rest of its gang: fewer of its pods exist than it needs";
@@ -713,6 +719,21 @@ fn record_verdicts(ix: &mut Index, updates: &[crate::framework::JobUpdate]) {
         // arriving sibling would flood the API server.
         let forming = c.reason == GangReason::NotEnoughTasks;
         if forming {
+            // One event on the PodGroup while its gang forms, in words that stay put (its
+            // condition counts the pods): a minimum larger than the pods that ever come is
+            // said once, not at each arriving sibling.
+            let min = {
+                let s = ix.cache.state();
+                s.job_by_uid(&u.job).map(|id| s.job(id).min_member)
+            };
+            if let (Some(r), Some(min)) = (ix.group_ref(&u.job), min) {
+                let message = format!(
+                    "waiting for its pods: fewer exist than its minimum of {min} (its \
+                     condition counts them)"
+                );
+                ix.events
+                    .report(r, EventType::Normal, FORMING_EVENT, message);
+            }
             continue;
         }
         if let Some(r) = ix.group_ref(&u.job) {
@@ -828,6 +849,23 @@ fn spawn_watches(client: &Client, sink: &Sink) {
             },
             delete: Index::delete_hypernode,
             known: Index::hypernode_keys,
+        },
+    );
+    // Kubernetes' Workloads: what native PodGroups' workloadRef names (explain, events).
+    // Served with scheduling.k8s.io/v1beta1; off where it is not.
+    supervised(
+        &mut watches,
+        watch,
+        Api::<Workload>::all(client.clone()),
+        sink,
+        Feed {
+            kind: "scheduling.k8s.io Workload",
+            optional: Some(
+                "the Workloads native PodGroups name (scheduling.k8s.io/v1beta1 is not served)",
+            ),
+            apply: Index::apply_workload,
+            delete: Index::delete_workload,
+            known: Index::workload_keys,
         },
     );
     supervised(

@@ -24,6 +24,9 @@ use super::dialects::kind::{Dialect, GangKind, Groups, KindContext};
 use super::dialects::volcano::{
     hypernode_to_spec, queue_problems, queue_to_info, HyperNode, Queue,
 };
+use super::dialects::workload::{
+    workload_link, Workload, WorkloadLink, Workloads, WORKLOAD_REFERENCE,
+};
 use super::dialects::{pod_gang, pod_group_name, GangDecl, QUEUE_NAME_ANNOTATION};
 use super::events::{pod_ref, EventType, Events};
 use super::readiness::Readiness;
@@ -193,6 +196,13 @@ pub struct Index {
     /// DRA's objects (device classes, slices, claims, templates) and the allocations
     /// being written (see `dra_watch`, `dra_commit`).
     pub(crate) dra: super::dra_watch::DraObjects,
+    /// Kubernetes' Workloads (what native PodGroups' `workloadRef` names).
+    pub workloads: Workloads,
+}
+
+/// What a pending pod is told when its PodGroup is deleted (or it names one deleted).
+fn deleted_group_message(key: &str) -> String {
+    format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again")
 }
 
 /// Locks the index. A poisoned lock means a watch handler panicked mid-update; the index is
@@ -263,6 +273,11 @@ impl Index {
             names,
             ..Default::default()
         }
+    }
+
+    /// The scheduler's first name (what its writes say they come from).
+    pub fn scheduler_name(&self) -> &str {
+        self.names.first().map_or("rust-batch", |n| n.as_str())
     }
 
     fn ours(&self, pod: &Pod) -> bool {
@@ -674,9 +689,6 @@ impl Index {
         let mut missing = Vec::new();
         let mut waiting = HashMap::new();
         for (key, uids) in self.cache.orphans() {
-            if self.deleted_groups.contains(&**key) {
-                continue;
-            }
             for uid in uids {
                 if let Some(p) = self.cache.pod(uid) {
                     if p.task.status == TaskStatus::Pending {
@@ -694,6 +706,9 @@ impl Index {
             let group = key.split_once('/').map_or(key.as_str(), |x| x.1);
             // An object that exists but cannot be used got an event saying why.
             let message = match self.group_dialect(&key) {
+                // The pods waiting when it went were told so then (the same words, so
+                // told once); a pod naming it since is told now.
+                None if self.deleted_groups.contains(&key) => deleted_group_message(&key),
                 Some(d) => format!(
                     "PodGroup {group} ({}) cannot be used (see its events); the pod waits \
                      until it is fixed",
@@ -1161,6 +1176,9 @@ impl Index {
         if !store_newest(self.groups.typed_mut::<G>(), key.clone(), pg) {
             return Wake::No;
         }
+        if pg.workload_ref().is_some() {
+            self.workloads.dirty.insert(key.clone());
+        }
         self.status_touched.groups.insert(key.clone());
         if self.refresh_group(&key) {
             Wake::Now
@@ -1280,7 +1298,7 @@ impl Index {
                 pod_ref(&ns, &name, &uid),
                 EventType::Warning,
                 "FailedScheduling",
-                format!("PodGroup {key} was deleted; the pod stays Pending until its group exists again"),
+                deleted_group_message(key),
             );
         }
     }
@@ -1289,6 +1307,68 @@ impl Index {
     /// are ours, some are theirs): its status is not ours to write.
     pub fn foreign(&self, key: &str, job: &JobInfo) -> bool {
         job.tasks().is_empty() && self.foreign_members.contains_key(key)
+    }
+
+    // ----- Workloads (scheduling.k8s.io) -------------------------------------------------
+
+    /// A Workload from the watch: nothing a cycle reads, only what explain and the
+    /// PodGroups' events say of the groups that name it.
+    pub fn apply_workload(&mut self, w: &Workload) -> Wake {
+        let key = key_of_group(w);
+        if store_newest(&mut self.workloads.objects, key, w) {
+            self.touch_workload_refs(&w.namespace().unwrap_or_default());
+        }
+        Wake::No
+    }
+
+    pub fn delete_workload(&mut self, key: &str) {
+        if self.workloads.objects.remove(key).is_some() {
+            let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+            self.touch_workload_refs(ns);
+        }
+    }
+
+    pub fn workload_keys(&self) -> Vec<String> {
+        self.workloads.objects.keys().cloned().collect()
+    }
+
+    fn touch_workload_refs(&mut self, ns: &str) {
+        let mut refs = Vec::new();
+        for store in self.groups.all() {
+            for key in store.keys() {
+                let has_ref = store.workload_ref(&key).is_some();
+                refs.push((key, has_ref));
+            }
+        }
+        self.workloads.touch_namespace(ns, refs);
+    }
+
+    /// What the `workloadRef` of gang `key`'s PodGroup points at, if it has one.
+    pub fn workload_link(&self, key: &str) -> Option<WorkloadLink> {
+        let r = self.groups.defining(key)?.workload_ref(key)?;
+        let ns = key.split_once('/').map_or("", |(ns, _)| ns);
+        Some(workload_link(ns, r, &self.workloads.objects))
+    }
+
+    /// Tells each PodGroup whose `workloadRef` changed, or whose Workload did, when the
+    /// reference does not resolve (one event until that changes). Called once the lists
+    /// are in: a Workload not listed yet is not missing.
+    pub fn report_workload_refs(&mut self) {
+        let dirty: Vec<String> = self.workloads.dirty.drain().collect();
+        for key in dirty {
+            let Some(r) = self.group_ref(&key) else {
+                continue;
+            };
+            match self.workload_link(&key) {
+                Some(link) if link.found.is_err() => {
+                    self.report(r, EventType::Warning, WORKLOAD_REFERENCE, link.describe())
+                }
+                _ => {
+                    let uid = r.uid.unwrap_or_default();
+                    self.events.forget_reason(&uid, WORKLOAD_REFERENCE);
+                }
+            }
+        }
     }
 
     // ----- the debug API's view ------------------------------------------------------
@@ -1315,6 +1395,7 @@ impl Index {
             .collect();
         held.sort();
         Some(GangView {
+            workload: self.workload_link(key).map(|l| l.describe()),
             dialect: self.group_dialect(key),
             verdict: self.verdicts.get(key).cloned(),
             job,
@@ -1331,6 +1412,8 @@ pub struct GangView {
     pub verdict: Option<Verdict>,
     /// Members kept out of the engine (`namespace/name`, why), by name.
     pub held: Vec<(String, String)>,
+    /// The Workload and template its PodGroup names, in words.
+    pub workload: Option<String>,
 }
 
 #[cfg(test)]
@@ -1628,6 +1711,19 @@ mod tests {
         assert!(st
             .events
             .last("waiting", "FailedScheduling")
+            .is_some_and(|m| m.contains("PodGroup ns/g was deleted")));
+        // Told once: the missing group's report says the same words; a pod naming the
+        // deleted group since is told them too.
+        st.report_missing_groups(0);
+        let before = st.events.kept.len();
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        assert_eq!(st.events.kept.len(), before, "said once");
+        st.apply_pod(&pod("late", false, "rust-batch"));
+        st.report_missing_groups(MISSING_GROUP_GRACE_MS);
+        st.report_missing_groups(2 * MISSING_GROUP_GRACE_MS);
+        assert!(st
+            .events
+            .last("late", "FailedScheduling")
             .is_some_and(|m| m.contains("PodGroup ns/g was deleted")));
     }
 

@@ -164,6 +164,42 @@ mod tests {
         assert_eq!(evicted(&result), BTreeMap::from([("default/a".into(), 1)]));
     }
 
+    /// `disruptionMode: All` (Kubernetes' PodGroup) holds for reclaim as for preempt: q-a
+    /// runs `whole` (minimum 1 of 2 pods, disrupted only whole) and `a` (1 of 2); q-b's
+    /// gang wants 2 CPUs. `whole` never loses one pod alone, though one of its pods above
+    /// its minimum would be a candidate if it were `single`.
+    #[test]
+    fn a_gang_disrupted_only_whole_is_reclaimed_whole_or_not_at_all() {
+        let mut cache = cache_with_default_queue();
+        cache.apply_queue(queue("q-a", 1));
+        cache.apply_queue(queue("q-b", 1));
+        add_nodes(&mut cache, "n", 2, &[("cpu", "2")]);
+        for (name, whole) in [("whole", true), ("a", false)] {
+            let mut gang = Gang::new(name, 1)
+                .queue("q-a")
+                .created(1)
+                .phase(PodGroupPhase::Running)
+                .tasks("", 2, &[("cpu", "1")])
+                .running_on(&["n-00000", "n-00001"]);
+            if whole {
+                gang = gang.disrupt_whole();
+            }
+            gang.apply(&mut cache);
+        }
+        Gang::new("b", 2)
+            .queue("q-b")
+            .created(2)
+            .phase(PodGroupPhase::Inqueue)
+            .tasks("", 2, &[("cpu", "1")])
+            .apply(&mut cache);
+        let result = run_cycle(&cache, Some(RECLAIM));
+        let by_job = evicted(&result);
+        assert!(
+            matches!(by_job.get("default/whole"), None | Some(2)),
+            "all of it or none: {by_job:?}"
+        );
+    }
+
     #[test]
     fn nothing_is_taken_below_the_victim_queue_share_or_when_not_enough() {
         // The only victim gang would have to go whole, taking q-a below its share.

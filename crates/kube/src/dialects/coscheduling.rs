@@ -84,6 +84,17 @@ macro_rules! coscheduling_pod_group {
         impl GangKind for $root {
             const DIALECT: Dialect = Dialect::$dialect;
             const WATCH_NAME: &'static str = concat!($group, " PodGroup");
+            /// Under `optional/`: `kubectl apply -f crds/` leaves it out, so `kubectl get
+            /// podgroup` keeps naming Volcano's (kubectl takes the first group discovery
+            /// lists, and v1alpha1 groups sort before v1beta1).
+            fn crd() -> Option<super::crds::CrdFile> {
+                Some((
+                    concat!("optional/", $group, "_podgroups.yaml"),
+                    super::crds::approved_if_protected(
+                        <$root as ::kube::core::crd::v1::CustomResourceExt>::crd(),
+                    ),
+                ))
+            }
             fn to_job(&self, _: &KindContext) -> Result<JobSpec, ConvertError> {
                 cosched_to_job(self)
             }

@@ -1,6 +1,7 @@
 //! The CRDs rust-batch installs, generated from the Rust types: Volcano's PodGroup, Queue
 //! and HyperNode (schemars, brought in line with upstream's), and the optional coscheduling
-//! PodGroups (scheduler-plugins, legacy).
+//! PodGroups (scheduler-plugins, legacy). A gang kind names its own CRD (`GangKind::crd`,
+//! None for a built-in kind): the list below follows `KINDS`.
 //!
 //! `rust-batch crds` prints [`crd_yaml`]; `rust-batch crds --write crds` runs [`write_crds`];
 //! `tests/offline/crds.rs` fails when `crds/` differs from [`crd_files`].
@@ -296,30 +297,35 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     crd_list().into_iter().map(|(_, crd)| crd).collect()
 }
 
-/// Volcano's kinds, then the optional coscheduling PodGroups (scheduler-plugins, legacy),
-/// then Volcano's optional HyperNode.
-fn crd_list() -> Vec<(&'static str, CustomResourceDefinition)> {
-    use super::coscheduling::{SigsPodGroup, XK8sPodGroup};
-    vec![
-        ("scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
-        ("scheduling.volcano.sh_queues.yaml", Queue::crd()),
-        // The other dialects' PodGroups go in a folder of their own: `kubectl apply -f
-        // crds/` leaves them out, so `kubectl get podgroup` keeps naming Volcano's (kubectl
-        // takes the first group discovery lists, and v1alpha1 groups sort before v1beta1).
-        (
-            "optional/scheduling.x-k8s.io_podgroups.yaml",
-            XK8sPodGroup::crd(),
-        ),
-        (
-            "optional/scheduling.sigs.k8s.io_podgroups.yaml",
-            approved(SigsPodGroup::crd()),
-        ),
-        ("topology.volcano.sh_hypernodes.yaml", HyperNode::crd()),
-    ]
+/// A CRD file: its path under `crds/` and the definition.
+pub type CrdFile = (&'static str, CustomResourceDefinition);
+
+/// Every gang kind's CRD in the order of `KINDS` (built-in kinds have none), Volcano's
+/// Queue beside its PodGroup, then Volcano's optional HyperNode.
+fn crd_list() -> Vec<CrdFile> {
+    let mut list = Vec::new();
+    for kind in super::KINDS {
+        if let Some(file) = (kind.crd)() {
+            list.push(file);
+        }
+        if kind.dialect == super::kind::Dialect::VOLCANO {
+            list.push(("scheduling.volcano.sh_queues.yaml", Queue::crd()));
+        }
+    }
+    list.push(("topology.volcano.sh_hypernodes.yaml", HyperNode::crd()));
+    list
 }
 
-/// `*.k8s.io` groups are protected: the API server accepts their CRDs only with this
-/// annotation, pointing to where the API was approved (as the upstream CRD does).
+/// `*.k8s.io` groups are protected: the API server accepts their CRDs only with an
+/// annotation pointing to where the API was approved (as the upstream CRD does).
+pub(super) fn approved_if_protected(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    if crd.spec.group.ends_with(".k8s.io") {
+        approved(crd)
+    } else {
+        crd
+    }
+}
+
 fn approved(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     crd.metadata
         .annotations

@@ -1,8 +1,9 @@
-//! One trait for a gang kind: a PodGroup API type, how its pods point at it, its conversion
-//! to the engine's gang, its status patch, whether the API server may lack it. A kind is
-//! one file implementing [`GangKind`] plus one line in [`super::KINDS`]; the index stores
-//! its objects, the driver watches them and the status writer writes them through the
-//! type-erased [`Kind`] that line makes.
+//! One trait for a gang kind: a PodGroup API type, its CRD (or none: built in), how its
+//! pods point at it, its conversion to the engine's gang, its status patch, whether the API
+//! server may lack it. A kind is one file implementing [`GangKind`] plus one line in
+//! [`super::KINDS`]; the index stores its objects, the driver watches them, the status
+//! writer writes them and `crds` writes their CRDs through the type-erased [`Kind`] that
+//! line makes.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::crds::CrdFile;
 use super::GangDecl;
 use crate::convert::ConvertError;
 use crate::framework::JobCondition;
@@ -71,6 +73,9 @@ pub trait GangKind:
     /// The pod field `pod_declares` reads, for messages ("" when pods have none).
     const POD_FIELD: &'static str = "";
 
+    /// The CRD rust-batch ships for the kind (its file under `crds/`, see `crds`), or None
+    /// for a kind built into the API server (no CRD: it is served or not).
+    fn crd() -> Option<CrdFile>;
     /// The engine's gang this object defines.
     fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError>;
     /// A merge patch that makes the object's status describe `job` (with the last verdict
@@ -95,6 +100,11 @@ pub trait GangKind:
     fn pod_declares(_pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
         Ok(None)
     }
+    /// The Workload and template the object says it was made from (`workloadRef`), if the
+    /// kind has such a reference.
+    fn workload_ref(&self) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// A kind's objects by `namespace/name`, the newest seen.
@@ -116,6 +126,8 @@ pub trait GroupStore: Send + Sync {
         now_ms: i64,
     ) -> Option<(Value, Option<String>)>;
     fn stored_phase(&self, key: &str) -> Option<&str>;
+    /// The (Workload, template) the object names, if any.
+    fn workload_ref(&self, key: &str) -> Option<(String, String)>;
     /// Forgets an object; returns its uid.
     fn remove(&mut self, key: &str) -> Option<String>;
     fn keys(&self) -> Vec<String>;
@@ -158,6 +170,9 @@ impl<G: GangKind> GroupStore for Store<G> {
     }
     fn stored_phase(&self, key: &str) -> Option<&str> {
         self.0.get(key)?.stored_phase()
+    }
+    fn workload_ref(&self, key: &str) -> Option<(String, String)> {
+        self.0.get(key)?.workload_ref()
     }
     fn remove(&mut self, key: &str) -> Option<String> {
         self.0.remove(key).and_then(|g| g.uid())
@@ -202,6 +217,8 @@ pub struct Kind {
     pub call: Call,
     pub pod_declares: fn(&Pod) -> Result<Option<GangDecl>, ConvertError>,
     pub pod_field: &'static str,
+    /// The CRD shipped for the kind, if it is not built in.
+    pub crd: fn() -> Option<CrdFile>,
 }
 
 /// The registration of kind `G` (one line in [`super::KINDS`]).
@@ -213,6 +230,7 @@ pub const fn kind<G: GangKind>() -> Kind {
         call: call::<G>,
         pod_declares: G::pod_declares,
         pod_field: G::POD_FIELD,
+        crd: G::crd,
     }
 }
 

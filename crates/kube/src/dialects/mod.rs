@@ -3,7 +3,8 @@
 //! what operators such as the training-operator create), `coscheduling`
 //! (scheduler-plugins' and the legacy PodGroup), `koordinator` (gang annotations),
 //! `kube_batch` (kube-batch's and ACK's pod-only gangs), `native` (Kubernetes' own
-//! `scheduling.k8s.io` PodGroup) — and `crds` generates the CRDs from the types. Each
+//! `scheduling.k8s.io` PodGroup; `workload`: the Workloads it names) — and `crds`
+//! generates the CRDs from the types each kind names. Each
 //! PodGroup kind implements `kind::GangKind` and is registered in [`KINDS`].
 //! [`pod_gang`] is the one function that says which gang a pod declares.
 
@@ -21,6 +22,7 @@ pub mod koordinator;
 pub mod kube_batch;
 pub mod native;
 pub mod volcano;
+pub mod workload;
 
 /// Every PodGroup kind, in precedence order: when several kinds name the same
 /// `namespace/name`, the first defines the gang; a pod field of a kind's own

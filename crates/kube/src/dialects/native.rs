@@ -7,8 +7,9 @@
 //! Read: `schedulingPolicy.gang.minCount` (`basic`: no gang, each pod alone),
 //! `schedulingConstraints.topology[].key` (the whole group in one domain of that node
 //! label), `priority`/`priorityClassName`, `preemptionPolicy: Never`, `disruptionMode`
-//! (`All`: a member is evicted only with its whole group), `workloadRef` (named in
-//! messages). Refused with a named reason: `resourceClaims` (the group's own DRA claims).
+//! (`All`: a member is evicted only with its whole group), `workloadRef` (read with its
+//! Workload's `podGroupTemplates` in `super::workload`: shown by explain, a reference that
+//! does not resolve said in an event). Refused with a named reason: `resourceClaims` (the group's own DRA claims).
 //! Written: the `PodGroupInitiallyScheduled` condition — False (reason `Unschedulable`,
 //! the engine's message) while the gang waits, True (reason `Scheduled`) once its minimum
 //! is bound, and never back from True, as upstream defines it.
@@ -35,6 +36,11 @@ impl GangKind for NativePodGroup {
         "Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1 is not served)";
     const POD_FIELD: &'static str = "spec.schedulingGroup";
 
+    /// Built in: the API server serves it (with its gate and runtime-config), no CRD.
+    fn crd() -> Option<super::crds::CrdFile> {
+        None
+    }
+
     fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError> {
         to_job(self, ctx)
     }
@@ -50,6 +56,11 @@ impl GangKind for NativePodGroup {
 
     fn priority_class_name(&self) -> Option<&str> {
         self.spec.priority_class_name.as_deref()
+    }
+
+    fn workload_ref(&self) -> Option<(String, String)> {
+        let r = self.spec.workload_ref.as_ref()?;
+        Some((r.workload_name.clone(), r.template_name.clone()))
     }
 
     fn pod_declares(pod: &Pod) -> Result<Option<GangDecl>, ConvertError> {
@@ -450,6 +461,70 @@ mod tests {
         );
         st.delete_group(NativePodGroup::DIALECT, "ns/g");
         assert_eq!(min_member(&st), Some(3), "Volcano's takes over");
+    }
+
+    /// workloadRef, read with the Workload's podGroupTemplates: what explain shows, and the
+    /// event a reference that does not resolve gets (once, gone when it resolves).
+    #[test]
+    fn a_workload_reference_is_described_and_a_dangling_one_is_said_once() {
+        use super::super::workload::{Workload, WORKLOAD_REFERENCE};
+        use crate::index::Index;
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        let group: NativePodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "train-0", "namespace": "ns", "uid": "pg"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "workloadRef": {"workloadName": "train", "templateName": "workers"}}
+        }))
+        .unwrap();
+        st.apply_group(&group);
+        st.report_workload_refs();
+        let link = st.workload_link("ns/train-0").unwrap();
+        assert_eq!(
+            link.describe(),
+            "workload ns/train, template workers: Workload ns/train does not exist"
+        );
+        assert_eq!(
+            st.events.last("pg", WORKLOAD_REFERENCE),
+            Some(link.describe().as_str())
+        );
+        let workload = |templates: Value| -> Workload {
+            serde_json::from_value(json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {"name": "train", "namespace": "ns", "resourceVersion": "1"},
+                "spec": {"podGroupTemplates": templates}
+            }))
+            .unwrap()
+        };
+        st.apply_workload(&workload(json!([{"name": "ps",
+            "schedulingPolicy": {"basic": {}}}])));
+        st.report_workload_refs();
+        assert_eq!(
+            st.events.last("pg", WORKLOAD_REFERENCE),
+            Some(
+                "workload ns/train, template workers: Workload ns/train has no \
+                 podGroupTemplate \"workers\" (it has: ps)"
+            )
+        );
+        let mut fixed = workload(json!([{"name": "workers",
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": "rack"}]},
+            "priorityClassName": "high"}]));
+        fixed.metadata.resource_version = Some("2".into());
+        st.apply_workload(&fixed);
+        st.report_workload_refs();
+        assert_eq!(st.events.last("pg", WORKLOAD_REFERENCE), None, "resolved");
+        let view = st.gang_view("ns/train-0").unwrap();
+        assert_eq!(
+            view.workload.as_deref(),
+            Some(
+                "workload ns/train, template workers: gang minCount 2, topology rack, \
+                 priorityClassName high"
+            )
+        );
+        st.delete_workload("ns/train");
+        st.report_workload_refs();
+        assert!(st.events.last("pg", WORKLOAD_REFERENCE).is_some());
     }
 
     fn job(min: u32, statuses: &[TaskStatus]) -> JobInfo {

@@ -77,6 +77,13 @@ impl GangKind for PodGroup {
     const DIALECT: Dialect = Dialect::VOLCANO;
     const WATCH_NAME: &'static str = "scheduling.volcano.sh PodGroup";
     const STATUS_SUBRESOURCE: bool = false;
+    fn crd() -> Option<crate::dialects::crds::CrdFile> {
+        use ::kube::core::crd::v1::CustomResourceExt;
+        Some((
+            "scheduling.volcano.sh_podgroups.yaml",
+            <Self as CustomResourceExt>::crd(),
+        ))
+    }
     fn to_job(&self, ctx: &KindContext) -> Result<JobSpec, ConvertError> {
         pod_group_to_job(self, ctx.priority_classes)
     }
