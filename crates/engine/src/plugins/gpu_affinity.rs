@@ -512,6 +512,9 @@ fn device_domains(
         hard,
         rule,
         shortfall,
+        // A device rule is kept inside the claim search, victims included: preemption
+        // is not held to node domains for it.
+        allowed: Vec::new(),
     })
 }
 
