@@ -334,7 +334,15 @@ where
             }
             Failure::NotFound => return Err(format!("resourceclaim {key} not found")),
             // The API server's whole message: a 422 names the field it refuses.
-            _ => return Err(format!("{what} of resourceclaim {key}: {err}")),
+            _ => {
+                // The API server's own message (a 422 names the field it refuses), once:
+                // the error's Display repeats it inside a dump of the whole Status.
+                let why = match &err {
+                    ::kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+                    other => other.to_string(),
+                };
+                return Err(format!("{what} of resourceclaim {key}: {why}"));
+            }
         }
     }
 }
