@@ -124,14 +124,16 @@ async fn a_gang_waits_for_min_count_then_binds_whole_and_says_so() {
     for i in 0..2 {
         member(&client, ns, name, &format!("w{i}"), "train", "1", json!({})).await;
     }
+    // A cycle may run between the two creates and say "only 1 pod" first: wait for the
+    // condition that has seen both.
     let (status, reason, message) = wait_for(
         Duration::from_secs(30),
-        "PodGroupInitiallyScheduled=False",
+        "PodGroupInitiallyScheduled=False with both members seen",
         || async {
             check_invariants(&client, ns).await;
             initially_scheduled(&client, ns, "train")
                 .await
-                .filter(|(s, _, _)| s == "False")
+                .filter(|(s, _, m)| s == "False" && m.contains("only 2 pods exist"))
         },
     )
     .await;
