@@ -829,7 +829,6 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         ssn.append_job_note(job, note);
         return;
     }
-    let protected = protected_victims(ssn, job, rules);
     let hard = hard_domains(ssn, job);
     let mut stmt = Statement::new(ssn);
     let pipelined = match &hard {
@@ -849,7 +848,8 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         }
         ssn.append_job_note(job, note);
         // Protected victims may make room once they are old enough: look again then.
-        if let Some((until, count, by_class)) = protected {
+        // Asked only of a gang that found no room (a pass over every gang each time).
+        if let Some((until, count, by_class)) = protected_victims(ssn, job, rules) {
             ssn.wake_at(until);
             let whose = if by_class {
                 "their minimum runtime (their queue's or PriorityClass's)"
@@ -900,11 +900,16 @@ fn protected_victims(
     let mut count = 0;
     let mut by_class = false;
     for (id, j) in ssn.state().jobs() {
-        let same = j.queue == *queue;
-        if id == job || (rules.kind == VictimKind::Preempt) != same {
+        // The cheap tests first: on a cluster with no minimum runtime configured, no queue
+        // name is compared.
+        if id == job || (j.policy.min_runtime.is_none() && !by_queue) {
             continue;
         }
-        if j.policy.min_runtime.is_none() && (!by_queue || ssn.min_runtime_of(id).is_none()) {
+        let same = j.queue == *queue;
+        if (rules.kind == VictimKind::Preempt) != same {
+            continue;
+        }
+        if j.policy.min_runtime.is_none() && ssn.min_runtime_of(id).is_none() {
             continue;
         }
         for index in 0..j.tasks().len() as u32 {
