@@ -145,6 +145,11 @@ impl Simulation {
                 pending += 1;
             }
         }
+        for other in &self.other_pods {
+            if let Some(node) = &other.node {
+                used.entry(node).or_default().add(&other.request);
+            }
+        }
         assert_eq!(
             pending, self.tally.pending_pods,
             "pending pods: recount vs running sum"
@@ -195,6 +200,9 @@ impl Simulation {
                 .or_default()
                 .add(&pod.request);
             total.add(&pod.request);
+        }
+        for other in self.other_pods.iter().filter(|o| o.node.is_some()) {
+            total.add(&other.request);
         }
         let same = |a: &Resource, b: &Resource| {
             a.dimensions().all(|(d, v)| b.get(d) == v) && b.dimensions().all(|(d, v)| a.get(d) == v)
