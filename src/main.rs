@@ -295,7 +295,7 @@ fn cluster_scenario(cluster: ClusterArgs, config: Option<String>) -> anyhow::Res
     }
     let sc = captured.scenario;
     eprintln!(
-        "snapshot: {} nodes, {} queues, {} gangs, {} pods of other schedulers; {} skipped",
+        "snapshot: nodes {}, queues {}, gangs {}, other pods {}, skipped {}",
         sc.node_groups.iter().map(|g| g.count).sum::<u32>(),
         sc.queues.len(),
         sc.jobs.len(),

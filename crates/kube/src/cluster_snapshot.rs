@@ -22,6 +22,7 @@ use super::convert::{pod_to_update, unsupported_fields};
 use super::dialects::coscheduling::{key_of_group, SigsPodGroup, XK8sPodGroup};
 use super::dialects::kind::{Dialect, GangKind, KindContext};
 use super::dialects::native::NativePodGroup;
+use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{hypernode_to_spec, queue_to_info, HyperNode, PodGroup, Queue};
 use super::dialects::pod_gang;
 use super::index::Index;
@@ -59,6 +60,8 @@ pub struct SnapshotOptions {
 /// Lists the cluster once and returns it as a scenario, with what was left out.
 pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, SnapshotError> {
     let mut ix = Index::new(opts.scheduler_names.clone());
+    // As the driver: queue default stands until the Queue list brings its object.
+    ix.cache.apply_queue(crate::model::QueueInfo::new(DEFAULT_QUEUE, 1));
     let mut skipped = Vec::new();
     // The order the index is least surprised by (each kind's apply handles any order, as
     // the live watches' lists arrive in any): what gangs read first, pods last.

@@ -54,6 +54,22 @@ pub struct Captured {
     pub notes: Vec<String>,
 }
 
+impl super::Simulation {
+    /// The scenario of where the simulation is now (its time is t=0 of the new one): what
+    /// `simulate --from-cluster` makes of a cluster, made of the simulated one.
+    pub fn capture(&self, name: &str) -> Captured {
+        capture(
+            &self.cache,
+            &CaptureOptions {
+                now: self.now,
+                name: name.into(),
+                description: String::new(),
+                config: self.scenario.config.clone(),
+            },
+        )
+    }
+}
+
 /// The scenario of what `cache` holds at `opts.now`.
 pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
     let mut c = Capturing {
@@ -71,9 +87,10 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
     let mut queues: Vec<&QueueInfo> = snapshot.queues().collect();
     queues.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
     let queue_defs: Vec<QueueDef> = queues.iter().filter_map(|q| c.queue(q)).collect();
+    // The simulator has queue default whether the cluster has its object or not.
+    let default_queue = QueueDef::from_info(&QueueInfo::new("default", 1));
     let mut known_queues: BTreeMap<&str, &QueueDef> =
         queue_defs.iter().map(|q| (q.name.as_str(), q)).collect();
-    let default_queue = QueueDef::from_info(&QueueInfo::new("default", 1));
     known_queues.entry("default").or_insert(&default_queue);
 
     // Labels matter only where some pod's rules select pods by them.
@@ -283,9 +300,7 @@ impl Capturing {
             ));
         }
         let mut def = QueueDef::from_info(q);
-        def.created_before = (q.created > 0)
-            .then(|| millis(self.now - q.created))
-            .flatten();
+        def.created_before = millis(self.now - q.created);
         Some(def)
     }
 
@@ -435,9 +450,7 @@ impl Capturing {
             namespace: job.namespace.to_string(),
             queue: job.queue.to_string(),
             submit_at: Millis(0),
-            created_before: (job.created > 0)
-                .then(|| millis(self.now - job.created))
-                .flatten(),
+            created_before: millis(self.now - job.created),
             min_member: Some(min_member),
             min_task_member,
             min_resources: job.min_resources.clone().map(ResourceList),

@@ -275,7 +275,7 @@ impl Simulation {
             else {
                 continue;
             };
-            let (namespace, name) = def.name.split_once('/').unwrap_or(("default", &def.name));
+            let (namespace, name) = def.name.split_once('/').unwrap_or(("default", def.name.as_str()));
             let uid: Arc<str> = Arc::from(format!("other/{}", def.name));
             let mut task = TaskInfo::new(
                 uid.clone(),
@@ -629,8 +629,10 @@ impl Simulation {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Submit(j) => {
+                // The report counts waits from the submission; the engine orders gangs by
+                // their creation, which a snapshot's were before t=0.
                 let created = self.now - self.jobs[j].created_before;
-                self.jobs[j].submitted = Some(created);
+                self.jobs[j].submitted = Some(self.now);
                 self.jobs[j].spec.created = created;
                 let pinned = self.jobs[j]
                     .pods
