@@ -23,7 +23,8 @@ use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::model::resource::PODS;
 use crate::model::topology::{KUEUE_PREFERRED_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY};
 use crate::model::{
-    JobInfo, MemberKind, MemberSelector, NodeInfo, QueueInfo, Resource, ResourceList, TaskInfo,
+    JobInfo, MemberKind, MemberSelector, NodeInfo, QueueInfo, QueueTree, Resource, ResourceList,
+    TaskInfo,
     TaskStatus, Timestamp, TopologyBound, TopologyMode, TopologyRequest,
 };
 
@@ -86,7 +87,33 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
 
     let mut queues: Vec<&QueueInfo> = snapshot.queues().collect();
     queues.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
-    let queue_defs: Vec<QueueDef> = queues.iter().filter_map(|q| c.queue(q)).collect();
+    let mut queue_defs: Vec<QueueDef> = queues.iter().filter_map(|q| c.queue(q)).collect();
+    // A queue whose parent chain is broken, or whose guarantee exceeds its capability,
+    // takes no work on the cluster; without it, its children may break in turn.
+    loop {
+        let infos: Vec<QueueInfo> = queue_defs.iter().map(QueueDef::to_info).collect();
+        let tree = QueueTree::new(infos.iter());
+        let broken: Vec<(String, String)> = infos
+            .iter()
+            .filter_map(|q| {
+                let why = tree
+                    .problem(&q.name)
+                    .map(String::from)
+                    .or_else(|| q.guarantee_problem())?;
+                Some((q.name.to_string(), why))
+            })
+            .collect();
+        if broken.is_empty() {
+            break;
+        }
+        for (name, why) in broken {
+            c.skip(
+                format!("Queue {name}"),
+                format!("{why}: it takes no work; its gangs are skipped too"),
+            );
+            queue_defs.retain(|q| q.name != name);
+        }
+    }
     // The simulator has queue default whether the cluster has its object or not.
     let default_queue = QueueDef::from_info(&QueueInfo::new("default", 1));
     let mut known_queues: BTreeMap<&str, &QueueDef> =
@@ -143,14 +170,32 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
         .filter_map(|h| c.hypernode(h))
         .collect();
     hypernodes.sort_by(|a, b| a.name.cmp(&b.name));
+    // A GangGroup member left out of the scenario leaves the group.
+    let present: BTreeSet<(String, String)> = job_defs
+        .iter()
+        .map(|j| (j.namespace.clone(), j.name.clone()))
+        .collect();
+    for j in &mut job_defs {
+        let before = j.gang.group.len();
+        let ns = j.namespace.clone();
+        j.gang
+            .group
+            .retain(|m| present.contains(&(ns.clone(), m.clone())));
+        if j.gang.group.len() < before {
+            c.notes.push(format!(
+                "gang {}/{}: members of its GangGroup that are not captured are left out of it",
+                j.namespace, j.name
+            ));
+        }
+    }
     let Capturing {
-        skipped,
+        mut skipped,
         notes,
         mut other_pods,
         ..
     } = c;
     other_pods.sort_by(|a, b| a.node.cmp(&b.node).then(a.name.cmp(&b.name)));
-    let scenario = Scenario {
+    let mut scenario = Scenario {
         name: opts.name.clone(),
         description: opts.description.clone(),
         seed: 0,
@@ -169,6 +214,22 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
         events: Vec::new(),
         predict_start: true,
     };
+    // HyperNodes the scheduler reports problems with (a member of a tier not below its
+    // own, a missing child) are refused by the scenario's checks: the topology is left out
+    // whole, and said.
+    if let Ok(text) = scenario.to_yaml() {
+        if let Err(super::ScenarioError::Invalid { field, message, .. }) =
+            Scenario::parse(&text, "snapshot")
+        {
+            if field.starts_with("hypernodes") {
+                skipped.push(Skipped {
+                    object: "every HyperNode".into(),
+                    reason: format!("{field}: {message}"),
+                });
+                scenario.hypernodes.clear();
+            }
+        }
+    }
     Captured {
         scenario,
         skipped,
@@ -336,6 +397,16 @@ impl Capturing {
             // Done (every pod ended), or nothing of it exists yet.
             return None;
         }
+        if let Some(problem) = kept
+            .iter()
+            .find_map(|t| t.placement.pod_rules.as_ref().and_then(|r| r.problem()))
+        {
+            self.skip(
+                object,
+                format!("a pod's affinity or spread rules are malformed ({problem})"),
+            );
+            return None;
+        }
         if kept.iter().any(|t| !t.claims.is_empty()) {
             self.skip(
                 object,
@@ -412,7 +483,7 @@ impl Capturing {
                 job.queue
             ));
         }
-        let (network_topology, topology_note) = job
+        let (gang_topology, topology_note) = job
             .topology
             .as_deref()
             .filter(|t| !t.source.starts_with("annotation"))
@@ -469,7 +540,7 @@ impl Capturing {
                 never_preempts: job.policy.never_preempts,
                 disrupt_whole: job.policy.disrupt_whole,
             },
-            network_topology,
+            network_topology: gang_topology,
             sub_group_policy,
             tasks,
         })
@@ -588,13 +659,18 @@ impl Capturing {
                     return None;
                 }
             };
-            members.push(HyperNodeMemberDef {
-                kind: match m.kind {
-                    MemberKind::Node => HyperNodeMemberType::Node,
-                    MemberKind::HyperNode => HyperNodeMemberType::HyperNode,
-                },
-                selector,
-            });
+            let kind = match &m.kind {
+                MemberKind::Node => HyperNodeMemberType::Node,
+                MemberKind::HyperNode => HyperNodeMemberType::HyperNode,
+                MemberKind::Unknown(kind) => {
+                    self.skip(
+                        format!("HyperNode {}", h.name),
+                        format!("a member of unknown type {kind:?}"),
+                    );
+                    return None;
+                }
+            };
+            members.push(HyperNodeMemberDef { kind, selector });
         }
         if members.is_empty() || h.tier == 0 {
             self.skip(

@@ -60,13 +60,16 @@ fn a_snapshot_of_a_simulation_continues_it_exactly_when_estimates_are_exact() {
     let scenario = Scenario::parse(CONTINUED, "continued.yaml").unwrap();
     let mut original = Simulation::new(scenario, "continued.yaml").unwrap();
     original.run_until(4 * MINUTE, &mut |_| {});
-    let captured = original.capture("snapshot at 4m");
+    // The last moment something happened (d's submission): where the simulation stands.
+    let t = original.now();
+    assert_eq!(t, 3 * MINUTE);
+    let captured = original.capture("snapshot at 3m");
     assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
     let snap = captured.scenario;
     round_trip(&snap, "snapshot.yaml");
     let a = snap.jobs.iter().find(|j| j.name == "a").unwrap();
     assert_eq!(a.tasks[0].running.len(), 2);
-    assert!(a.tasks[0].running.iter().all(|r| r.elapsed.0 == 4 * MINUTE));
+    assert!(a.tasks[0].running.iter().all(|r| r.elapsed.0 == t));
     let order: Vec<&str> = snap.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(order, ["a", "b", "c", "d"], "creation order");
 
@@ -78,14 +81,14 @@ fn a_snapshot_of_a_simulation_continues_it_exactly_when_estimates_are_exact() {
     for gang in ["default/b", "default/c", "default/d"] {
         assert_eq!(
             after[gang],
-            before[gang].map(|t| t - 4 * MINUTE),
-            "{gang}: the snapshot's start, 4m earlier on its clock"
+            before[gang].map(|start| start - t),
+            "{gang}: the original's start, on the snapshot's clock"
         );
     }
-    assert_eq!(after["default/b"], Some(6 * MINUTE));
-    assert_eq!(after["default/d"], Some(6 * MINUTE), "backfilled beside b");
-    assert_eq!(after["default/c"], Some(11 * MINUTE));
-    assert_eq!(after["default/a"], Some(-4 * MINUTE), "started before t=0");
+    assert_eq!(after["default/b"], Some(7 * MINUTE));
+    assert_eq!(after["default/d"], Some(7 * MINUTE), "backfilled beside b");
+    assert_eq!(after["default/c"], Some(12 * MINUTE));
+    assert_eq!(after["default/a"], Some(-t), "started before t=0");
 }
 
 #[test]
