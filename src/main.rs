@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::CommandFactory;
 
-use cli::args::{master_url, parse, ClusterArgs, Cli, Command, Output, RunArgs};
+use cli::args::{master_url, parse, Cli, ClusterArgs, Command, Output, RunArgs};
 use cli::explain::explain;
 use cli::go_values;
 use cli::logging::{self, FilterSource, LogFormat};

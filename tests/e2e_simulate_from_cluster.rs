@@ -107,9 +107,12 @@ async fn bound_by_gang(client: &kube::Client) -> BTreeMap<String, usize> {
 async fn delete_gang(client: &kube::Client, name: &str, pods: usize) {
     let api = Api::<Pod>::namespaced(client.clone(), NS);
     for i in 0..pods {
-        api.delete(&format!("{name}-{i}"), &DeleteParams::default().grace_period(0))
-            .await
-            .unwrap();
+        api.delete(
+            &format!("{name}-{i}"),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -130,8 +133,10 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
     Api::<PriorityClass>::all(client.clone())
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "snapshot-urgent"}, "value": 1000}))
-                .unwrap(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "snapshot-urgent"}, "value": 1000}),
+            )
+            .unwrap(),
         )
         .await
         .unwrap();
@@ -175,7 +180,12 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
     let file = std::env::temp_dir().join(format!("rb-snapshot-{}.yaml", std::process::id()));
     let out = simulate(
         &kubeconfig,
-        &["--write-scenario", file.to_str().unwrap(), "--output", "json"],
+        &[
+            "--write-scenario",
+            file.to_str().unwrap(),
+            "--output",
+            "json",
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "snapshot failed: {stderr}");
@@ -207,7 +217,9 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
         .filter(|j| j["name"] != format!("{NS}/run"))
         .map(|j| {
             let name = j["name"].as_str().unwrap();
-            let at = j["started"].as_i64().unwrap_or_else(|| panic!("{name} never starts: {j}"));
+            let at = j["started"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{name} never starts: {j}"));
             (at, name.trim_start_matches(&format!("{NS}/")).to_string())
         })
         .collect();
@@ -226,7 +238,11 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
     // node urgent leaves free, would delay big's reservation by its 30m estimate.
     assert_eq!(
         waves,
-        [vec!["urgent".to_string()], vec!["big".into()], vec!["small".into()]],
+        [
+            vec!["urgent".to_string()],
+            vec!["big".into()],
+            vec!["small".into()]
+        ],
         "the simulated order"
     );
 
@@ -239,24 +255,37 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
         for g in free.drain(..) {
             delete_gang(&client, &g, sizes[g.as_str()]).await;
         }
-        wait_for(Duration::from_secs(30), &format!("wave {wave:?} bound"), || async {
-            let bound = bound_by_gang(&client).await;
-            wave.iter()
-                .all(|g| bound.get(g) == Some(&sizes[g.as_str()]))
-                .then_some(())
-        })
+        wait_for(
+            Duration::from_secs(30),
+            &format!("wave {wave:?} bound"),
+            || async {
+                let bound = bound_by_gang(&client).await;
+                wave.iter()
+                    .all(|g| bound.get(g) == Some(&sizes[g.as_str()]))
+                    .then_some(())
+            },
+        )
         .await;
-        let later: Vec<&str> = waves[i + 1..].iter().flatten().map(String::as_str).collect();
+        let later: Vec<&str> = waves[i + 1..]
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
         stays_pending(&client, &later).await;
         free = wave.clone();
     }
 
     // An output path that cannot be written: a clear error, nothing simulated.
-    let out = simulate(&kubeconfig, &["--write-scenario", "/nonexistent/dir/s.yaml"]);
+    let out = simulate(
+        &kubeconfig,
+        &["--write-scenario", "/nonexistent/dir/s.yaml"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("error: writing the scenario to /nonexistent/dir/s.yaml: No such file or directory"),
+        stderr.contains(
+            "error: writing the scenario to /nonexistent/dir/s.yaml: No such file or directory"
+        ),
         "{stderr}"
     );
 }
@@ -266,7 +295,11 @@ async fn stays_pending(client: &kube::Client, gangs: &[&str]) {
     for _ in 0..6 {
         let bound = bound_by_gang(client).await;
         for g in gangs {
-            assert_eq!(bound.get(*g).copied().unwrap_or(0), 0, "{g} bound too early");
+            assert_eq!(
+                bound.get(*g).copied().unwrap_or(0),
+                0,
+                "{g} bound too early"
+            );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -22,9 +22,9 @@ use super::convert::{pod_to_update, unsupported_fields};
 use super::dialects::coscheduling::{key_of_group, SigsPodGroup, XK8sPodGroup};
 use super::dialects::kind::{Dialect, GangKind, KindContext};
 use super::dialects::native::NativePodGroup;
+use super::dialects::pod_gang;
 use super::dialects::volcano::api::DEFAULT_QUEUE;
 use super::dialects::volcano::{hypernode_to_spec, queue_to_info, HyperNode, PodGroup, Queue};
-use super::dialects::pod_gang;
 use super::index::Index;
 use super::retry::cause_of;
 use rust_batch_engine::sim::capture::{capture, CaptureOptions, Captured, Skipped};
@@ -61,7 +61,8 @@ pub struct SnapshotOptions {
 pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, SnapshotError> {
     let mut ix = Index::new(opts.scheduler_names.clone());
     // As the driver: queue default stands until the Queue list brings its object.
-    ix.cache.apply_queue(crate::model::QueueInfo::new(DEFAULT_QUEUE, 1));
+    ix.cache
+        .apply_queue(crate::model::QueueInfo::new(DEFAULT_QUEUE, 1));
     let mut skipped = Vec::new();
     // The order the index is least surprised by (each kind's apply handles any order, as
     // the live watches' lists arrive in any): what gangs read first, pods last.
@@ -107,11 +108,7 @@ pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, Sn
     for p in &pods {
         if let Some(reason) = left_out(&ix, &opts.scheduler_names, p) {
             skipped.push(Skipped {
-                object: format!(
-                    "pod {}/{}",
-                    p.namespace().unwrap_or_default(),
-                    p.name_any()
-                ),
+                object: format!("pod {}/{}", p.namespace().unwrap_or_default(), p.name_any()),
                 reason,
             });
         }
@@ -295,21 +292,36 @@ mod tests {
                 }
             }))
         };
-        ix.apply_pod(&pod("run-0", "run", now - 600_000, Some("n1"), "rust-batch"));
+        ix.apply_pod(&pod(
+            "run-0",
+            "run",
+            now - 600_000,
+            Some("n1"),
+            "rust-batch",
+        ));
         // A kube-batch gang declared on its pods alone, created after the next one.
         let mut late = pod("late-0", "late", now - 60_000, None, "rust-batch");
-        late.metadata.annotations.as_mut().unwrap().insert(
-            "scheduling.k8s.io/group-min-member".into(),
-            "1".into(),
-        );
+        late.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("scheduling.k8s.io/group-min-member".into(), "1".into());
         ix.apply_pod(&late);
         let mut early = pod("early-0", "early", now - 120_000, None, "rust-batch");
-        early.metadata.annotations.as_mut().unwrap().insert(
-            "scheduling.k8s.io/group-min-member".into(),
-            "1".into(),
-        );
+        early
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("scheduling.k8s.io/group-min-member".into(), "1".into());
         ix.apply_pod(&early);
-        ix.apply_pod(&pod("web", "none", now - 600_000, Some("n2"), "default-scheduler"));
+        ix.apply_pod(&pod(
+            "web",
+            "none",
+            now - 600_000,
+            Some("n2"),
+            "default-scheduler",
+        ));
 
         let captured = capture(
             &ix.cache,
@@ -326,7 +338,10 @@ mod tests {
         assert_eq!(names, ["run", "early", "late"], "creation order");
         let run = &s.jobs[0].tasks[0];
         assert_eq!(run.running.len(), 1);
-        assert_eq!((run.running[0].node.as_str(), run.running[0].elapsed.0), ("n1", 300_000));
+        assert_eq!(
+            (run.running[0].node.as_str(), run.running[0].elapsed.0),
+            ("n1", 300_000)
+        );
         assert_eq!(run.runtime.map(|m| m.0), Some(1_200_000), "the estimate");
         assert_eq!(s.other_pods.len(), 1);
         assert_eq!(s.other_pods[0].node, "n2");

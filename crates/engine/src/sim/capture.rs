@@ -24,8 +24,7 @@ use crate::model::resource::PODS;
 use crate::model::topology::{KUEUE_PREFERRED_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY};
 use crate::model::{
     JobInfo, MemberKind, MemberSelector, NodeInfo, QueueInfo, QueueTree, Resource, ResourceList,
-    TaskInfo,
-    TaskStatus, Timestamp, TopologyBound, TopologyMode, TopologyRequest,
+    TaskInfo, TaskStatus, Timestamp, TopologyBound, TopologyMode, TopologyRequest,
 };
 
 /// What to call the scenario and what it runs with.
@@ -415,7 +414,10 @@ impl Capturing {
             );
             return None;
         }
-        let running = kept.iter().filter(|t| t.status != TaskStatus::Pending).count() as u32;
+        let running = kept
+            .iter()
+            .filter(|t| t.status != TaskStatus::Pending)
+            .count() as u32;
         let have = kept.len() as u32;
         let mut min_member = job.min_member;
         let mut min_task_member: BTreeMap<String, u32> = job
@@ -495,7 +497,8 @@ impl Capturing {
         for p in job.subgroups.iter() {
             let (topology, note) = p.topology.as_ref().map_or((None, None), network_topology);
             if let Some(n) = note {
-                self.notes.push(format!("{object}: subgroup {}: {n}", p.name));
+                self.notes
+                    .push(format!("{object}: subgroup {}: {n}", p.name));
             }
             sub_group_policy.push(SubGroupPolicyDef {
                 name: Some(p.name.to_string()),
@@ -696,7 +699,10 @@ impl Capturing {
 /// Volcano's `networkTopology` for a request, or a note saying why there is none.
 fn network_topology(req: &TopologyRequest) -> (Option<NetworkTopologyDef>, Option<String>) {
     if let Some(problem) = &req.problem {
-        return (None, Some(format!("topology request not captured: {problem}")));
+        return (
+            None,
+            Some(format!("topology request not captured: {problem}")),
+        );
     }
     let mode = match req.mode {
         TopologyMode::Hard => "hard",

@@ -271,11 +271,17 @@ impl Simulation {
     /// The scenario's `otherPods`, running on their nodes.
     fn add_other_pods(&mut self) {
         for def in self.scenario.other_pods.clone() {
-            let Some(node) = self.nodes.get_key_value(def.node.as_str()).map(|(n, _)| n.clone())
+            let Some(node) = self
+                .nodes
+                .get_key_value(def.node.as_str())
+                .map(|(n, _)| n.clone())
             else {
                 continue;
             };
-            let (namespace, name) = def.name.split_once('/').unwrap_or(("default", def.name.as_str()));
+            let (namespace, name) = def
+                .name
+                .split_once('/')
+                .unwrap_or(("default", def.name.as_str()));
             let uid: Arc<str> = Arc::from(format!("other/{}", def.name));
             let mut task = TaskInfo::new(
                 uid.clone(),

@@ -1036,7 +1036,10 @@ impl Scenario {
                 }
             }
         }
-        let nodes = if self.jobs.iter().any(|j| j.tasks.iter().any(|t| !t.running.is_empty()))
+        let nodes = if self
+            .jobs
+            .iter()
+            .any(|j| j.tasks.iter().any(|t| !t.running.is_empty()))
             || !self.other_pods.is_empty()
         {
             self.initial_nodes()
@@ -1062,8 +1065,7 @@ impl Scenario {
                 if job.submit_at.0 != 0 || job.repeat.is_some() {
                     return Err(invalid(
                         at,
-                        "only a job submitted at t=0, not repeated, has pods running at t=0"
-                            .into(),
+                        "only a job submitted at t=0, not repeated, has pods running at t=0".into(),
                     ));
                 }
                 for (r, pod) in t.running.iter().enumerate() {

@@ -115,7 +115,8 @@ jobs:
 #[test]
 fn pinned_pods_are_checked_against_the_nodes_and_the_job() {
     let msg = |text: &str| Scenario::parse(text, "s.yaml").unwrap_err().to_string();
-    let base = "name: t\nnodeGroups:\n- {name: n, count: 2, names: [a, b], allocatable: {cpu: 4}}\n";
+    let base =
+        "name: t\nnodeGroups:\n- {name: n, count: 2, names: [a, b], allocatable: {cpu: 4}}\n";
     let m = msg(&format!(
         "{base}jobs:\n- {{name: j, tasks: [{{role: w, running: [{{node: z}}]}}]}}\n"
     ));
@@ -137,8 +138,12 @@ fn pinned_pods_are_checked_against_the_nodes_and_the_job() {
         m.contains("only a job submitted at t=0, not repeated, has pods running at t=0"),
         "{m}"
     );
-    let m = msg("name: t\nnodeGroups:\n- {name: n, count: 1, names: [a, b], allocatable: {cpu: 4}}\n");
-    assert!(m.contains("nodeGroups[0].names: 2 names for a count of 1"), "{m}");
+    let m =
+        msg("name: t\nnodeGroups:\n- {name: n, count: 1, names: [a, b], allocatable: {cpu: 4}}\n");
+    assert!(
+        m.contains("nodeGroups[0].names: 2 names for a count of 1"),
+        "{m}"
+    );
     let m = msg("name: t\nnodeGroups:\n- {name: n, count: 1, names: [a], allocatable: {cpu: 4}}\n- {name: m, count: 1, names: [a], allocatable: {cpu: 4}}\n");
     assert!(
         m.contains("nodeGroups[1].names: node \"a\" is also a node of nodeGroups[0]"),
