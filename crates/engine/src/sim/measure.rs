@@ -346,7 +346,12 @@ impl Simulation {
                     submitted: j.submitted.unwrap_or(0),
                     started: j.started,
                     finished: j.finished,
-                    wait: j.started.map(|s| s - j.submitted.unwrap_or(0)),
+                    // None for a gang that ran before it was submitted (a snapshot's,
+                    // running at t=0): it did not wait in this run.
+                    wait: j
+                        .started
+                        .map(|s| s - j.submitted.unwrap_or(0))
+                        .filter(|w| *w >= 0),
                     status: if j.finished.is_some() {
                         "Completed"
                     } else if j.started.is_some() {

@@ -89,6 +89,8 @@ fn a_snapshot_of_a_simulation_continues_it_exactly_when_estimates_are_exact() {
     assert_eq!(after["default/d"], Some(7 * MINUTE), "backfilled beside b");
     assert_eq!(after["default/c"], Some(12 * MINUTE));
     assert_eq!(after["default/a"], Some(-t), "started before t=0");
+    let a = next.jobs.iter().find(|j| j.name == "default/a").unwrap();
+    assert_eq!(a.wait, None, "it did not wait in this run");
 }
 
 #[test]
