@@ -275,6 +275,27 @@ async fn the_simulation_of_a_snapshot_starts_the_waiting_gangs_in_the_live_sched
         free = wave.clone();
     }
 
+    // The scheduler configuration given is the scenario's.
+    let conf_text = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: proportion\n";
+    let conf = std::env::temp_dir().join(format!("rb-snapshot-{}.conf", std::process::id()));
+    std::fs::write(&conf, conf_text).unwrap();
+    let out = simulate(
+        &kubeconfig,
+        &[
+            "--scheduler-conf",
+            conf.to_str().unwrap(),
+            "--write-scenario",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scenario = Scenario::load(&file).expect("the written scenario loads");
+    assert_eq!(scenario.config.as_deref(), Some(conf_text));
+
     // An output path that cannot be written: a clear error, nothing simulated.
     let out = simulate(
         &kubeconfig,
