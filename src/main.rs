@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::CommandFactory;
 
-use cli::args::{master_url, parse, Cli, Command, Output, RunArgs};
+use cli::args::{master_url, parse, Cli, ClusterArgs, Command, Output, RunArgs};
 use cli::explain::explain;
 use cli::go_values;
 use cli::logging::{self, FilterSource, LogFormat};
@@ -194,8 +194,27 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             strict,
             max_jobs,
             predict_start,
+            from_cluster,
+            write_scenario,
+            cluster,
         } => {
             let (mut sc, file) = match &scenario {
+                _ if from_cluster => {
+                    let conf_text = scheduler_conf
+                        .as_deref()
+                        .map(|p| {
+                            std::fs::read_to_string(p)
+                                .with_context(|| format!("reading {}", p.display()))
+                        })
+                        .transpose()?;
+                    let sc = cluster_scenario(cluster, conf_text)?;
+                    let file = write_scenario
+                        .as_ref()
+                        .map_or("<cluster snapshot>".to_string(), |p| {
+                            p.display().to_string()
+                        });
+                    (sc, file)
+                }
                 Some(path) => (Scenario::load(path)?, path.display().to_string()),
                 None => (
                     Scenario::parse(DEFAULT_SCENARIO, "<bundled default scenario>")?,
@@ -222,9 +241,71 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             for w in &checked.conf().warnings {
                 tracing::warn!("{}: {w}", checked.conf().source);
             }
+            if let Some(path) = &write_scenario {
+                let text = sc.to_yaml().map_err(anyhow::Error::msg)?;
+                std::fs::write(path, text)
+                    .with_context(|| format!("writing the scenario to {}", path.display()))?;
+                eprintln!("scenario written to {}", path.display());
+            }
             simulate(sc, &file, output, plot_file, max_jobs)
         }
     }
+}
+
+/// The scenario of the cluster `cluster` reaches, as it is now (see
+/// `kube::cluster_snapshot`); what it leaves out is listed on stderr.
+fn cluster_scenario(cluster: ClusterArgs, config: Option<String>) -> anyhow::Result<Scenario> {
+    let ClusterArgs {
+        kubeconfig,
+        context,
+        master,
+        scheduler_names,
+    } = cluster;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let now = rust_batch::kube::driver::now_ms();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now.max(0) as u64);
+    let at = humantime::format_rfc3339_seconds(at).to_string();
+    let captured = runtime.block_on(async {
+        let client = kube_client(kubeconfig.as_deref(), context, master.as_deref()).await?;
+        let opts = rust_batch::kube::cluster_snapshot::SnapshotOptions {
+            scheduler_names,
+            capture: rust_batch::sim::capture::CaptureOptions {
+                now,
+                name: format!("cluster snapshot {at}"),
+                description: format!(
+                    "Taken by `rust-batch simulate --from-cluster` at {at} (t=0). Pods \
+                     running then are pinned to their nodes; their runtime is their \
+                     estimate (else their queue's default), counted from their start."
+                ),
+                config,
+            },
+        };
+        rust_batch::kube::cluster_snapshot::take(&client, opts)
+            .await
+            .context("taking a snapshot of the cluster")
+    })?;
+    for s in &captured.skipped {
+        eprintln!("skipped: {}: {}", s.object, s.reason);
+    }
+    for n in &captured.notes {
+        eprintln!("note: {n}");
+    }
+    let sc = captured.scenario;
+    eprintln!(
+        "snapshot: nodes {}, queues {}, gangs {}, other pods {}, skipped {}",
+        sc.node_groups.iter().map(|g| g.count).sum::<u32>(),
+        sc.queues.len(),
+        sc.jobs.len(),
+        sc.other_pods.len(),
+        captured.skipped.len()
+    );
+    // What is written must load: checked as `simulate FILE` will read it.
+    let text = sc.to_yaml().map_err(anyhow::Error::msg)?;
+    Scenario::parse(&text, "<cluster snapshot>")
+        .context("the snapshot does not make a valid scenario (a bug: please report it)")
 }
 
 fn run_scheduler(args: RunArgs) -> anyhow::Result<ExitCode> {

@@ -85,6 +85,16 @@ pub enum Command {
         /// (the scenario's `predictStart: true` does the same).
         #[arg(long)]
         predict_start: bool,
+        /// Take the scenario from a live cluster (read only: one list of each kind): its
+        /// nodes, queues, running and pending gangs and the pods of other schedulers, and
+        /// simulate what happens next from now (t=0). See docs/src/scenarios.md.
+        #[arg(long, conflicts_with = "scenario")]
+        from_cluster: bool,
+        /// Also write the scenario to FILE (editable YAML; run it again with `simulate FILE`).
+        #[arg(long, value_name = "FILE")]
+        write_scenario: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Validate a scheduler configuration file (Volcano's volcano-scheduler.conf format, or
     /// Volcano's ConfigMap holding one) and print its warnings.
@@ -111,6 +121,29 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+}
+
+/// How `simulate --from-cluster` reaches the cluster, as `run` does.
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    /// With --from-cluster: the kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,
+    /// or the in-cluster service account).
+    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --from-cluster: the kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME", requires = "from_cluster")]
+    pub context: Option<String>,
+    /// With --from-cluster: the API server's URL, over the kubeconfig's.
+    #[arg(long, value_name = "URL", requires = "from_cluster")]
+    pub master: Option<String>,
+    /// With --from-cluster: pods whose spec.schedulerName is one of these are rust-batch's
+    /// (as `run --scheduler-name`); other pods running are their nodes' usage.
+    #[arg(
+        long = "scheduler-name",
+        default_value = "rust-batch",
+        requires = "from_cluster"
+    )]
+    pub scheduler_names: Vec<String>,
 }
 
 /// `--strict-config` of the commands that read a scheduler configuration.

@@ -13,5 +13,6 @@ mod deploy;
 mod docs_links;
 mod fuzz_corpus;
 mod helm;
+mod simulate_cli;
 mod static_binary;
 mod volcano_dashboards;

@@ -245,6 +245,11 @@ impl Cache {
         self.hypernodes.keys()
     }
 
+    /// The HyperNodes as given (a snapshot of the cluster writes them out).
+    pub fn hypernode_specs(&self) -> impl Iterator<Item = &HyperNodeSpec> {
+        self.hypernodes.values()
+    }
+
     /// Nodes came or went, a node's labels or a HyperNode changed: the topologies built
     /// from them are built again when next needed.
     fn topology_changed(&mut self) {

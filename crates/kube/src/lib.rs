@@ -28,6 +28,7 @@ pub mod bind_limit;
 pub mod binder;
 pub mod budgets;
 pub mod client;
+pub mod cluster_snapshot;
 pub mod convert;
 pub mod dialects;
 pub mod dra;

@@ -458,6 +458,12 @@ impl fmt::Display for Resource {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResourceList(pub Resource);
 
+impl Serialize for ResourceList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
 impl<'de> Deserialize<'de> for ResourceList {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw: std::collections::BTreeMap<String, serde_json::Value> =

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::devices::{
     qualified_name, AllocationMode, AttrValue, ClaimSpec, Device, DeviceChoice, DeviceRequest,
@@ -38,7 +38,7 @@ use crate::model::devices::{
 };
 use crate::model::resource::parse_milli;
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceClassDef {
     pub name: String,
@@ -47,7 +47,7 @@ pub struct DeviceClassDef {
 }
 
 /// Devices of one driver on every node of a group.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceSetDef {
     pub driver: String,
@@ -64,7 +64,7 @@ pub struct DeviceSetDef {
     pub groups: Option<DeviceGroupsDef>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceGroupsDef {
     pub attribute: String,
@@ -73,7 +73,7 @@ pub struct DeviceGroupsDef {
 
 /// One request of a claim: `exactly` written flat (class, selectors, count or
 /// `allocationMode: All`), or `firstAvailable` alternatives of that shape.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeviceRequestDef {
     pub name: String,
@@ -89,7 +89,7 @@ pub struct DeviceRequestDef {
     pub first_available: Vec<DeviceRequestDef>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConstraintDef {
     pub match_attribute: String,
@@ -97,7 +97,7 @@ pub struct ConstraintDef {
     pub requests: Vec<String>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimDef {
     pub name: String,
@@ -188,7 +188,7 @@ pub fn node_devices(node: &str, sets: &[DeviceSetDef]) -> Option<Arc<NodeDevices
 ///   nodeSelector: {example.com/rack: a}
 ///   devices: {driver: nic.example.com, count: 2, attributes: {speed: 400}}
 /// ```
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DevicePoolDef {
     pub name: String,

@@ -64,6 +64,18 @@ pub struct SimPod {
     finish_event: Option<u64>,
     /// What it adds to the running sums (`SimTally`).
     share: PodShare,
+    /// Running at t=0 (the scenario's `running`): its node, and how long it has run.
+    pinned: Option<(Arc<str>, i64)>,
+}
+
+/// A pod the scheduler does not schedule (the scenario's `otherPods`): its node's usage
+/// while the node lives.
+#[derive(Clone, Debug)]
+pub(super) struct OtherPod {
+    pub uid: Arc<str>,
+    /// None once its node is gone.
+    pub node: Option<Arc<str>>,
+    pub request: Resource,
 }
 
 impl SimPod {
@@ -102,6 +114,8 @@ pub struct SimJob {
     pub predicted: Option<PredictedStart>,
     pub predicted_at_head: Option<(Timestamp, PredictedStart)>,
     spec: JobSpec,
+    /// How long before its submission it was created (`createdBefore`).
+    created_before: i64,
 }
 
 /// Progress of a run, for a progress bar.
@@ -152,6 +166,8 @@ pub struct Simulation {
     pub(super) tally: SimTally,
     /// Jobs whose every pod succeeded.
     jobs_done: usize,
+    /// The scenario's `otherPods`.
+    pub(super) other_pods: Vec<OtherPod>,
 }
 
 impl Simulation {
@@ -189,6 +205,7 @@ impl Simulation {
             topology_problems: Vec::new(),
             tally: SimTally::default(),
             jobs_done: 0,
+            other_pods: Vec::new(),
             scenario,
         };
         sim.setup();
@@ -221,6 +238,7 @@ impl Simulation {
             let count = self.scenario.node_groups[g].count;
             self.add_nodes(g, count);
         }
+        self.add_other_pods();
         let defs = self.scenario.jobs.clone();
         for def in &defs {
             let copies = def.repeat.as_ref().map(|r| r.count).unwrap_or(1);
@@ -247,6 +265,46 @@ impl Simulation {
             if let Some(c) = &e.remove_nodes {
                 self.schedule(e.at.0, Event::RemoveNodes(c.group.clone(), c.count));
             }
+        }
+    }
+
+    /// The scenario's `otherPods`, running on their nodes.
+    fn add_other_pods(&mut self) {
+        for def in self.scenario.other_pods.clone() {
+            let Some(node) = self
+                .nodes
+                .get_key_value(def.node.as_str())
+                .map(|(n, _)| n.clone())
+            else {
+                continue;
+            };
+            let (namespace, name) = def
+                .name
+                .split_once('/')
+                .unwrap_or(("default", def.name.as_str()));
+            let uid: Arc<str> = Arc::from(format!("other/{}", def.name));
+            let mut task = TaskInfo::new(
+                uid.clone(),
+                namespace,
+                name,
+                "",
+                def.requests.0.clone(),
+                0,
+                Arc::default(),
+                0,
+            );
+            task.labels = Arc::new(def.labels.clone());
+            task.status = TaskStatus::Running;
+            task.node = Some(node.clone());
+            task.critical = namespace == "kube-system";
+            let request = task.resreq.clone();
+            self.cache.apply_pod(PodUpdate { task, job: None });
+            self.tally.add_other(&node, &request);
+            self.other_pods.push(OtherPod {
+                uid,
+                node: Some(node),
+                request,
+            });
         }
     }
 
@@ -284,7 +342,8 @@ impl Simulation {
                 wait_timeout: def.gang.waiting_time.map(|m| m.0),
                 min_runtime: def.min_runtime.map(|m| m.0),
                 preemption_delay: def.preemption_delay.map(|m| m.0),
-                ..Default::default()
+                never_preempts: def.gang.never_preempts,
+                disrupt_whole: def.gang.disrupt_whole,
             },
             origin: GangOrigin::Declared,
             topology: def.network_topology.as_ref().map(|t| t.to_request(&uid)),
@@ -328,6 +387,7 @@ impl Simulation {
                     None => labels.clone(),
                 };
                 task.estimate = t.estimate.or(def.estimate).map(|m| m.0);
+                task.never_preempts = t.never_preempts;
                 if !t.claims.is_empty() {
                     task.set_claims(t.claims.iter().map(|c| c.for_pod(&uid, &pod_uid)).collect());
                 }
@@ -348,6 +408,10 @@ impl Simulation {
                     task,
                     finish_event: None,
                     share: PodShare::default(),
+                    pinned: t
+                        .running
+                        .get(r as usize)
+                        .map(|p| (Arc::from(p.node.as_str()), p.elapsed.0)),
                 });
                 pods.push(pod);
             }
@@ -372,6 +436,7 @@ impl Simulation {
             predicted: None,
             predicted_at_head: None,
             spec,
+            created_before: def.created_before.map_or(0, |m| m.0),
         });
         index
     }
@@ -394,8 +459,14 @@ impl Simulation {
     fn add_nodes(&mut self, group: usize, count: u32) {
         let g = self.scenario.node_groups[group].clone();
         for _ in 0..count {
-            self.group_created[group] += 1;
-            let name: Arc<str> = Arc::from(format!("{}-{}", g.name, self.group_created[group]));
+            // A name the group's `names` gave another node is skipped.
+            let name: Arc<str> = loop {
+                self.group_created[group] += 1;
+                let name = g.node_name(self.group_created[group]);
+                if !self.nodes.contains_key(name.as_str()) {
+                    break Arc::from(name);
+                }
+            };
             let mut allocatable = g.allocatable.0.clone();
             if allocatable.pods == 0 {
                 allocatable.pods = 110;
@@ -432,6 +503,15 @@ impl Simulation {
             };
             self.nodes.remove(&name);
             self.cache.delete_node(&name);
+            // Other pods go with their node (a controller would recreate them elsewhere,
+            // under another scheduler: not simulated).
+            for other in &mut self.other_pods {
+                if other.node.as_deref() == Some(&*name) {
+                    other.node = None;
+                    self.cache.delete_pod(&other.uid);
+                    self.tally.remove_other(&name, &other.request);
+                }
+            }
             // Pods on a lost node are recreated by their controller: pending again.
             let lost: Vec<usize> = (0..self.pods.len())
                 .filter(|&p| {
@@ -555,8 +635,21 @@ impl Simulation {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Submit(j) => {
+                // The report counts waits from the submission; the engine orders gangs by
+                // their creation, which a snapshot's were before t=0.
+                let created = self.now - self.jobs[j].created_before;
                 self.jobs[j].submitted = Some(self.now);
-                self.jobs[j].spec.created = self.now;
+                self.jobs[j].spec.created = created;
+                let pinned = self.jobs[j]
+                    .pods
+                    .iter()
+                    .filter(|&&p| self.pods[p].pinned.is_some())
+                    .count() as u32;
+                if pinned > 0 && pinned >= self.jobs[j].min_member {
+                    // A gang running at t=0 (a snapshot's) is Running, as its PodGroup was.
+                    self.jobs[j].spec.phase = PodGroupPhase::Running;
+                    self.jobs[j].phase = PodGroupPhase::Running;
+                }
                 self.cache.apply_job(self.jobs[j].spec.clone());
                 // A malformed request is the engine's to handle (the gang says why it
                 // waits); the report lists it too, as the live driver's events would.
@@ -574,9 +667,10 @@ impl Simulation {
                     self.note_topology_problem(problem);
                 }
                 for p in self.jobs[j].pods.clone() {
-                    self.pods[p].task.created = self.now;
+                    self.pods[p].task.created = created;
                     self.set_pod(p, TaskStatus::Pending, None);
                 }
+                self.start_pinned(j);
             }
             Event::Finish(p) => {
                 self.pods[p].finish_event = None;
@@ -605,6 +699,34 @@ impl Simulation {
                     self.remove_nodes(g, count);
                 }
             }
+        }
+    }
+
+    /// Starts a job's pods that run at t=0 on their nodes, as long before as they have run;
+    /// each ends its runtime after its start (at once if that is past).
+    fn start_pinned(&mut self, j: usize) {
+        let mut earliest: Option<Timestamp> = None;
+        for p in self.jobs[j].pods.clone() {
+            let Some((node, elapsed)) = self.pods[p].pinned.clone() else {
+                continue;
+            };
+            let Some(node) = self.nodes.get_key_value(&*node).map(|(n, _)| n.clone()) else {
+                continue;
+            };
+            let started = self.now - elapsed;
+            self.pods[p].task.started = Some(started);
+            self.set_pod(p, TaskStatus::Running, Some(node.clone()));
+            self.record_placement(p, &node);
+            if let Some(runtime) = self.pods[p].runtime {
+                let end = (started + runtime).max(self.now);
+                let id = self.schedule(end, Event::Finish(p));
+                self.pods[p].finish_event = Some(id);
+            }
+            earliest = Some(earliest.map_or(started, |e| e.min(started)));
+        }
+        let job = &self.jobs[j];
+        if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
+            self.jobs[j].started = earliest;
         }
     }
 

@@ -145,6 +145,11 @@ impl Simulation {
                 pending += 1;
             }
         }
+        for other in &self.other_pods {
+            if let Some(node) = &other.node {
+                used.entry(node).or_default().add(&other.request);
+            }
+        }
         assert_eq!(
             pending, self.tally.pending_pods,
             "pending pods: recount vs running sum"
@@ -195,6 +200,9 @@ impl Simulation {
                 .or_default()
                 .add(&pod.request);
             total.add(&pod.request);
+        }
+        for other in self.other_pods.iter().filter(|o| o.node.is_some()) {
+            total.add(&other.request);
         }
         let same = |a: &Resource, b: &Resource| {
             a.dimensions().all(|(d, v)| b.get(d) == v) && b.dimensions().all(|(d, v)| a.get(d) == v)
@@ -338,7 +346,12 @@ impl Simulation {
                     submitted: j.submitted.unwrap_or(0),
                     started: j.started,
                     finished: j.finished,
-                    wait: j.started.map(|s| s - j.submitted.unwrap_or(0)),
+                    // None for a gang that ran before it was submitted (a snapshot's,
+                    // running at t=0): it did not wait in this run.
+                    wait: j
+                        .started
+                        .map(|s| s - j.submitted.unwrap_or(0))
+                        .filter(|w| *w >= 0),
                     status: if j.finished.is_some() {
                         "Completed"
                     } else if j.started.is_some() {

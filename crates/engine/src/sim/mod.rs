@@ -2,6 +2,7 @@
 //! engine the live scheduler runs. `rust-batch simulate` runs it; so do most tests.
 
 pub mod accuracy;
+pub mod capture;
 pub mod devices;
 mod driver;
 mod measure;

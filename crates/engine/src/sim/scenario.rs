@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 use crate::conf::{ConfError, SchedulerConf};
@@ -75,6 +75,27 @@ impl<'de> Deserialize<'de> for Millis {
     }
 }
 
+impl Serialize for Millis {
+    /// As humantime writes it ("1h 30m"), which the loader reads back to the millisecond.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = std::time::Duration::from_millis(self.0.max(0) as u64);
+        s.serialize_str(&humantime::format_duration(d).to_string())
+    }
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+fn is_one(value: &u32) -> bool {
+    *value == 1
+}
+fn is_true(value: &bool) -> bool {
+    *value
+}
+fn is_zero_f64(value: &f64) -> bool {
+    *value == 0.0
+}
+
 /// The longest duration a scenario may name: virtual times stay far from overflowing
 /// (times add up: a repeat's `every` times its count, a runtime after a submit time).
 pub const MAX_DURATION: Millis = Millis(100 * 31_557_600 * 1000); // humantime's years: 365.25 days
@@ -89,54 +110,76 @@ pub const MAX_HYPERNODES: usize = 1_000;
 /// The most topology levels the report measures; real clusters nest a handful.
 pub const MAX_TOPOLOGY_LEVELS: usize = 16;
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroup {
     pub name: String,
     pub count: u32,
+    /// The names of the group's first nodes, in order (a snapshot of a cluster keeps its
+    /// nodes' names, which its running pods are pinned to); the others are named
+    /// `<group>-<n>`, n counting every node the group made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     /// Allocatable resources; `pods` defaults to 110.
     pub allocatable: ResourceList,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub unschedulable: bool,
     /// DRA devices each node publishes (see `sim::devices`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<super::devices::DeviceSetDef>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+impl NodeGroup {
+    /// The name of the group's `n`-th node made (from 1).
+    pub fn node_name(&self, n: u32) -> String {
+        match n.checked_sub(1).and_then(|i| self.names.get(i as usize)) {
+            Some(name) => name.clone(),
+            None => format!("{}-{n}", self.name),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QueueDef {
     pub name: String,
     #[serde(default = "one")]
     pub weight: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability: Option<ResourceList>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarantee: Option<ResourceList>,
-    #[serde(default = "yes")]
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub reclaimable: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub state: QueueState,
     /// Explicit deserved share (the capacity plugin).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deserved: Option<ResourceList>,
     /// Parent queue (hierarchical queues).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// The queue's priority (Volcano's `spec.priority`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub priority: i32,
+    /// How long before t=0 the queue was created: queues equal by the plugins' order go
+    /// oldest first, as on the cluster a snapshot was taken of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<Millis>,
     /// The runtime estimate of its pods that give none (the queue annotation
     /// `rust-batch.io/default-runtime-estimate`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_runtime_estimate: Option<Millis>,
     /// How long its pods run before preempt or reclaim may take them
     /// (`rust-batch.io/min-runtime`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_runtime: Option<Millis>,
     /// How long its gangs wait before they may evict others (`rust-batch.io/preemption-delay`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_delay: Option<Millis>,
 }
 
@@ -150,6 +193,8 @@ impl QueueDef {
         info.parent = self.parent.as_deref().map(Into::into);
         info.reclaimable = self.reclaimable;
         info.state = self.state;
+        info.priority = self.priority;
+        info.created = -self.created_before.map_or(0, |m| m.0);
         info.default_runtime_estimate = self.default_runtime_estimate.map(|m| m.0);
         info.min_runtime = self.min_runtime.map(|m| m.0);
         info.preemption_delay = self.preemption_delay.map(|m| m.0);
@@ -170,7 +215,7 @@ fn default_queue() -> String {
     "default".into()
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskDef {
     /// Role name (the `volcano.sh/task-spec` of its pods).
@@ -180,69 +225,103 @@ pub struct TaskDef {
     #[serde(default)]
     pub requests: ResourceList,
     /// How long a pod runs once started; absent means it runs until the end.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Millis>,
     /// What the user tells the scheduler the runtime will be (the pods'
     /// `rust-batch.io/runtime-estimate`); overrides the job's `estimate`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Millis>,
-    #[serde(default)]
+    /// Replicas already running at t=0, first replicas first: each on its node, started
+    /// `elapsed` before t=0 (it ends `runtime - elapsed` after t=0, at t=0 if overdue). Only
+    /// a job submitted at t=0, not repeated, has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<RunningPodDef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
-    #[serde(default)]
+    /// `preemptionPolicy: Never`: the pods wait for room, they never evict others for it.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub never_preempts: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_affinity: Vec<NodeSelectorTerm>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
     /// The pods' labels, beside the `volcano.sh/job-name` and `volcano.sh/task-spec` every
     /// pod gets (as Volcano's job controller sets them), for pod affinity and spread rules.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Kubernetes' `affinity`: required and preferred node affinity, podAffinity,
     /// podAntiAffinity.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub affinity: AffinityDef,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     /// Ports the pods take on their node (`containers[].ports[].hostPort`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_ports: Vec<HostPort>,
     /// The pods' annotations. The simulator reads Kueue's topology-aware scheduling keys
     /// (`kueue.x-k8s.io/podset-required-topology`, `…/podset-preferred-topology`) as the
     /// Kubernetes driver does; other keys are carried and ignored.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// Replicas form groups of this many (as a LeaderWorkerSet's): replica `r` carries the
     /// label `group-index: r / groupSize`, for a job's `subGroupPolicy` to match.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_size: Option<u32>,
     /// ResourceClaims (DRA) each pod carries (see `sim::devices`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<super::devices::ClaimDef>,
 }
 
+/// A replica running at t=0 (a snapshot of a cluster's running pod).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunningPodDef {
+    /// The node it runs on (a node the scenario has at t=0).
+    pub node: String,
+    /// How long it has run at t=0.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub elapsed: Millis,
+}
+
+/// A pod rust-batch does not schedule (another scheduler's, or one a snapshot could not
+/// give a gang) running on a node from t=0 to the end: what it requests is its node's.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OtherPodDef {
+    /// `namespace/name`.
+    pub name: String,
+    pub node: String,
+    #[serde(default)]
+    pub requests: ResourceList,
+    /// Its labels, for other pods' affinity and spread rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
 /// A pod's `affinity`, with Kubernetes' field names.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AffinityDef {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_affinity: Option<NodeAffinityDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub pod_affinity: PodAffinity,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub pod_anti_affinity: PodAffinity,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeAffinityDef {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_during_scheduling_ignored_during_execution: Option<NodeSelectorDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSelectorDef {
     pub node_selector_terms: Vec<NodeSelectorTerm>,
@@ -292,12 +371,12 @@ const TASK_SPEC_LABEL: &str = "volcano.sh/task-spec";
 /// Volcano's PodGroup `spec.networkTopology`, with its field names. Values are passed to
 /// the engine as a PodGroup's would be: a mode that is not hard or soft, or a tier below
 /// 1, is the engine's to report (the gang says why it waits), not a scenario error.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetworkTopologyDef {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub highest_tier_allowed: Option<i64>,
 }
 
@@ -310,7 +389,7 @@ impl NetworkTopologyDef {
 
 /// Volcano's HyperNode (topology.volcano.sh/v1alpha1), flattened: its `metadata.name` and
 /// its `spec` (`tier`, `members`) with Volcano's field names.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HyperNodeDef {
     pub name: String,
@@ -319,13 +398,13 @@ pub struct HyperNodeDef {
     pub members: Vec<HyperNodeMemberDef>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 pub enum HyperNodeMemberType {
     Node,
     HyperNode,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HyperNodeMemberDef {
     #[serde(rename = "type")]
@@ -334,7 +413,7 @@ pub struct HyperNodeMemberDef {
 }
 
 /// Exactly one of the three, as Volcano's CRD validation demands.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemberSelectorDef {
     #[serde(default)]
@@ -345,19 +424,19 @@ pub struct MemberSelectorDef {
     pub label_match: Option<LabelMatchDef>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExactMatchDef {
     pub name: String,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegexMatchDef {
     pub pattern: String,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabelMatchDef {
     pub match_labels: BTreeMap<String, String>,
@@ -400,14 +479,14 @@ impl MemberSelectorDef {
 }
 
 /// Submit `count` copies of a job, one every `every`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Repeat {
     pub count: u32,
     pub every: Millis,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobDef {
     pub name: String,
@@ -415,64 +494,69 @@ pub struct JobDef {
     pub namespace: String,
     #[serde(default = "default_queue")]
     pub queue: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub submit_at: Millis,
+    /// How long before its submission the gang was created (a snapshot's gangs were
+    /// created before t=0): the gangs equal by the plugins' order go oldest first, and a
+    /// preemption delay counts from it, as on the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<Millis>,
     /// Defaults to every task of the job.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_member: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub min_task_member: BTreeMap<String, u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_resources: Option<ResourceList>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub priority: i32,
     /// Its PriorityClass's `rust-batch.io/min-runtime` annotation: how long its pods run
     /// before preempt or reclaim may take them (wins over its queue's `minRuntime`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_runtime: Option<Millis>,
     /// Its PriorityClass's `rust-batch.io/preemption-delay` annotation: how long it waits
     /// before it may evict others (wins over its queue's `preemptionDelay`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_delay: Option<Millis>,
     /// Runtime jitter as a fraction (0.2 = ±20%), drawn once per job (its pods finish
     /// together, as a gang's do) from the scenario's seed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub runtime_jitter: f64,
     /// The runtime estimate every pod of the job carries (`rust-batch.io/runtime-estimate`);
     /// none by default. `runtime` is the true runtime, which the scheduler never sees.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimate: Option<Millis>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
     /// Koordinator-style gang options (mode, match policy, total number, group, waiting
     /// time).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub gang: GangDef,
     /// Volcano's PodGroup `spec.networkTopology`: keep the gang inside one network domain.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_topology: Option<NetworkTopologyDef>,
     /// Volcano's PodGroup `spec.subGroupPolicy`: subgroups that bind only whole.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_group_policy: Vec<SubGroupPolicyDef>,
     pub tasks: Vec<TaskDef>,
 }
 
 /// One entry of Volcano's `subGroupPolicy`, with its field names and defaults.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubGroupPolicyDef {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub sub_group_size: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub min_sub_groups: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<crate::model::pod_rules::LabelSelector>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_label_keys: Vec<String>,
     /// Each subgroup inside one network domain of its own.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_topology: Option<NetworkTopologyDef>,
 }
 
@@ -506,20 +590,27 @@ impl SubGroupPolicyDef {
 /// index (LeaderWorkerSet's `leaderworkerset.sigs.k8s.io/group-index` plays this part).
 pub const GROUP_INDEX_LABEL: &str = "group-index";
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GangDef {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub mode: crate::model::GangMode,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub match_policy: crate::model::MatchPolicy,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_number: Option<u32>,
     /// Names of the jobs (in this job's namespace) forming a GangGroup with this one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_time: Option<Millis>,
+    /// The gang's own `preemptionPolicy: Never` (Kubernetes' PodGroup).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub never_preempts: bool,
+    /// `disruptionMode: All` (Kubernetes' PodGroup): a member is evicted only with the
+    /// whole gang.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub disrupt_whole: bool,
 }
 
 impl JobDef {
@@ -528,28 +619,28 @@ impl JobDef {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeChange {
     pub group: String,
     pub count: u32,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventDef {
     pub at: Millis,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_nodes: Option<NodeChange>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remove_nodes: Option<NodeChange>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     #[serde(default)]
     pub seed: u64,
@@ -559,37 +650,40 @@ pub struct Scenario {
     #[serde(default = "default_max_time")]
     pub max_time: Millis,
     /// Scheduler configuration (Volcano format) inline; Volcano's default if absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
     /// How long an evicted pod takes to terminate.
     #[serde(default = "default_grace")]
     pub eviction_grace: Millis,
     pub node_groups: Vec<NodeGroup>,
     /// DRA DeviceClasses (see `sim::devices`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_classes: Vec<super::devices::DeviceClassDef>,
     /// DRA network-attached pools: devices reachable from every node whose labels match,
     /// allocatable once cluster-wide (see `sim::devices`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_pools: Vec<super::devices::DevicePoolDef>,
     /// Volcano HyperNodes describing the network topology, given to the scheduler at start.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hypernodes: Vec<HyperNodeDef>,
     /// Node label keys, narrowest first (e.g. a rack key, then a zone key), by which the
     /// report measures how many domains each gang spans. Only the report reads them (the
     /// scheduler's own levels are its plugins' arguments), so one scenario can compare
     /// configurations with and without topology-aware placement.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub topology_levels: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<QueueDef>,
-    #[serde(default)]
+    /// Pods rust-batch does not schedule, running on their nodes from t=0 on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_pods: Vec<OtherPodDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<JobDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventDef>,
     /// Predict each waiting gang's start time (as `rust-batch run` does) and report the
     /// prediction made at submission and at the head of its queue against the actual start.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub predict_start: bool,
 }
 
@@ -622,6 +716,22 @@ impl Scenario {
             })?;
         scenario.validate(file)?;
         Ok(scenario)
+    }
+
+    /// The scenario as a YAML file that `parse` reads back to an equal scenario.
+    pub fn to_yaml(&self) -> Result<String, String> {
+        serde_saphyr::to_string(self).map_err(|e| e.to_string())
+    }
+
+    /// The nodes the scenario has at t=0, by name, with their group.
+    pub fn initial_nodes(&self) -> BTreeMap<String, usize> {
+        let mut nodes = BTreeMap::new();
+        for (i, g) in self.node_groups.iter().enumerate() {
+            for n in 1..=g.count {
+                nodes.insert(g.node_name(n), i);
+            }
+        }
+        nodes
     }
 
     /// The scheduler this scenario runs: its configuration with every action and plugin
@@ -714,6 +824,7 @@ impl Scenario {
                 ));
             }
         }
+        self.validate_pinned(file)?;
         let mut nodes: u64 = 0;
         let node_counts = self
             .node_groups
@@ -887,6 +998,94 @@ impl Scenario {
         }
         self.validate_topology(file)?;
         self.scheduler(file)?;
+        Ok(())
+    }
+
+    /// Node names, pods running at t=0 and other pods: each on a node the scenario has at
+    /// t=0.
+    fn validate_pinned(&self, file: &str) -> Result<(), ScenarioError> {
+        let invalid = |field: String, message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            field,
+            message,
+        };
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, g) in self.node_groups.iter().enumerate() {
+            if g.names.len() > g.count as usize {
+                return Err(invalid(
+                    format!("nodeGroups[{i}].names"),
+                    format!("{} names for a count of {}", g.names.len(), g.count),
+                ));
+            }
+            if g.names.iter().any(String::is_empty) {
+                return Err(invalid(
+                    format!("nodeGroups[{i}].names"),
+                    "a node name must not be empty".into(),
+                ));
+            }
+            if g.names.is_empty() {
+                continue;
+            }
+            for n in 1..=g.count {
+                let name = g.node_name(n);
+                if let Some(other) = seen.insert(name.clone(), i) {
+                    return Err(invalid(
+                        format!("nodeGroups[{i}].names"),
+                        format!("node {name:?} is also a node of nodeGroups[{other}]"),
+                    ));
+                }
+            }
+        }
+        let nodes = if self
+            .jobs
+            .iter()
+            .any(|j| j.tasks.iter().any(|t| !t.running.is_empty()))
+            || !self.other_pods.is_empty()
+        {
+            self.initial_nodes()
+        } else {
+            BTreeMap::new()
+        };
+        for (j, job) in self.jobs.iter().enumerate() {
+            for (k, t) in job.tasks.iter().enumerate() {
+                if t.running.is_empty() {
+                    continue;
+                }
+                let at = format!("jobs[{j}].tasks[{k}].running");
+                if t.running.len() > t.replicas as usize {
+                    return Err(invalid(
+                        at,
+                        format!(
+                            "{} pods running for {} replicas",
+                            t.running.len(),
+                            t.replicas
+                        ),
+                    ));
+                }
+                if job.submit_at.0 != 0 || job.repeat.is_some() {
+                    return Err(invalid(
+                        at,
+                        "only a job submitted at t=0, not repeated, has pods running at t=0".into(),
+                    ));
+                }
+                for (r, pod) in t.running.iter().enumerate() {
+                    if !nodes.contains_key(&pod.node) {
+                        return Err(invalid(
+                            format!("{at}[{r}].node"),
+                            format!("no node {:?} at t=0", pod.node),
+                        ));
+                    }
+                }
+            }
+        }
+        for (i, pod) in self.other_pods.iter().enumerate() {
+            if !nodes.contains_key(&pod.node) {
+                return Err(invalid(
+                    format!("otherPods[{i}].node"),
+                    format!("no node {:?} at t=0", pod.node),
+                ));
+            }
+        }
         Ok(())
     }
 

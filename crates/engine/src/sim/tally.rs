@@ -79,6 +79,31 @@ impl SimTally {
         self.grown.remove(name);
     }
 
+    /// A pod of no queue (the scenario's `otherPods`) on `name`.
+    pub fn add_other(&mut self, name: &Arc<str>, request: &Resource) {
+        self.used.add(request);
+        if let Some(node) = self.nodes.get_mut(name) {
+            let was_partial = node.partially_used_gpus();
+            node.used.add(request);
+            self.grown.insert(name.clone());
+            if !was_partial && node.partially_used_gpus() {
+                self.partial_gpu_nodes += 1;
+            }
+        }
+    }
+
+    /// Takes out an `add_other` pod, before its node is removed.
+    pub fn remove_other(&mut self, name: &str, request: &Resource) {
+        self.used.sub(request);
+        if let Some(node) = self.nodes.get_mut(name) {
+            let was_partial = node.partially_used_gpus();
+            node.used.sub(request);
+            if was_partial && !node.partially_used_gpus() {
+                self.partial_gpu_nodes -= 1;
+            }
+        }
+    }
+
     /// Adds (`sign` 1) or takes out (-1) one pod's share.
     pub fn apply(&mut self, share: &PodShare, queue: &str, request: &Resource, sign: i8) {
         if share.pending {

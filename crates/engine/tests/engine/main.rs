@@ -18,3 +18,4 @@ mod preempt_cost;
 mod preempt_protection;
 mod props;
 mod scenarios;
+mod snapshot_scenarios;
