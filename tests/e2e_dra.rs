@@ -975,7 +975,9 @@ async fn a_network_attached_pool_is_allocated_once_cluster_wide_to_a_whole_gang(
         let shape = json!({"cpu": "32", "memory": "256Gi"});
         fake_node(&client, &format!("{ns}-n{i}"), ns, shape).await;
     }
-    let devices: Vec<Value> = (0..4).map(|i| json!({"name": format!("link-{i}")})).collect();
+    let devices: Vec<Value> = (0..4)
+        .map(|i| json!({"name": format!("link-{i}")}))
+        .collect();
     let slice: ResourceSlice = object(json!({
         "metadata": {"name": ns},
         "spec": {

@@ -227,12 +227,24 @@ fn exact_choice(r: &ExactDeviceRequest) -> Result<DeviceChoice, String> {
         return Err("adminAccess is not supported by rust-batch".into());
     }
     let mode = (r.allocation_mode.as_deref(), r.count);
-    choice("", &r.device_class_name, r.selectors.as_deref(), mode, r.capacity.is_some())
+    choice(
+        "",
+        &r.device_class_name,
+        r.selectors.as_deref(),
+        mode,
+        r.capacity.is_some(),
+    )
 }
 
 fn sub_choice(r: &DeviceSubRequest) -> Result<DeviceChoice, String> {
     let mode = (r.allocation_mode.as_deref(), r.count);
-    choice(&r.name, &r.device_class_name, r.selectors.as_deref(), mode, r.capacity.is_some())
+    choice(
+        &r.name,
+        &r.device_class_name,
+        r.selectors.as_deref(),
+        mode,
+        r.capacity.is_some(),
+    )
 }
 
 /// One way to satisfy a request (`exactly`, or a `firstAvailable` subrequest `name`):

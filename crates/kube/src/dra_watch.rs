@@ -32,7 +32,9 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
-use super::dra::{claim_allocation, claim_spec, class_selectors, cluster_inventories, pool_devices};
+use super::dra::{
+    claim_allocation, claim_spec, class_selectors, cluster_inventories, pool_devices,
+};
 use super::index::{store_newest, Index, Wake};
 use super::retry::warn_limited;
 use crate::cache::PodUpdate;
@@ -440,7 +442,9 @@ impl Index {
 
     fn rebuild_inventory(&mut self, node: &str) {
         let state = self.cache.state();
-        let labels = state.node_by_name(node).map(|id| state.node(id).labels.clone());
+        let labels = state
+            .node_by_name(node)
+            .map(|id| state.node(id).labels.clone());
         let inventory = self.dra.inventory(node, labels.as_deref());
         self.cache.apply_node_devices(node, inventory);
     }
@@ -649,7 +653,10 @@ pub(crate) mod tests {
     }
 
     /// A Ready node with 8 CPUs and `labels`.
-    pub(crate) fn ready_node(name: &str, labels: serde_json::Value) -> k8s_openapi::api::core::v1::Node {
+    pub(crate) fn ready_node(
+        name: &str,
+        labels: serde_json::Value,
+    ) -> k8s_openapi::api::core::v1::Node {
         obj(serde_json::json!({
             "metadata": {"name": name, "labels": labels},
             "status": {"allocatable": {"cpu": "8", "pods": "110"},
@@ -856,9 +863,11 @@ pub(crate) mod tests {
         assert_eq!((count(&st, "b0"), count(&st, "a1")), (2, 2));
         // Allocated by anyone, with no node's name in its selector: held wherever reached.
         let mut c = claim("theirs", None, 1);
-        c.status = Some(obj(serde_json::json!({"allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.example.com", "pool": "fabric", "device": "gpu-1"}
-        ]}}})));
+        c.status = Some(obj(
+            serde_json::json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "fabric", "device": "gpu-1"}
+            ]}}}),
+        ));
         st.apply_resource_claim(&c);
         for n in ["a0", "b0", "a1"] {
             assert_eq!(inventory_of(&st, n).unwrap().initial_holds(), [0, 1], "{n}");
