@@ -57,6 +57,33 @@ fn claim_controller() {
     );
 }
 
+/// What every test begins with: its turn (held while the guard lives), the resource-claim
+/// controller, a client, the CRDs, its namespace, the DeviceClass `CLASS` and `gpu_nodes`
+/// nodes `{ns}-n{i}` with 8 GPUs each (`gpu_node`).
+async fn begin(ns: &str, gpu_nodes: usize) -> (MutexGuard<'static, ()>, Client) {
+    let one = one_at_a_time();
+    claim_controller();
+    let client = client().await;
+    install_crds(&client).await;
+    namespace(&client, ns).await;
+    device_class(&client).await;
+    for i in 0..gpu_nodes {
+        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
+    }
+    (one, client)
+}
+
+/// Waits until gang `group`'s condition says all of `words`; returns it.
+async fn wait_reason(client: &Client, ns: &str, group: &str, words: &[&str]) -> String {
+    let what = format!("gang {group} saying {words:?}");
+    wait_for(Duration::from_secs(30), &what, || async {
+        condition_message(client, ns, group)
+            .await
+            .filter(|m| words.iter().all(|w| m.contains(w)))
+    })
+    .await
+}
+
 fn object<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).expect("a valid object")
 }
@@ -118,19 +145,33 @@ async fn gpu_node_with(
             })
         })
         .collect();
-    let slice: ResourceSlice = object(json!({
-        "metadata": {"name": format!("{node}-gpus")},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices
-        }
-    }));
+    let on_node = json!({"nodeName": node});
+    publish_slice(client, &format!("{node}-gpus"), DRIVER, on_node, devices).await;
+}
+
+/// ResourceSlice `name` of `driver` publishing `devices` where `reach` says (`nodeName`,
+/// `nodeSelector` or `allNodes`), its pool named after it, as a driver publishes one.
+async fn publish_slice(
+    client: &Client,
+    name: &str,
+    driver: &str,
+    reach: Value,
+    devices: Vec<Value>,
+) {
+    let pool = reach["nodeName"].as_str().unwrap_or(name);
+    let mut spec = json!({
+        "driver": driver,
+        "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+        "devices": devices
+    });
+    for (k, v) in reach.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    let slice: ResourceSlice = object(json!({"metadata": {"name": name}, "spec": spec}));
     Api::<ResourceSlice>::all(client.clone())
         .create(&PostParams::default(), &slice)
         .await
-        .expect("ResourceSlice published");
+        .unwrap_or_else(|e| panic!("ResourceSlice {name} not published: {e}"));
 }
 
 /// A request of `count` devices of `class` (with extra selectors), as a claim spec.
@@ -162,6 +203,13 @@ async fn template(client: &Client, ns: &str, name: &str, spec: Value) -> kube::R
         .create(&PostParams::default(), &t)
         .await
         .map(|_| ())
+}
+
+/// `template`, which the API server must accept.
+async fn new_template(client: &Client, ns: &str, name: &str, spec: Value) {
+    template(client, ns, name, spec)
+        .await
+        .unwrap_or_else(|e| panic!("template {name}: {e}"));
 }
 
 /// A pod of gang `group` on `ns`'s nodes with `claims` (its spec.resourceClaims), each
@@ -307,21 +355,11 @@ fn bound_count(pods: &BTreeMap<String, Pod>, prefix: &str) -> usize {
 /// its pod is bound to and in one clique; within 2 s of its last pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_claiming_gpus_in_one_nvlink_clique_binds_whole_within_two_seconds() {
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-clique";
     let scheduler = "rb-dra-clique";
-    namespace(&client, ns).await;
-    device_class(&client).await;
-    for i in 0..3 {
-        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
-    }
+    let (_one, client) = begin(ns, 3).await;
     let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
-    template(&client, ns, "two-gpus-one-clique", gpus_in_one_clique(2))
-        .await
-        .expect("template created");
+    new_template(&client, ns, "two-gpus-one-clique", gpus_in_one_clique(2)).await;
     pod_group(&client, ns, "train", 4).await;
     for i in 0..4 {
         claims_pod(
@@ -401,17 +439,9 @@ async fn a_gang_claiming_gpus_in_one_nvlink_clique_binds_whole_within_two_second
 /// both pods on its node and in its reservedFor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_shared_by_two_pods_of_a_gang_is_allocated_once() {
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-shared";
     let scheduler = "rb-dra-shared";
-    namespace(&client, ns).await;
-    device_class(&client).await;
-    for i in 0..2 {
-        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
-    }
+    let (_one, client) = begin(ns, 2).await;
     let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
     let shared: ResourceClaim = object(json!({
         "metadata": {"name": "shared-gpu", "namespace": ns},
@@ -460,17 +490,9 @@ async fn a_claim_shared_by_two_pods_of_a_gang_is_allocated_once() {
 /// lives on. A selector that does not compile never reaches it: the API server refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_claims_wait_with_named_reasons_while_another_gang_schedules() {
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-bad";
     let scheduler = "rb-dra-bad";
-    namespace(&client, ns).await;
-    device_class(&client).await;
-    for i in 0..2 {
-        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
-    }
+    let (_one, client) = begin(ns, 2).await;
     let (mut running, _port) = start_ready_scheduler(scheduler, &[]).await;
 
     let refused = template(
@@ -492,9 +514,7 @@ async fn bad_claims_wait_with_named_reasons_while_another_gang_schedules() {
         ("one-gpu", gpus(CLASS, 1, &[])),
     ];
     for (name, spec) in templates {
-        template(&client, ns, name, spec)
-            .await
-            .unwrap_or_else(|e| panic!("template {name}: {e}"));
+        new_template(&client, ns, name, spec).await;
     }
     let cases = [
         (
@@ -535,16 +555,7 @@ async fn bad_claims_wait_with_named_reasons_while_another_gang_schedules() {
         .await;
     }
     for (group, _, why) in cases {
-        let message = wait_for(
-            Duration::from_secs(30),
-            &format!("gang {group} saying {why:?}"),
-            || async {
-                condition_message(&client, ns, group)
-                    .await
-                    .filter(|m| m.contains(why))
-            },
-        )
-        .await;
+        let message = wait_reason(&client, ns, group, &[why]).await;
         eprintln!("{group}: {message}");
     }
     wait_for(Duration::from_secs(30), "the fine gang bound", || async {
@@ -569,21 +580,11 @@ async fn bad_claims_wait_with_named_reasons_while_another_gang_schedules() {
 /// their claims deallocated by the resource-claim controller) it binds whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_device_is_allocated_twice_and_a_gang_short_of_devices_binds_nothing() {
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-full";
     let scheduler = "rb-dra-full";
-    namespace(&client, ns).await;
-    device_class(&client).await;
-    for i in 0..2 {
-        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
-    }
+    let (_one, client) = begin(ns, 2).await;
     let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
-    template(&client, ns, "four-gpus", gpus(CLASS, 4, &[]))
-        .await
-        .expect("template created");
+    new_template(&client, ns, "four-gpus", gpus(CLASS, 4, &[])).await;
     // Twelve of the sixteen GPUs.
     pod_group(&client, ns, "big", 3).await;
     for i in 0..3 {
@@ -752,6 +753,7 @@ async fn start_with_gpu_affinity(name: &str, arguments: &[(&str, &str)]) -> Sche
         .iter()
         .map(|(k, v)| format!("      {k}: {v}\n"))
         .collect();
+    // Without the default's topology levels: the devices' attribute is the only domain.
     let conf = format!(
         "actions: \"enqueue, allocate, backfill\"
 tiers:
@@ -787,12 +789,8 @@ async fn one_value_per_gang(
     values: &[&str],
     expected: &str,
 ) {
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let scheduler = format!("rb-{ns}");
-    namespace(&client, ns).await;
-    device_class(&client).await;
+    let (_one, client) = begin(ns, 0).await;
     let mut value_of: BTreeMap<String, String> = BTreeMap::new();
     for (i, v) in values.iter().enumerate() {
         let node = format!("{ns}-n{i}");
@@ -802,12 +800,8 @@ async fn one_value_per_gang(
         value_of.insert(node, v.to_string());
     }
     let _scheduler = start_with_gpu_affinity(&scheduler, arguments).await;
-    template(&client, ns, "one-gpu", gpus(CLASS, 1, &[]))
-        .await
-        .expect("template created");
-    template(&client, ns, "two-gpus", gpus(CLASS, 2, &[]))
-        .await
-        .expect("template created");
+    new_template(&client, ns, "one-gpu", gpus(CLASS, 1, &[])).await;
+    new_template(&client, ns, "two-gpus", gpus(CLASS, 2, &[])).await;
     pod_group(&client, ns, "filler", 1).await;
     let n0 = json!({"kubernetes.io/hostname": format!("{ns}-n0")});
     let filler = from_template("one-gpu");
@@ -816,16 +810,7 @@ async fn one_value_per_gang(
 
     template_gang(&client, ns, &scheduler, ("wide", 5, "default"), "two-gpus").await;
     let qualified = format!("{DRIVER}/{attribute}");
-    let message = wait_for(
-        Duration::from_secs(30),
-        "gang wide waiting on the gpu-affinity rule",
-        || async {
-            condition_message(&client, ns, "wide")
-                .await
-                .filter(|m| m.contains(&qualified) && m.contains("(hard)"))
-        },
-    )
-    .await;
+    let message = wait_reason(&client, ns, "wide", &[&qualified, "(hard)"]).await;
     eprintln!("wide: {message}");
 
     template_gang(&client, ns, &scheduler, ("train", 4, "default"), "two-gpus").await;
@@ -849,7 +834,6 @@ async fn one_value_per_gang(
 /// clique two nodes (a multi-node NVLink domain), or the gang waits naming the rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_affinity_keeps_a_gangs_devices_in_one_nvlink_clique_or_the_gang_waits() {
-    let _one = one_at_a_time();
     let attribute = format!("{DRIVER}/nvlinkClique");
     one_value_per_gang(
         "dra-affinity-clique",
@@ -868,7 +852,6 @@ async fn gpu_affinity_keeps_a_gangs_devices_in_one_nvlink_clique_or_the_gang_wai
 /// devices of one GPU model, or the gang waits naming the rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_affinity_gives_a_gangs_devices_one_gpu_model_or_the_gang_waits() {
-    let _one = one_at_a_time();
     let attribute = format!("{DRIVER}/productName");
     one_value_per_gang(
         "dra-affinity-model",
@@ -888,17 +871,9 @@ async fn gpu_affinity_gives_a_gangs_devices_one_gpu_model_or_the_gang_waits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queues_device_quota_admits_gangs_up_to_it_and_holds_the_next_whole() {
     use rust_batch::kube::dialects::volcano::Queue;
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-quota";
     let scheduler = "rb-dra-quota";
-    namespace(&client, ns).await;
-    device_class(&client).await;
-    for i in 0..2 {
-        gpu_node(&client, &format!("{ns}-n{i}"), ns).await;
-    }
+    let (_one, client) = begin(ns, 2).await;
     let quota = format!("deviceclass/{CLASS}");
     let mut spec = json!({"weight": 1, "capability": {}});
     spec["capability"][quota.as_str()] = json!("8");
@@ -911,24 +886,13 @@ async fn a_queues_device_quota_admits_gangs_up_to_it_and_holds_the_next_whole() 
         .await
         .expect("queue created");
     let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
-    template(&client, ns, "two-gpus", gpus(CLASS, 2, &[]))
-        .await
-        .expect("template created");
+    new_template(&client, ns, "two-gpus", gpus(CLASS, 2, &[])).await;
     for gang in ["a", "b"] {
         template_gang(&client, ns, scheduler, (gang, 2, ns), "two-gpus").await;
         wait_bound(&client, ns, &format!("{gang}-"), 2).await;
     }
     template_gang(&client, ns, scheduler, ("c", 2, ns), "two-gpus").await;
-    let message = wait_for(
-        Duration::from_secs(30),
-        "gang c held by its queue's device quota",
-        || async {
-            condition_message(&client, ns, "c")
-                .await
-                .filter(|m| m.contains(&quota))
-        },
-    )
-    .await;
+    let message = wait_reason(&client, ns, "c", &[&quota]).await;
     eprintln!("c: {message}");
     holds_nothing(&client, ns, "c-").await;
 
@@ -956,13 +920,9 @@ const FABRIC_CLASS: &str = "e2e-fabric";
 /// devices are then held cluster-wide, so a pod claiming one more waits and holds nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_network_attached_pool_is_allocated_once_cluster_wide_to_a_whole_gang() {
-    let _one = one_at_a_time();
-    claim_controller();
-    let client = client().await;
-    install_crds(&client).await;
     let ns = "dra-fabric";
     let scheduler = "rb-dra-fabric";
-    namespace(&client, ns).await;
+    let (_one, client) = begin(ns, 0).await;
     let class: DeviceClass = object(json!({
         "metadata": {"name": FABRIC_CLASS},
         "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{FABRIC_DRIVER}'")}}]}
@@ -978,27 +938,12 @@ async fn a_network_attached_pool_is_allocated_once_cluster_wide_to_a_whole_gang(
     let devices: Vec<Value> = (0..4)
         .map(|i| json!({"name": format!("link-{i}")}))
         .collect();
-    let slice: ResourceSlice = object(json!({
-        "metadata": {"name": ns},
-        "spec": {
-            "driver": FABRIC_DRIVER,
-            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "pool", "operator": "In", "values": [ns]}]}]},
-            "pool": {"name": ns, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices
-        }
-    }));
-    Api::<ResourceSlice>::all(client.clone())
-        .create(&PostParams::default(), &slice)
-        .await
-        .expect("network-attached ResourceSlice published");
+    let reach = json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "pool", "operator": "In", "values": [ns]}]}]}});
+    publish_slice(&client, ns, FABRIC_DRIVER, reach, devices).await;
     let (_scheduler, _port) = start_ready_scheduler(scheduler, &[]).await;
-    template(&client, ns, "two-links", gpus(FABRIC_CLASS, 2, &[]))
-        .await
-        .expect("template created");
-    template(&client, ns, "one-link", gpus(FABRIC_CLASS, 1, &[]))
-        .await
-        .expect("template created");
+    new_template(&client, ns, "two-links", gpus(FABRIC_CLASS, 2, &[])).await;
+    new_template(&client, ns, "one-link", gpus(FABRIC_CLASS, 1, &[])).await;
     template_gang(&client, ns, scheduler, ("net", 2, "default"), "two-links").await;
     wait_bound(&client, ns, "net-", 2).await;
     let held = devices_of_gang(&client, ns, "net-").await;
@@ -1008,15 +953,6 @@ async fn a_network_attached_pool_is_allocated_once_cluster_wide_to_a_whole_gang(
     assert_no_device_twice(&client).await;
 
     template_gang(&client, ns, scheduler, ("more", 1, "default"), "one-link").await;
-    wait_for(
-        Duration::from_secs(30),
-        "gang more waiting for a device",
-        || async {
-            condition_message(&client, ns, "more")
-                .await
-                .filter(|m| m.contains("cannot allocate all claims"))
-        },
-    )
-    .await;
+    wait_reason(&client, ns, "more", &["cannot allocate all claims"]).await;
     holds_nothing(&client, ns, "more-").await;
 }
