@@ -27,7 +27,7 @@ use crate::model::resource::parse_milli;
 const NODE_NAME_FIELD: &str = "metadata.name";
 
 /// The devices of a node-local slice, with the node's name; or why the slice is left out
-/// (a network-attached pool, which the engine does not model).
+/// (a network-attached pool: `pool_devices` reads it, given where each device reaches).
 pub fn slice_devices(slice: &ResourceSlice) -> Result<(String, Vec<Device>), String> {
     let spec = &slice.spec;
     let name = slice.metadata.name.as_deref().unwrap_or_default();
@@ -38,12 +38,7 @@ pub fn slice_devices(slice: &ResourceSlice) -> Result<(String, Vec<Device>), Str
             spec.pool.name, spec.driver
         ));
     };
-    let devices = spec
-        .devices
-        .iter()
-        .flatten()
-        .map(|d| device_of(spec, d))
-        .collect();
+    let devices = pool_devices(slice)?.into_iter().map(|(_, d)| d).collect();
     Ok((node, devices))
 }
 
@@ -231,30 +226,46 @@ fn exact_choice(r: &ExactDeviceRequest) -> Result<DeviceChoice, String> {
     if r.admin_access == Some(true) {
         return Err("adminAccess is not supported by rust-batch".into());
     }
-    if r.capacity.is_some() {
-        return Err(
-            "capacity requests (consumable capacity) are not supported by rust-batch".into(),
-        );
-    }
-    Ok(DeviceChoice {
-        name: String::new(),
-        device_class_name: r.device_class_name.clone(),
-        selectors: cel_expressions(r.selectors.as_deref()),
-        mode: mode(r.allocation_mode.as_deref(), r.count)?,
-    })
+    let mode = (r.allocation_mode.as_deref(), r.count);
+    choice(
+        "",
+        &r.device_class_name,
+        r.selectors.as_deref(),
+        mode,
+        r.capacity.is_some(),
+    )
 }
 
 fn sub_choice(r: &DeviceSubRequest) -> Result<DeviceChoice, String> {
-    if r.capacity.is_some() {
+    let mode = (r.allocation_mode.as_deref(), r.count);
+    choice(
+        &r.name,
+        &r.device_class_name,
+        r.selectors.as_deref(),
+        mode,
+        r.capacity.is_some(),
+    )
+}
+
+/// One way to satisfy a request (`exactly`, or a `firstAvailable` subrequest `name`):
+/// its class, selectors and (allocation mode, count); capacity requests are refused.
+fn choice(
+    name: &str,
+    class: &str,
+    selectors: Option<&[DeviceSelector]>,
+    (allocation_mode, count): (Option<&str>, Option<i64>),
+    capacity: bool,
+) -> Result<DeviceChoice, String> {
+    if capacity {
         return Err(
             "capacity requests (consumable capacity) are not supported by rust-batch".into(),
         );
     }
     Ok(DeviceChoice {
-        name: r.name.clone(),
-        device_class_name: r.device_class_name.clone(),
-        selectors: cel_expressions(r.selectors.as_deref()),
-        mode: mode(r.allocation_mode.as_deref(), r.count)?,
+        name: name.to_string(),
+        device_class_name: class.to_string(),
+        selectors: cel_expressions(selectors),
+        mode: mode(allocation_mode, count)?,
     })
 }
 
@@ -326,22 +337,9 @@ fn allocation_node(selector: &k8s_openapi::api::core::v1::NodeSelector) -> Optio
 pub fn claim_allocation(claim: &ResourceClaim) -> Option<ClaimAllocation> {
     let alloc = claim.status.as_ref()?.allocation.as_ref()?;
     let node = allocation_node(alloc.node_selector.as_ref()?)?;
-    let devices = alloc
-        .devices
-        .as_ref()
-        .and_then(|d| d.results.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| AllocatedDevice {
-            request: r.request.clone(),
-            driver: Arc::from(r.driver.as_str()),
-            pool: Arc::from(r.pool.as_str()),
-            device: Arc::from(r.device.as_str()),
-        })
-        .collect();
     Some(ClaimAllocation {
         node: Arc::from(node.as_str()),
-        devices,
+        devices: claim_results(claim)?,
     })
 }
 

@@ -446,17 +446,8 @@ pub fn call_off(ix: &mut Index, c: &GangCommit, why: &str, now_ms: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dra_watch::tests::{claim, class, slice, template, template_pod};
+    use crate::dra_watch::tests::{claim, class, ready_node, slice, template, template_pod};
     use crate::model::devices::AllocatedDevice;
-
-    fn ready_node(name: &str) -> k8s_openapi::api::core::v1::Node {
-        serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "status": {"allocatable": {"cpu": "8", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}
-        }))
-        .unwrap()
-    }
 
     fn alloc(node: &str, devices: &[&str]) -> Arc<ClaimAllocation> {
         Arc::new(ClaimAllocation {
@@ -499,7 +490,7 @@ mod tests {
     /// GPUs.
     fn cluster() -> Index {
         let mut ix = Index::new(vec!["rust-batch".into()]);
-        ix.apply_node(&ready_node("n0"));
+        ix.apply_node(&ready_node("n0", json!({})));
         ix.apply_device_class(&class());
         ix.apply_resource_slice(&slice("n0", 8));
         ix.apply_claim_template(&template());
@@ -508,6 +499,17 @@ mod tests {
             ix.apply_pod(&template_pod(p, Some(&format!("{p}-gpus"))));
         }
         ix
+    }
+
+    /// PodGroup ns/g of two, admitted.
+    fn inqueue_group() -> crate::dialects::volcano::PodGroup {
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"},
+            "spec": {"minMember": 2, "queue": "default"},
+            "status": {"phase": "Inqueue"}
+        }))
+        .unwrap()
     }
 
     fn holds(ix: &Index) -> Vec<u16> {
@@ -584,13 +586,7 @@ mod tests {
             .unwrap();
             ix.apply_queue(&queue);
         }
-        let group: crate::dialects::volcano::PodGroup = serde_json::from_value(json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"},
-            "spec": {"minMember": 2, "queue": "default"},
-            "status": {"phase": "Inqueue"}
-        }))
-        .unwrap();
+        let group = inqueue_group();
         ix.apply_group(&group);
         let scheduler = crate::framework::Scheduler::new(
             crate::conf::SchedulerConf::default_conf(),
@@ -716,5 +712,21 @@ mod tests {
             rollback_patch(&writes[0]),
             json!({"status": {"allocation": null, "reservedFor": null}})
         );
+    }
+
+    #[test]
+    fn a_gang_deleted_after_a_failed_commit_forgets_its_failures() {
+        let mut ix = cluster();
+        ix.apply_group(&inqueue_group());
+        let binds = vec![
+            bind_of(&ix, "a", &alloc("n0", &["gpu-0", "gpu-1"])),
+            bind_of(&ix, "b", &alloc("n0", &["gpu-2", "gpu-3"])),
+        ];
+        let (_, commits) = split(&mut ix, binds);
+        call_off(&mut ix, &commits[0], "conflict", 1_000);
+        call_off(&mut ix, &commits[0], "conflict", 2_000);
+        assert_eq!(ix.dra.attempts.get("ns/g"), Some(&2));
+        ix.delete_group(crate::dialects::kind::Dialect::VOLCANO, "ns/g");
+        assert!(ix.dra.attempts.is_empty(), "{:?}", ix.dra.attempts);
     }
 }

@@ -2,20 +2,26 @@
 //! ResourceClaims and ResourceClaimTemplates (resource.k8s.io/v1), each watched like any
 //! other kind, turned into the engine's model with the conversions of `dra`.
 //!
-//! - Node inventories: a node's slices, with the devices every claim's `status.allocation`
-//!   holds on it, whoever allocated them (kube-scheduler, another scheduler, this one before
-//!   a restart). Rebuilt for the nodes a slice or an allocated claim touches.
-//! - A pending pod's claims (`spec.resourceClaims`): `resourceClaimName` names a claim its
+//! - Node inventories: a node's slices and the network-attached devices it reaches (slices
+//!   with a `nodeSelector`, `allNodes` or `perDeviceNodeSelection`, matched against the
+//!   node's labels), with the devices every claim's `status.allocation` holds, whoever
+//!   allocated them (kube-scheduler, another scheduler, this one before a restart).
+//!   Rebuilt for the nodes a slice or an allocated claim touches: every node when it is a
+//!   network-attached one (its devices are allocatable once, cluster-wide), and a node
+//!   whose labels change while network-attached pools exist.
+//! - A pod's claims (`spec.resourceClaims`): `resourceClaimName` names a claim its
 //!   pods share; `resourceClaimTemplateName` is the claim the resource-claim controller
 //!   makes for the pod, named in `status.resourceClaimStatuses`. Until that claim exists,
 //!   or when it asks for what the engine does not model, the pod's claim is blocked with a
-//!   reason naming it, and its gang waits saying so. Pods are resolved again when a claim
-//!   or template they depend on changes.
+//!   reason naming it, and its gang waits saying so. A bound pod keeps its allocated
+//!   claims: they count against its queue's device quota until it is gone. Pods are
+//!   resolved again when a claim or template they depend on changes.
 //! - Allocations this scheduler is writing (`dra_commit`) count as allocated until the
 //!   claim's own status shows them or the write is rolled back, so that no cycle meanwhile
 //!   hands the same devices out again.
 //!
-//! Network-attached slices (a node selector or `allNodes`) are left out, logged once each.
+//! A network-attached slice that cannot be read (a node selector with an unknown operator,
+//! a device that says no node) is left out, logged once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +32,9 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
-use super::dra::{claim_allocation, claim_spec, class_selectors, node_inventories};
+use super::dra::{
+    claim_allocation, claim_spec, class_selectors, cluster_inventories, pool_devices,
+};
 use super::index::{store_newest, Index, Wake};
 use super::retry::warn_limited;
 use crate::cache::PodUpdate;
@@ -49,6 +57,14 @@ pub struct DraObjects {
     /// The node of each node-local slice, and the slices of each node.
     slice_node: HashMap<String, String>,
     node_slices: HashMap<String, BTreeSet<String>>,
+    /// Network-attached slices (no `nodeName`): every node's inventory reads them, each
+    /// node the devices it reaches.
+    network_slices: BTreeSet<String>,
+    /// Their pools: (driver, pool).
+    network_pools: HashSet<(String, String)>,
+    /// Allocated claims holding devices of a network-attached pool: every node reaching
+    /// those devices counts them held.
+    network_claims: BTreeSet<String>,
     /// ResourceClaims by `namespace/name`, the newest seen (from the watch or from this
     /// scheduler's own writes).
     pub(crate) claims: HashMap<String, ResourceClaim>,
@@ -66,7 +82,7 @@ pub struct DraObjects {
     pub(crate) backoffs: HashMap<String, (i64, String)>,
     /// Failed commits in a row, by gang.
     pub(crate) attempts: HashMap<String, u32>,
-    /// Network-attached slices already logged.
+    /// Slices that cannot be read, already logged.
     left_out: HashSet<String>,
 }
 
@@ -258,27 +274,80 @@ impl DraObjects {
             .collect()
     }
 
-    /// A node's inventory from its slices and the claims allocated on it (None: no slice).
-    fn inventory(&self, node: &str) -> Option<Arc<crate::model::devices::NodeDevices>> {
-        let slices: Vec<ResourceSlice> = self
+    /// A node's inventory from its slices, the network-attached ones it reaches (given its
+    /// labels; none for a node not seen yet) and the claims holding their devices (None:
+    /// no slice).
+    fn inventory(
+        &self,
+        node: &str,
+        labels: Option<&BTreeMap<String, String>>,
+    ) -> Option<Arc<crate::model::devices::NodeDevices>> {
+        let names: BTreeSet<&String> = self
             .node_slices
             .get(node)
             .into_iter()
             .flatten()
+            .chain(&self.network_slices)
+            .collect();
+        let slices: Vec<ResourceSlice> = names
+            .into_iter()
             .filter_map(|s| self.slices.get(s).cloned())
             .collect();
         if slices.is_empty() {
             return None;
         }
-        let claims: Vec<ResourceClaim> = self
+        let names: BTreeSet<&String> = self
             .node_claims
             .get(node)
             .into_iter()
             .flatten()
+            .chain(&self.network_claims)
+            .collect();
+        let claims: Vec<ResourceClaim> = names
+            .into_iter()
             .filter_map(|c| self.claims.get(c).cloned())
             .collect();
-        let (mut inventories, _) = node_inventories(&slices, &claims);
+        let nodes: BTreeMap<String, BTreeMap<String, String>> = labels
+            .map(|l| BTreeMap::from([(node.to_string(), l.clone())]))
+            .unwrap_or_default();
+        let (mut inventories, _) = cluster_inventories(&slices, &claims, Some(&nodes));
         inventories.remove(node).map(Arc::new)
+    }
+
+    /// Whether a claim's allocation holds a device of a network-attached pool.
+    fn holds_network_devices(&self, claim: &ResourceClaim) -> bool {
+        if self.network_pools.is_empty() {
+            return false;
+        }
+        claim
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|r| {
+                self.network_pools
+                    .contains(&(r.driver.clone(), r.pool.clone()))
+            })
+    }
+
+    /// The network-attached slices changed: their pools, and the claims holding their
+    /// devices, found again.
+    fn network_pools_changed(&mut self) {
+        self.network_pools = self
+            .network_slices
+            .iter()
+            .filter_map(|s| self.slices.get(s))
+            .map(|s| (s.spec.driver.clone(), s.spec.pool.name.clone()))
+            .collect();
+        self.network_claims = self
+            .claims
+            .iter()
+            .filter(|(_, c)| self.holds_network_devices(c))
+            .map(|(k, _)| k.clone())
+            .collect();
     }
 }
 
@@ -328,23 +397,26 @@ impl Index {
     }
 
     /// A slice changed or went: the inventories of the nodes it was and is on are built
-    /// again.
+    /// again; of every node, when it is network-attached.
     fn slice_moved(&mut self, name: &str) {
         let before = self.dra.slice_node.remove(name);
         if let Some(n) = &before {
             unlist(&mut self.dra.node_slices, n, name);
         }
-        let after = match self.dra.slices.get(name) {
-            Some(s) => match super::dra::slice_devices(s) {
-                Ok((node, _)) => Some(node),
+        let was_network = self.dra.network_slices.remove(name);
+        let slice = self.dra.slices.get(name);
+        let after = slice.and_then(|s| s.spec.node_name.clone());
+        let network = match slice {
+            Some(s) if after.is_none() => match pool_devices(s) {
+                Ok(_) => true,
                 Err(why) => {
                     if self.dra.left_out.insert(name.to_string()) {
                         warn_limited("ResourceSlice left out", &why);
                     }
-                    None
+                    false
                 }
             },
-            None => None,
+            _ => false,
         };
         if let Some(n) = &after {
             self.dra.slice_node.insert(name.to_string(), n.clone());
@@ -354,6 +426,14 @@ impl Index {
                 .or_default()
                 .insert(name.to_string());
         }
+        if network {
+            self.dra.network_slices.insert(name.to_string());
+        }
+        if network || was_network {
+            self.dra.network_pools_changed();
+            self.rebuild_all_inventories();
+            return;
+        }
         let nodes: BTreeSet<String> = before.into_iter().chain(after).collect();
         for n in nodes {
             self.rebuild_inventory(&n);
@@ -361,8 +441,29 @@ impl Index {
     }
 
     fn rebuild_inventory(&mut self, node: &str) {
-        let inventory = self.dra.inventory(node);
+        let state = self.cache.state();
+        let labels = state
+            .node_by_name(node)
+            .map(|id| state.node(id).labels.clone());
+        let inventory = self.dra.inventory(node, labels.as_deref());
         self.cache.apply_node_devices(node, inventory);
+    }
+
+    /// Every node's inventory built again: those the engine knows and those slices name.
+    fn rebuild_all_inventories(&mut self) {
+        let mut nodes: BTreeSet<String> = self.node_keys().into_iter().collect();
+        nodes.extend(self.dra.node_slices.keys().cloned());
+        for n in nodes {
+            self.rebuild_inventory(&n);
+        }
+    }
+
+    /// A node appeared, changed or went: while network-attached pools exist, the devices
+    /// it reaches follow its labels.
+    pub(crate) fn node_reach_changed(&mut self, node: &str) {
+        if !self.dra.network_slices.is_empty() {
+            self.rebuild_inventory(node);
+        }
     }
 
     // ----- resource claims -----------------------------------------------------------
@@ -385,13 +486,18 @@ impl Index {
         self.dra.claims.keys().cloned().collect()
     }
 
-    /// A claim changed or went: the inventory of the node its allocation is (and was) on,
-    /// and the pods using it.
+    /// A claim changed or went: the inventory of the node its allocation is (and was) on
+    /// (of every node, when it holds network-attached devices), and the pods using it.
     fn claim_changed(&mut self, key: &str) {
         let claim = self.dra.claims.get(key);
         let allocated =
             claim.is_some_and(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()));
         let after = claim.and_then(claim_allocation).map(|a| a.node.to_string());
+        let network = claim.is_some_and(|c| self.dra.holds_network_devices(c));
+        let was_network = self.dra.network_claims.remove(key);
+        if network {
+            self.dra.network_claims.insert(key.to_string());
+        }
         if allocated {
             // What this scheduler was writing is now the claim's own status.
             self.dra.committing.remove(key);
@@ -408,9 +514,13 @@ impl Index {
                 .or_default()
                 .insert(key.to_string());
         }
-        let nodes: BTreeSet<String> = before.into_iter().chain(after).collect();
-        for n in nodes {
-            self.rebuild_inventory(&n);
+        if network || was_network {
+            self.rebuild_all_inventories();
+        } else {
+            let nodes: BTreeSet<String> = before.into_iter().chain(after).collect();
+            for n in nodes {
+                self.rebuild_inventory(&n);
+            }
         }
         self.refresh_claim_pods(key);
     }
@@ -460,20 +570,27 @@ impl Index {
 
     // ----- pods ----------------------------------------------------------------------
 
-    /// Lays a pending pod's claims over its task (a bound pod's devices are held by its
-    /// claims' allocations, in its node's inventory), and remembers what they were
-    /// resolved from.
+    /// Lays a pod's claims over its task, and remembers what they were resolved from. A
+    /// bound pod keeps only its allocated claims, never blocked: its devices are held in
+    /// its node's inventory already, and the claims count them against its queue's device
+    /// quota (and as what its eviction would free) until the pod is gone.
     pub(crate) fn resolve_claims(&mut self, pod: &Pod, uid: &str, update: &mut PodUpdate) {
         let has_claims = pod
             .spec
             .as_ref()
             .and_then(|s| s.resource_claims.as_ref())
             .is_some_and(|c| !c.is_empty());
-        if !has_claims || update.task.node.is_some() {
+        if !has_claims {
             self.dra.forget_pod(uid);
             return;
         }
-        let (claims, deps) = self.dra.pod_claims(pod);
+        let (mut claims, deps) = self.dra.pod_claims(pod);
+        if update.task.node.is_some() {
+            claims.retain(|c| c.allocation.is_some());
+            for c in &mut claims {
+                c.blocked = None;
+            }
+        }
         update.task.set_claims(claims);
         self.dra.remember_pod(uid, pod.clone(), deps);
     }
@@ -488,6 +605,12 @@ impl Index {
     pub(crate) fn forget_claims_pod(&mut self, uid: &str) {
         self.dra.forget_pod(uid);
         self.dra.backoffs.remove(uid);
+    }
+
+    /// A gang the index drops forgets its failed commits in a row (a gang of that name
+    /// made later starts without back-off).
+    pub(crate) fn forget_device_gang(&mut self, gang: &str) {
+        self.dra.attempts.remove(gang);
     }
 
     /// Pods whose back-off after a failed commit is over are candidates again.
@@ -526,6 +649,18 @@ pub(crate) mod tests {
             "spec": {"driver": "gpu.example.com", "nodeName": node,
                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                 "devices": devices}
+        }))
+    }
+
+    /// A Ready node with 8 CPUs and `labels`.
+    pub(crate) fn ready_node(
+        name: &str,
+        labels: serde_json::Value,
+    ) -> k8s_openapi::api::core::v1::Node {
+        obj(serde_json::json!({
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}
         }))
     }
 
@@ -654,11 +789,7 @@ pub(crate) mod tests {
     #[test]
     fn slices_and_allocated_claims_make_node_inventories() {
         let mut st = Index::new(vec!["rust-batch".into()]);
-        st.apply_node(&obj(serde_json::json!({
-            "metadata": {"name": "n0"},
-            "status": {"allocatable": {"cpu": "8", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}
-        })));
+        st.apply_node(&ready_node("n0", serde_json::json!({})));
         st.apply_device_class(&class());
         st.apply_resource_slice(&slice("n0", 8));
         let inventory = |st: &Index| {
@@ -702,5 +833,84 @@ pub(crate) mod tests {
         assert!(blocked_why(&st, "a").is_some(), "not over yet");
         st.end_device_backoffs(1_000);
         assert_eq!(blocked_why(&st, "a"), None);
+    }
+
+    fn inventory_of(st: &Index, node: &str) -> Option<Arc<crate::model::devices::NodeDevices>> {
+        let s = st.cache.state();
+        s.node(s.node_by_name(node)?).devices.clone()
+    }
+
+    #[test]
+    fn a_network_attached_pool_reaches_the_nodes_its_selector_picks_and_is_held_on_each() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_device_class(&class());
+        let rack = |r: &str| serde_json::json!({"example.com/rack": r});
+        st.apply_node(&ready_node("a0", rack("a")));
+        st.apply_node(&ready_node("b0", rack("b")));
+        st.apply_resource_slice(&obj(serde_json::json!({
+            "metadata": {"name": "fabric", "resourceVersion": "1"},
+            "spec": {"driver": "gpu.example.com",
+                "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "example.com/rack", "operator": "In", "values": ["a"]}]}]},
+                "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}
+        })));
+        let count = |st: &Index, n: &str| inventory_of(st, n).map_or(0, |i| i.devices.len());
+        assert_eq!((count(&st, "a0"), count(&st, "b0")), (2, 0));
+        // A node relabelled into the rack reaches the pool; one that arrives there too.
+        st.apply_node(&ready_node("b0", rack("a")));
+        st.apply_node(&ready_node("a1", rack("a")));
+        assert_eq!((count(&st, "b0"), count(&st, "a1")), (2, 2));
+        // Allocated by anyone, with no node's name in its selector: held wherever reached.
+        let mut c = claim("theirs", None, 1);
+        c.status = Some(obj(
+            serde_json::json!({"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "fabric", "device": "gpu-1"}
+            ]}}}),
+        ));
+        st.apply_resource_claim(&c);
+        for n in ["a0", "b0", "a1"] {
+            assert_eq!(inventory_of(&st, n).unwrap().initial_holds(), [0, 1], "{n}");
+        }
+        st.delete_resource_claim("ns/theirs");
+        assert_eq!(inventory_of(&st, "a0").unwrap().initial_holds(), [0, 0]);
+        st.delete_resource_slice("fabric");
+        assert!(inventory_of(&st, "a0").is_none() && inventory_of(&st, "b0").is_none());
+    }
+
+    #[test]
+    fn a_bound_pod_keeps_its_allocated_claims_to_count_against_its_queue() {
+        let mut st = Index::new(vec!["rust-batch".into()]);
+        st.apply_node(&ready_node("n0", serde_json::json!({})));
+        st.apply_device_class(&class());
+        st.apply_resource_slice(&slice("n0", 8));
+        st.apply_claim_template(&template());
+        let mut c = claim("a-gpus", Some("a"), 2);
+        c.status = Some(obj(serde_json::json!({
+            "allocation": {
+                "devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "n0", "device": "gpu-0"},
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "n0", "device": "gpu-1"}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["n0"]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": "a", "uid": "a"}]
+        })));
+        st.apply_resource_claim(&c);
+        let mut p = template_pod("a", Some("a-gpus"));
+        p.spec.as_mut().unwrap().node_name = Some("n0".into());
+        st.apply_pod(&p);
+        let claims = claims_of(&st, "a");
+        assert_eq!(claims.len(), 1);
+        assert!(claims[0].allocation.is_some() && claims[0].blocked.is_none());
+        let task = &st.cache.pod("a").unwrap().task;
+        assert_eq!(task.device_charge.scalar("deviceclass/gpu"), 2000);
+        let holds = inventory_of(&st, "n0").unwrap().initial_holds();
+        let s = st.cache.state();
+        assert_eq!(
+            s.node(s.node_by_name("n0").unwrap()).device_holds,
+            holds,
+            "held once, by the inventory"
+        );
+        assert_eq!(holds[..3], [1, 1, 0]);
     }
 }

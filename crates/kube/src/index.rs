@@ -663,6 +663,7 @@ impl Index {
                     self.verdicts.remove(&job);
                     self.recovery.forget(&job);
                     self.provisioning.forget(&job);
+                    self.forget_device_gang(&job);
                 }
             }
         }
@@ -821,7 +822,9 @@ impl Index {
     pub fn apply_node(&mut self, node: &Node) -> Wake {
         match node_to_spec(node) {
             Ok(spec) => {
+                let name = spec.name.clone();
                 if self.cache.apply_node(spec) {
+                    self.node_reach_changed(&name);
                     Wake::Now
                 } else {
                     Wake::No
@@ -836,6 +839,7 @@ impl Index {
 
     pub fn delete_node(&mut self, name: &str) {
         self.cache.delete_node(name);
+        self.node_reach_changed(name);
     }
 
     pub fn node_keys(&self) -> Vec<String> {
@@ -1271,6 +1275,7 @@ impl Index {
         self.verdicts.remove(key);
         self.recovery.forget(key);
         self.provisioning.forget(key);
+        self.forget_device_gang(key);
         let members = self.cache.orphans().get(key).map_or(0, |m| m.len());
         if members > 0 {
             self.deleted_groups.insert(key.to_string());

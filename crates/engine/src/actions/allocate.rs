@@ -131,7 +131,8 @@ pub fn place_gang(stmt: &mut Statement, tasks: &[TaskRef], want_nodes: usize) {
         let placeable = already + placed + (tasks.len() - i) >= min;
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                stmt.record_task_unfit(task, TaskUnfit::over_capability(&queue));
+                let unfit = TaskUnfit::over_capability(q, &stmt.task(task).quota_request());
+                stmt.record_task_unfit(task, unfit);
                 failed += 1;
                 continue;
             }

@@ -204,7 +204,8 @@ fn easy(ssn: &mut Session, id: JobId, r: &Reservation, want: usize, budget: &mut
     for &task in &tasks {
         if let Some(q) = stmt.queue(&queue) {
             if !stmt.allocatable(q, task) {
-                stmt.record_task_unfit(task, TaskUnfit::over_capability(&queue));
+                let unfit = TaskUnfit::over_capability(q, &stmt.task(task).quota_request());
+                stmt.record_task_unfit(task, unfit);
                 continue;
             }
         }

@@ -4,6 +4,7 @@
 //! and queues whose parent chain is broken, admit none (`Session::queue_blocked`).
 
 use crate::conf::{ArgError, Arguments, NoArguments};
+use crate::framework::fit::device_quota_note;
 use crate::framework::{Action, Session};
 use crate::model::resource::format_amount;
 use crate::model::{JobId, PodGroupPhase};
@@ -86,7 +87,12 @@ fn admission_blocker(ssn: &Session, id: JobId, queue: &str) -> String {
             not_now.join(", ")
         )
     } else {
-        format!("not admitted: queue {queue:?} cannot hold its minResources yet (its capability, deserved share or the gangs admitted before it)")
+        let mut why = format!("not admitted: queue {queue:?} cannot hold its minResources yet (its capability, deserved share or the gangs admitted before it)");
+        let capability = ssn.queue(queue).and_then(|q| q.capability.as_ref());
+        if let Some(note) = device_quota_note(capability, &ssn.job(id).min_device_charge()) {
+            why.push_str(&format!("; its devices: {note}"));
+        }
+        why
     }
 }
 

@@ -106,6 +106,22 @@ fn device_victims(
     found.then_some(set)
 }
 
+/// A plan's victims `set` with those its task's claims need besides (`device_victims`,
+/// taken from `more`); `set` as it is for a task without claims. None when the devices
+/// cannot be freed on `node`.
+fn with_device_victims(
+    stmt: &mut Statement,
+    task: TaskRef,
+    node: NodeId,
+    set: Vec<TaskRef>,
+    more: &[TaskRef],
+) -> Option<Vec<TaskRef>> {
+    if stmt.task(task).claims.is_empty() {
+        return Some(set);
+    }
+    device_victims(stmt, task, node, &set, more)
+}
+
 /// The placed (bound or running) tasks of a victim gang, on every node.
 fn placed_tasks(ssn: &Session, job: JobId) -> Vec<TaskRef> {
     let tasks = ssn.job(job).tasks();
@@ -316,7 +332,6 @@ impl Attempt<'_> {
             return true;
         }
         let request = stmt.task(task).resreq.clone();
-        let has_claims = !stmt.task(task).claims.is_empty();
         // Preempt looks only where its own queue runs; reclaim anywhere.
         let kind = self.rules.kind;
         let fit = stmt.static_nodes(task);
@@ -386,22 +401,16 @@ impl Attempt<'_> {
             if request.fits(&future_free(stmt.node(node), &freed)) {
                 let all = victims.clone();
                 victims.truncate(needed);
-                let mut set = victims.clone();
-                let mut room = true;
-                if has_claims {
-                    // Devices free only with the victims' claims: more victims may be needed.
-                    match device_victims(stmt, task, node, &set, &all) {
-                        Some(with_devices) => set = with_devices,
-                        None => room = false,
+                // Devices free only with the victims' claims: more victims may be needed.
+                if let Some(set) = with_device_victims(stmt, task, node, victims.clone(), &all) {
+                    if stmt.victims_together(kind, task, &set) {
+                        let lost = WorkLost::of(stmt, &set);
+                        consider(Plan {
+                            node,
+                            set,
+                            key: (lost, 0, (0, 0, 0), k),
+                        });
                     }
-                }
-                if room && stmt.victims_together(kind, task, &set) {
-                    let lost = WorkLost::of(stmt, &set);
-                    consider(Plan {
-                        node,
-                        set,
-                        key: (lost, 0, (0, 0, 0), k),
-                    });
                 }
             }
             // A gang can go whole only if all its tasks here may go.
@@ -417,12 +426,9 @@ impl Attempt<'_> {
             if let Some(mut plan) =
                 self.cheapest_combination(stmt, task, node, &whole, &every_single, &request)
             {
-                let devices = if has_claims {
-                    device_victims(stmt, task, node, &plan.set, &every_single)
-                } else {
-                    Some(plan.set.clone())
-                };
-                if let Some(set) = devices {
+                if let Some(set) =
+                    with_device_victims(stmt, task, node, plan.set.clone(), &every_single)
+                {
                     if set.len() != plan.set.len() {
                         plan.key.0 = WorkLost::of(stmt, &set);
                         plan.set = set;
@@ -464,12 +470,9 @@ impl Attempt<'_> {
             if !request.fits(&future_free(stmt.node(plan.node), &freed)) {
                 continue;
             }
-            if has_claims {
-                match device_victims(stmt, task, plan.node, &set, singles) {
-                    Some(with_devices) => set = with_devices,
-                    None => continue,
-                }
-            }
+            let Some(set) = with_device_victims(stmt, task, plan.node, set, singles) else {
+                continue;
+            };
             if stmt.victims_together(kind, task, &set) {
                 let lost = WorkLost::of(stmt, &set);
                 consider(Plan {

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::model::devices::DeviceMismatch;
+use crate::model::devices::{DeviceMismatch, DEVICE_CLASS_PREFIX};
 use crate::model::placement::PlacementMismatch;
 use crate::model::resource::{format_amount, Shortfall, PODS};
 use crate::model::volumes::VolumeMismatch;
-use crate::model::{NodeInfo, TaskInfo};
+use crate::model::{NodeInfo, QueueInfo, Resource, TaskInfo};
 
 /// Room for the task's requests (extended resources and one pod included) now or once the
 /// node's releasing pods are gone; the action decides whether to allocate or pipeline.
@@ -252,13 +252,39 @@ impl TaskUnfit {
         }
     }
 
-    /// The task would take its queue beyond its capability.
-    pub fn over_capability(queue: &str) -> Self {
+    /// The task would take its queue beyond its capability; naming the devices it asks of
+    /// DeviceClasses the capability counts (which resource holds it is the queue's to
+    /// know, but a claim's devices are the usual one).
+    pub fn over_capability(queue: &QueueInfo, need: &Resource) -> Self {
+        let mut reason = format!("queue {:?} would exceed its capability", &*queue.name);
+        if let Some(note) = device_quota_note(queue.capability.as_ref(), need) {
+            reason.push_str(&format!(" ({note})"));
+        }
         TaskUnfit {
             by_queue: true,
-            ..Self::other(format!("queue {queue:?} would exceed its capability"))
+            ..Self::other(reason)
         }
     }
+}
+
+/// What `need` asks of the DeviceClasses `capability` counts devices of, with that
+/// capability: `deviceclass/gpu 2 of its 8`; None when it asks none of them.
+pub fn device_quota_note(capability: Option<&Resource>, need: &Resource) -> Option<String> {
+    let capability = capability?;
+    let named: Vec<String> = need
+        .dimensions()
+        .filter(|(name, want)| {
+            name.starts_with(DEVICE_CLASS_PREFIX) && *want > 0 && capability.get(name) > 0
+        })
+        .map(|(name, want)| {
+            format!(
+                "{name} {} of its {}",
+                format_amount(name, want),
+                format_amount(name, capability.get(name))
+            )
+        })
+        .collect();
+    (!named.is_empty()).then(|| named.join(", "))
 }
 
 /// Builds the gang message: "3/5 tasks in gang unschedulable: 2 tasks: Insufficient

@@ -14,16 +14,25 @@ use rust_batch_engine::model::devices::{
 };
 use rust_batch_engine::testkit::*;
 
-const DRIVER: &str = "gpu.example.com";
-const CLIQUE: &str = "gpu.example.com/clique";
+pub(crate) const DRIVER: &str = "gpu.example.com";
+pub(crate) const CLIQUE: &str = "gpu.example.com/clique";
 const CPU: &[(&str, &str)] = &[("cpu", "1")];
 
 /// `n` GPUs on `node`, GPU `i` in clique `clique(i)`, model `a100`.
 fn gpus(node: &str, n: usize, clique: impl Fn(usize) -> String) -> Arc<NodeDevices> {
-    let devices = (0..n)
+    Arc::new(NodeDevices::new(
+        gpu_devices(node, n, clique),
+        &BTreeMap::new(),
+    ))
+}
+
+/// `n` GPUs `gpu-<i>` of `pool` (a node's name, or a network-attached pool's), GPU `i`
+/// in clique `clique(i)`, model `a100`, 40 GiB.
+pub(crate) fn gpu_devices(pool: &str, n: usize, clique: impl Fn(usize) -> String) -> Vec<Device> {
+    (0..n)
         .map(|i| Device {
             driver: DRIVER.into(),
-            pool: node.into(),
+            pool: pool.into(),
             name: format!("gpu-{i}").into(),
             attributes: BTreeMap::from([
                 (CLIQUE.to_string(), AttrValue::String(clique(i))),
@@ -35,16 +44,20 @@ fn gpus(node: &str, n: usize, clique: impl Fn(usize) -> String) -> Arc<NodeDevic
             )]),
             consumes: Vec::new(),
         })
-        .collect();
-    Arc::new(NodeDevices::new(devices, &BTreeMap::new()))
+        .collect()
 }
 
-fn cluster(nodes: &[(&str, Arc<NodeDevices>)]) -> Cache {
-    let mut cache = cache_with_default_queue();
+/// DeviceClass `gpu`: every device of the driver.
+pub(crate) fn set_gpu_class(cache: &mut Cache) {
     cache.set_device_classes(BTreeMap::from([(
         "gpu".to_string(),
         vec![format!("device.driver == \"{DRIVER}\"")],
     )]));
+}
+
+fn cluster(nodes: &[(&str, Arc<NodeDevices>)]) -> Cache {
+    let mut cache = cache_with_default_queue();
+    set_gpu_class(&mut cache);
     for (name, devices) in nodes {
         cache.apply_node(node(name, &[("cpu", "16"), ("memory", "64Gi")]));
         cache.apply_node_devices(name, Some(devices.clone()));
@@ -52,7 +65,7 @@ fn cluster(nodes: &[(&str, Arc<NodeDevices>)]) -> Cache {
     cache
 }
 
-fn gpu_request(count: u32, class: &str, selectors: &[&str]) -> DeviceRequest {
+pub(crate) fn gpu_request(count: u32, class: &str, selectors: &[&str]) -> DeviceRequest {
     DeviceRequest {
         name: "gpu".into(),
         choices: vec![DeviceChoice {

@@ -25,8 +25,7 @@ use rust_batch_engine::model::devices::{
 };
 use rust_batch_engine::testkit::*;
 
-const DRIVER: &str = "gpu.example.com";
-const CLIQUE: &str = "gpu.example.com/clique";
+use crate::devices::{gpu_devices, gpu_request, set_gpu_class, CLIQUE, DRIVER};
 
 #[derive(Clone, Debug)]
 struct Node {
@@ -96,15 +95,7 @@ fn world() -> impl Strategy<Value = World> {
 
 fn spec(count: u32, one_clique: bool) -> ClaimSpec {
     ClaimSpec {
-        requests: vec![DeviceRequest {
-            name: "gpu".into(),
-            choices: vec![DeviceChoice {
-                name: String::new(),
-                device_class_name: "gpu".into(),
-                selectors: vec![],
-                mode: AllocationMode::ExactCount(count),
-            }],
-        }],
+        requests: vec![gpu_request(count, "gpu", &[])],
         constraints: one_clique
             .then(|| MatchAttribute {
                 requests: vec![],
@@ -113,6 +104,13 @@ fn spec(count: u32, one_clique: bool) -> ClaimSpec {
             .into_iter()
             .collect(),
     }
+}
+
+/// The GPUs of node `i`, in cliques of its clique size.
+fn node_gpus(i: usize, n: &Node) -> Vec<Device> {
+    gpu_devices(&format!("node-{i}"), n.gpus, |j| {
+        format!("{i}-{}", j / n.clique_size)
+    })
 }
 
 fn clique_of(key: &str, world: &World) -> String {
@@ -182,26 +180,11 @@ fn check_cycle(
 
 fn run(world: &World) {
     let mut cache = cache_with_default_queue();
-    cache.set_device_classes(BTreeMap::from([(
-        "gpu".to_string(),
-        vec![format!("device.driver == \"{DRIVER}\"")],
-    )]));
+    set_gpu_class(&mut cache);
     let mut ledger: BTreeMap<String, String> = BTreeMap::new();
     for (i, n) in world.nodes.iter().enumerate() {
         let name = format!("node-{i}");
-        let devices: Vec<Device> = (0..n.gpus)
-            .map(|j| Device {
-                driver: DRIVER.into(),
-                pool: name.as_str().into(),
-                name: format!("gpu-{j}").into(),
-                attributes: BTreeMap::from([(
-                    CLIQUE.to_string(),
-                    AttrValue::String(format!("{i}-{}", j / n.clique_size)),
-                )]),
-                capacity: BTreeMap::new(),
-                consumes: Vec::new(),
-            })
-            .collect();
+        let devices = node_gpus(i, n);
         let foreign: Vec<AllocatedDevice> = (0..n.foreign)
             .map(|j| AllocatedDevice {
                 request: "gpu".into(),
@@ -214,20 +197,8 @@ fn run(world: &World) {
             ledger.insert(d.key(), format!("other/{name}"));
         }
         let held = BTreeMap::from([(Arc::<str>::from(format!("other/{name}")), foreign)]);
-        let fabric: Vec<Device> = (0..world.fabric)
-            .filter(|_| world.reach[i])
-            .map(|j| Device {
-                driver: DRIVER.into(),
-                pool: "fabric".into(),
-                name: format!("gpu-{j}").into(),
-                attributes: BTreeMap::from([(
-                    CLIQUE.to_string(),
-                    AttrValue::String("fabric".into()),
-                )]),
-                capacity: BTreeMap::new(),
-                consumes: Vec::new(),
-            })
-            .collect();
+        let reached = if world.reach[i] { world.fabric } else { 0 };
+        let fabric = gpu_devices("fabric", reached, |_| "fabric".into());
         let inventory = NodeDevices::new(devices, &held).with_shared(fabric, &BTreeMap::new());
         cache.apply_node(node(&name, &[("cpu", "64"), ("memory", "256Gi")]));
         cache.apply_node_devices(&name, Some(Arc::new(inventory)));
@@ -388,25 +359,10 @@ fn run_quota(world: &QuotaWorld) {
         info.capability = Some(res(&[("deviceclass/gpu", cap.as_str())]));
         cache.apply_queue(info);
     }
-    cache.set_device_classes(BTreeMap::from([(
-        "gpu".to_string(),
-        vec![format!("device.driver == \"{DRIVER}\"")],
-    )]));
+    set_gpu_class(&mut cache);
     for (i, n) in world.nodes.iter().enumerate() {
         let name = format!("node-{i}");
-        let devices: Vec<Device> = (0..n.gpus)
-            .map(|j| Device {
-                driver: DRIVER.into(),
-                pool: name.as_str().into(),
-                name: format!("gpu-{j}").into(),
-                attributes: BTreeMap::from([(
-                    CLIQUE.to_string(),
-                    AttrValue::String(format!("{i}-{}", j / n.clique_size)),
-                )]),
-                capacity: BTreeMap::new(),
-                consumes: Vec::new(),
-            })
-            .collect();
+        let devices = node_gpus(i, n);
         cache.apply_node(node(&name, &[("cpu", "64"), ("memory", "256Gi")]));
         cache.apply_node_devices(
             &name,
@@ -544,10 +500,7 @@ fn mig_world() -> impl Strategy<Value = MigWorld> {
 fn run_mig(world: &MigWorld) {
     use rust_batch_engine::model::devices::{CounterDraw, CounterSet};
     let mut cache = cache_with_default_queue();
-    cache.set_device_classes(BTreeMap::from([(
-        "gpu".to_string(),
-        vec![format!("device.driver == \"{DRIVER}\"")],
-    )]));
+    set_gpu_class(&mut cache);
     // device key -> (node, gpu, slices)
     let mut slices_of: BTreeMap<String, (usize, usize, i64)> = BTreeMap::new();
     for (n, &gpus) in world.gpus.iter().enumerate() {
