@@ -26,11 +26,11 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
-use super::dra::{claim_allocation, claim_spec, class_selectors, node_inventories};
-use super::index::{store_newest, Index, Wake};
-use super::retry::warn_limited;
+use super::{store_newest, Index, Wake};
 use crate::cache::PodUpdate;
+use crate::dra::{claim_allocation, claim_spec, class_selectors, node_inventories};
 use crate::model::devices::{ClaimAllocation, ClaimSpec, TaskClaim};
+use crate::retry::warn_limited;
 
 /// What a pending pod's claims were resolved from (namespace/name keys).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -335,7 +335,7 @@ impl Index {
             unlist(&mut self.dra.node_slices, n, name);
         }
         let after = match self.dra.slices.get(name) {
-            Some(s) => match super::dra::slice_devices(s) {
+            Some(s) => match crate::dra::slice_devices(s) {
                 Ok((node, _)) => Some(node),
                 Err(why) => {
                     if self.dra.left_out.insert(name.to_string()) {
