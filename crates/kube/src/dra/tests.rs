@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn slice(yaml: &str) -> ResourceSlice {

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::dialects::coscheduling::{SigsPodGroup, XK8sPodGroup};
 use crate::dialects::volcano::PodGroup;

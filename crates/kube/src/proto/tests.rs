@@ -1,4 +1,3 @@
-
 use super::pb::api::core::v1 as pb;
 use super::*;
 use k8s_openapi::api::core::v1::Pod;

@@ -1,4 +1,3 @@
-
 use super::*;
 use ::kube::client::Body;
 use ::kube::{Client, ResourceExt};

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// Each rule of Volcano's `NewResource` (pkg/scheduler/api/resource_info.go, v1.15.1)

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn queue(name: &str, spec: serde_json::Value) -> Queue {

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::framework::Bind;
 use crate::metrics::{CycleTimer, Metrics};
