@@ -10,7 +10,6 @@
 //! on the same node is a bind that went through before (a retry after a lost answer).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,10 +22,11 @@ use tracing::debug;
 
 use super::bind_limit::BindLimit;
 use super::events::{pod_ref, Event, EventType};
+use super::in_flight::Sending;
+pub use super::in_flight::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
 use super::index::{lock, Index};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
-use crate::cache::Assumption;
 use crate::framework::{Bind, Eviction};
 
 /// What binds and evicts need; cheap to clone into each call's task.
@@ -75,95 +75,6 @@ pub fn fence_annotations(
     })
 }
 
-/// Binds and evictions sent and not yet answered. Other writes (PodGroup status, events)
-/// wait for them, a little: a gang is bound when its last bind is, and what they say is
-/// news only after that.
-#[derive(Default)]
-pub struct InFlight {
-    count: AtomicUsize,
-    answered: Notify,
-    /// Binds assumed in the cache that the watch does not show yet (sent, answered or
-    /// about to be), as last counted; woken when it falls.
-    unseen: AtomicUsize,
-    seen: Notify,
-}
-
-/// How long another write waits for the binds in flight (in a burst they never all end).
-pub const BINDS_FIRST_LIMIT: Duration = Duration::from_millis(50);
-/// How long a write that is news once binds are done (a gang's status, its Scheduled
-/// event) then waits for the watch to show them, on a quiet API server: the pods' bind
-/// events reach everyone watching them (kubelets, operators) before the write competes
-/// with them.
-pub const BINDS_SEEN_LIMIT: Duration = Duration::from_millis(30);
-
-impl InFlight {
-    pub fn count(&self) -> usize {
-        self.count.load(Ordering::SeqCst)
-    }
-
-    /// Waits until nothing is in flight, at most `limit`; whether nothing is.
-    pub async fn answered(&self, limit: Duration) -> bool {
-        let until = Instant::now() + limit;
-        loop {
-            let answered = self.answered.notified();
-            if self.count() == 0 {
-                return true;
-            }
-            if tokio::time::timeout_at(until, answered).await.is_err() {
-                return self.count() == 0;
-            }
-        }
-    }
-
-    /// Takes the cache's count of the binds it assumes and the watch does not show yet
-    /// (kept by the cache; called after anything that may change it: binds assumed or
-    /// refused, a watch event applied), waking writes waiting for it to fall.
-    pub fn count_unseen(&self, cache: &crate::cache::Cache) {
-        let now = cache.binds_assumed();
-        if self.unseen.swap(now, Ordering::SeqCst) > now {
-            self.seen.notify_waiters();
-        }
-    }
-
-    /// Whether the watch shows every bind the cache assumed.
-    pub fn all_seen(&self) -> bool {
-        self.unseen.load(Ordering::SeqCst) == 0
-    }
-
-    /// Waits until `done` holds, asking again each time the watch shows binds, at most
-    /// `limit`; whether it holds.
-    pub async fn seen(&self, limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-        let until = Instant::now() + limit;
-        loop {
-            let seen = self.seen.notified();
-            if done() {
-                return true;
-            }
-            if tokio::time::timeout_at(until, seen).await.is_err() {
-                return done();
-            }
-        }
-    }
-}
-
-/// Counts one call in flight while it lives.
-struct Sending<'a>(&'a InFlight);
-
-impl<'a> Sending<'a> {
-    fn new(n: &'a InFlight) -> Self {
-        n.count.fetch_add(1, Ordering::SeqCst);
-        Sending(n)
-    }
-}
-
-impl Drop for Sending<'_> {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.answered.notify_waiters();
-        }
-    }
-}
-
 /// Per pod uid: binds refused in a row, and when the next may be sent.
 pub type Refusals = HashMap<Arc<str>, (u32, Instant)>;
 
@@ -192,18 +103,6 @@ impl Binder {
     /// Waits until no bind or eviction is in flight, at most `limit`; whether none is.
     pub async fn drained(&self, limit: Duration) -> bool {
         self.in_flight.answered(limit).await
-    }
-
-    /// Marks a cycle's binds and evictions in the cache, before anything is sent, so that
-    /// the next cycle (and the status written for this one) sees them.
-    pub fn assume(&self, ix: &mut Index, binds: &[Bind], evictions: &[Eviction]) {
-        for b in binds {
-            ix.cache.assume(&b.task, Assumption::Bind(b.node.clone()));
-        }
-        for e in evictions {
-            ix.cache.assume(&e.task, Assumption::Evict);
-        }
-        self.recount_unseen(ix);
     }
 
     /// Counts again the binds the watch has yet to show, after assumptions were laid or
@@ -365,7 +264,7 @@ impl Binder {
                     .with_label_values(&["scheduled"])
                     .inc();
                 if let Some(created) = ix.cache.pod(&b.task).map(|p| p.task.created) {
-                    let now = super::driver::now_ms();
+                    let now = crate::clock::now_ms();
                     if created > 0 {
                         self.metrics
                             .e2e_latency
@@ -407,7 +306,7 @@ impl Binder {
                 self.recount_unseen(&ix);
                 let member = format!("{}/{}", b.namespace, b.name);
                 ix.recovery
-                    .bind_refused(&b.job, &member, &why, super::driver::now_ms());
+                    .bind_refused(&b.job, &member, &why, crate::clock::now_ms());
                 ix.events.report(
                     r,
                     EventType::Warning,
@@ -516,7 +415,7 @@ impl Binder {
             let ix = lock(&self.index);
             disruption_message(&ix, e.preemptor.as_deref())
         };
-        let patch = disruption_target_patch(&message, super::driver::now_ms());
+        let patch = disruption_target_patch(&message, crate::clock::now_ms());
         self.gate.pass().await;
         let sending = Sending::new(&self.in_flight);
         let started = Instant::now();

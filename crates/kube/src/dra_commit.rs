@@ -26,8 +26,8 @@ use tracing::debug;
 
 use super::binder::Binder;
 use super::dra::{allocation_patch, claim_allocation};
-use super::dra_watch::DraObjects;
 use super::events::{pod_ref, EventType};
+use super::index::dra_watch::DraObjects;
 use super::index::{lock, Index};
 use super::retry::{cause_of, delay, warn_limited, Failure};
 use crate::framework::Bind;
@@ -193,7 +193,7 @@ pub fn split(ix: &mut Index, binds: Vec<Bind>) -> (Vec<Bind>, Vec<GangCommit>) {
                     binds,
                     writes: Vec::new(),
                 };
-                call_off(ix, &c, &why, super::driver::now_ms());
+                call_off(ix, &c, &why, crate::clock::now_ms());
                 continue;
             }
         };
@@ -254,7 +254,7 @@ pub async fn commit(binder: Binder, c: GangCommit) {
         for claim in rolled_back.into_iter().flatten() {
             ix.apply_resource_claim(&claim);
         }
-        call_off(&mut ix, &c, &why, super::driver::now_ms());
+        call_off(&mut ix, &c, &why, crate::clock::now_ms());
         binder.recount_unseen(&ix);
     }
     binder.wake.notify_one();
@@ -446,7 +446,7 @@ pub fn call_off(ix: &mut Index, c: &GangCommit, why: &str, now_ms: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dra_watch::tests::{claim, class, ready_node, slice, template, template_pod};
+    use crate::index::dra_watch::tests::{claim, class, ready_node, slice, template, template_pod};
     use crate::model::devices::AllocatedDevice;
 
     fn alloc(node: &str, devices: &[&str]) -> Arc<ClaimAllocation> {

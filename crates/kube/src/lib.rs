@@ -1,18 +1,25 @@
-//! The Kubernetes driver: the gang dialects rust-batch reads and writes (`dialects`: every
-//! PodGroup kind, pod key and CRD), Kubernetes objects as the engine's model (`convert`,
-//! `budgets`), and the parts that connect the engine to
-//! an API server, each with one job: `watch` (one task per kind) feeds the `index`;
-//! `driver` runs cycles on it once every list is complete (and, with `leader`, only while
-//! this replica holds the lease), `pacing` says when the next may start; `binder` sends binds and evictions (as many at once as `bind_limit` finds the API
-//! server takes), `status` writes
-//! PodGroup and Queue status and pods' PodScheduled condition, `events` publishes events —
-//! all through the back-off, log limits and leadership fence of `retry`; `recovery` completes or releases
-//! gangs a refused bind left short; `dra_watch` turns DRA's classes, slices, claims and
-//! templates into node inventories and pods' claims, and `dra_commit` writes a gang's claim
-//! allocations before its binds; `volumes` turns claims, volumes and classes into pods'
-//! volume rules (pods and nodes read without managedFields: `lean`), and `provision` holds a gang's binds until its WaitForFirstConsumer claims
-//! are bound; `debug` and `metrics` serve HTTP; `client` builds the one API client they
-//! share (TCP_NODELAY, retries left to `retry`).
+//! The Kubernetes driver, in three layers with the data flowing one way, and the driver on
+//! top (docs/src/architecture.md, "The driver's layers"; `cargo test --test offline
+//! driver_layers` fails on an import cycle between these modules):
+//!
+//! - stores: `watch` (one task per kind, under `supervise`) feeds any `watch::Store`,
+//!   with each kind's `readiness`; pods and nodes are read without managedFields (`lean`)
+//!   and listed in protobuf (`proto`); `newest` orders an object's versions;
+//! - the index: `index` turns the stores' objects into the engine's cache — through the
+//!   gang kinds of `dialects` (every PodGroup kind, pod key and CRD), `convert`, `budgets`,
+//!   `volumes`, `dra` and `index::dra_watch` — and knows which gangs changed; it keeps the
+//!   bookkeeping of `provision` and `recovery` and reports events to `event_feed`;
+//! - writers, each owning its state and sending what the API server answers back through
+//!   the index's apply functions: `binder` (binds and evictions, as many at once as
+//!   `bind_limit` finds the API server takes), `status` (PodGroup and Queue status, pods'
+//!   PodScheduled condition), `events` (the publisher), `dra_commit` (claim allocations
+//!   before binds), `claim_writer` (WaitForFirstConsumer claims' selected node), `usage`
+//!   (queues' usage) — all through the back-off, log limits and leadership fence of
+//!   `retry` and `leadership` (moved by `leader`'s election);
+//! - `driver`: `run` wires the parts; `driver::Decider::decide` is the cycle's synchronous
+//!   decision, and its async loop paces cycles (`pacing`) once every list is complete and
+//!   hands each plan to the writers. `debug` and `metrics` serve HTTP; `client` builds the
+//!   one API client they share (TCP_NODELAY, retries left to `retry`).
 //!
 //! The external kube crate is written `::kube`. This crate drives the engine
 //! (`rust-batch-engine`), which knows nothing of Kubernetes; the engine's modules are
@@ -27,18 +34,23 @@ pub(crate) use rust_batch_engine::{
 pub mod bind_limit;
 pub mod binder;
 pub mod budgets;
+pub mod claim_writer;
 pub mod client;
+pub mod clock;
 pub mod cluster_snapshot;
 pub mod convert;
 pub mod dialects;
 pub mod dra;
 pub mod dra_commit;
-pub mod dra_watch;
 pub mod driver;
+pub mod event_feed;
 pub mod events;
+pub mod in_flight;
 pub mod index;
 pub mod leader;
+pub mod leadership;
 pub mod lean;
+pub mod newest;
 pub mod pacing;
 pub mod proto;
 pub mod provision;
@@ -50,6 +62,9 @@ pub mod supervise;
 pub mod usage;
 pub mod volumes;
 pub mod watch;
+
+/// DRA's objects as the index holds them: kept at its old path (`index::dra_watch`).
+pub use index::dra_watch;
 
 /// What can stop the live driver.
 #[derive(Debug, thiserror::Error)]

@@ -17,15 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::kube::api::{Api, Patch, PatchParams};
-use ::kube::Client;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::retry::{cause_of, warn_limited, Failure, Gate};
 use super::volumes::{claim_bound, VolumeObjects};
 use crate::cache::Cache;
 use crate::framework::Bind;
-use crate::model::volumes::SELECTED_NODE_ANNOTATION;
 use crate::model::Timestamp;
 
 /// kube-scheduler's default for VolumeBinding's `bindTimeoutSeconds`.
@@ -338,63 +334,6 @@ fn volume_seen(objects: &VolumeObjects, pvc: &PersistentVolumeClaim) -> bool {
             .as_ref()
             .and_then(|s| s.volume_name.as_ref())
             .is_some_and(|v| objects.volumes.contains_key(v))
-}
-
-/// Sets (or clears) a claim's selected-node annotation, retrying while the API server does
-/// not answer; what stopped it otherwise.
-pub async fn patch_claim(
-    client: &Client,
-    gate: &Gate,
-    metrics: &super::metrics::Metrics,
-    patch: &ClaimPatch,
-) -> Result<(), String> {
-    let (ns, name) = patch
-        .claim
-        .split_once('/')
-        .ok_or_else(|| format!("bad claim key {}", patch.claim))?;
-    let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
-    let body = serde_json::json!({
-        "metadata": {"annotations": {SELECTED_NODE_ANNOTATION: patch.node.as_deref()}}
-    });
-    let mut attempt = 0;
-    loop {
-        gate.pass().await;
-        let started = tokio::time::Instant::now();
-        let sent = api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await;
-        gate.record(&sent);
-        metrics.api_write_timed("claim", started.elapsed(), sent.as_ref().err());
-        let err = match sent {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        match Failure::of(&err) {
-            Failure::Transient | Failure::Conflict(_) if attempt < 20 => {
-                attempt += 1;
-                warn_limited(
-                    &format!("claim annotation not answered ({})", cause_of(&err)),
-                    "retrying",
-                );
-                tokio::time::sleep(super::retry::delay(
-                    attempt,
-                    Duration::from_millis(200),
-                    Duration::from_secs(5),
-                ))
-                .await;
-            }
-            Failure::NotFound => {
-                return Err(format!("persistentvolumeclaim {} not found", patch.claim))
-            }
-            _ => {
-                return Err(format!(
-                    "cannot annotate persistentvolumeclaim {}: {}",
-                    patch.claim,
-                    cause_of(&err)
-                ))
-            }
-        }
-    }
 }
 
 #[cfg(test)]

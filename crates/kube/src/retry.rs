@@ -67,7 +67,7 @@ pub fn delay(attempt: u32, min: Duration, max: Duration) -> Duration {
 pub struct Gate {
     state: Mutex<GateState>,
     reopened: tokio::sync::Notify,
-    leadership: std::sync::Arc<super::leader::Leadership>,
+    leadership: std::sync::Arc<crate::leadership::Leadership>,
 }
 
 #[derive(Default)]
@@ -83,12 +83,12 @@ const GATE_MAX_DELAY: Duration = Duration::from_secs(10);
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate::new(super::leader::Leadership::always())
+        Gate::new(crate::leadership::Leadership::always())
     }
 }
 
 impl Gate {
-    pub fn new(leadership: std::sync::Arc<super::leader::Leadership>) -> Self {
+    pub fn new(leadership: std::sync::Arc<crate::leadership::Leadership>) -> Self {
         Gate {
             state: Mutex::new(GateState::default()),
             reopened: tokio::sync::Notify::new(),

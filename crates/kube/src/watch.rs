@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ::kube::api::{Api, ListParams, WatchEvent, WatchParams};
@@ -20,13 +20,44 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tracing::{info, trace};
 
-use super::binder::InFlight;
-use super::index::{lock, Index, Wake};
+use super::in_flight::InFlight;
 use super::proto::{self, ProtoListed};
+use super::readiness::Readiness;
 use super::retry::{backoff, cause_of, delay, warn_limited, Gate, UNREACHABLE};
 
-/// How a watch feeds the index.
-pub struct Feed<K> {
+/// How soon a cycle should see a change a watch applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Nothing a cycle reads changed, or nothing can come of it before more changes do:
+    /// the periodic cycle sees it.
+    No,
+    /// The engine's view changed, but nothing waits on it to be placed: cycles gather such
+    /// changes (at most one per BURST_CYCLE_SPACING while they keep coming).
+    Soon,
+    /// Something may be placed now (a gang's last member, a node): a cycle at once, or as
+    /// soon as the spacing of a burst allows (`pacing`).
+    Now,
+}
+
+/// What watches feed: the stores of every kind (the index), with the readiness of each
+/// kind's list. Watches know nothing else of it: each kind's `Feed` says how an object goes
+/// in.
+pub trait Store: Send + 'static {
+    /// Which kinds are listed.
+    fn readiness(&mut self) -> &mut Readiness;
+    /// Binds assumed in the cache that the watches do not show yet (see
+    /// `InFlight::count_unseen`).
+    fn binds_unseen(&self) -> usize;
+}
+
+/// Locks a store. A poisoned lock means a watch handler panicked mid-update; the store is
+/// still valid (every update is a sequence of complete steps), so carry on.
+pub fn lock<T: ?Sized>(store: &Mutex<T>) -> MutexGuard<'_, T> {
+    store.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a watch feeds the store `T` (the index).
+pub struct Feed<K, T: ?Sized> {
     /// The kind's name in the index's readiness (and the log).
     pub kind: &'static str,
     /// A CRD that may be missing, and what is off without it (a gang dialect, the HyperNode
@@ -34,26 +65,25 @@ pub struct Feed<K> {
     /// scheduling cannot do without.
     pub optional: Option<&'static str>,
     /// Applies an object; returns how soon a cycle should see the change.
-    pub apply: fn(&mut Index, &K) -> Wake,
-    pub delete: fn(&mut Index, &str),
+    pub apply: fn(&mut T, &K) -> Wake,
+    pub delete: fn(&mut T, &str),
     /// Every key the index holds for this kind (what a relist may have to forget).
-    pub known: fn(&Index) -> Vec<String>,
+    pub known: fn(&T) -> Vec<String>,
 }
 
 // Plain data (names and function pointers) whatever K is: a supervised watch starts again
 // with the same feed.
-impl<K> Clone for Feed<K> {
+impl<K, T: ?Sized> Clone for Feed<K, T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<K> Copy for Feed<K> {}
+impl<K, T: ?Sized> Copy for Feed<K, T> {}
 
 /// Where every watch delivers: the index, the cycle's wake-up, the write gate (told when
 /// the API server answers again), and how lists are read.
-#[derive(Clone)]
-pub struct Sink {
-    pub index: Arc<Mutex<Index>>,
+pub struct Sink<T: ?Sized> {
+    pub index: Arc<Mutex<T>>,
     pub wake: Arc<Notify>,
     /// The cycle's wake-up for changes that can wait for the next spaced cycle
     /// (`Wake::Soon`).
@@ -72,6 +102,33 @@ pub struct Sink {
     pub in_flight: Arc<InFlight>,
 }
 
+impl<T: ?Sized> Clone for Sink<T> {
+    fn clone(&self) -> Self {
+        Sink {
+            index: self.index.clone(),
+            wake: self.wake.clone(),
+            wake_soon: self.wake_soon.clone(),
+            gate: self.gate.clone(),
+            list_page_size: self.list_page_size,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+}
+
+impl<T: ?Sized> Sink<T> {
+    /// The same sink, delivering to `index` (the same store seen through another type).
+    pub fn to<U: ?Sized>(&self, index: Arc<Mutex<U>>) -> Sink<U> {
+        Sink {
+            index,
+            wake: self.wake.clone(),
+            wake_soon: self.wake_soon.clone(),
+            gate: self.gate.clone(),
+            list_page_size: self.list_page_size,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+}
+
 /// Delays between watch retries: short, so a returning API server costs seconds.
 const WATCH_MIN_DELAY: Duration = Duration::from_millis(200);
 const WATCH_MAX_DELAY: Duration = Duration::from_secs(3);
@@ -86,7 +143,7 @@ fn busy_delays() -> impl Iterator<Item = Duration> {
 const BUSY_QUIET_RETRIES: u32 = 20;
 
 /// Runs one watch until the process ends (kube's watcher: lists and watches in JSON).
-pub async fn watch<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
+pub async fn watch<K, T: Store + ?Sized>(api: Api<K>, sink: Sink<T>, feed: Feed<K, T>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
@@ -100,8 +157,11 @@ where
 
 /// Runs one watch until the process ends, its lists read in protobuf (see `proto`): what
 /// a restart on many pods waits for. Its watches are JSON, as `watch`'s.
-pub async fn watch_listing_protobuf<K>(api: Api<K>, sink: Sink, feed: Feed<K>)
-where
+pub async fn watch_listing_protobuf<K, T: Store + ?Sized>(
+    api: Api<K>,
+    sink: Sink<T>,
+    feed: Feed<K, T>,
+) where
     K: Resource + ProtoListed + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
@@ -317,15 +377,15 @@ where
 }
 
 /// Feeds the index from a watch's events until the process ends.
-async fn follow<K>(
+async fn follow<K, T: Store + ?Sized>(
     mut stream: BoxStream<'static, watcher::Result<Event<K>>>,
-    sink: Sink,
-    feed: Feed<K>,
+    sink: Sink<T>,
+    feed: Feed<K, T>,
 ) where
     K: Resource + Clone + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
-    lock(&sink.index).readiness.expect(feed.kind);
+    lock(&sink.index).readiness().expect(feed.kind);
     // The back-off is this loop's, not the stream's: a watch whose resourceVersion expired
     // (410) must list again at once — the API server answers, the list is what is missing —
     // while failures to reach it wait, growing to WATCH_MAX_DELAY.
@@ -368,25 +428,25 @@ async fn follow<K>(
                 // An optional kind found missing stays off (cycles go on) while the watch
                 // tries again; its first object below holds cycles until the list is in.
                 if !unlisted.off(&feed) {
-                    lock(&index).readiness.expect(feed.kind);
+                    lock(&index).readiness().expect(feed.kind);
                 }
             }
             Ok(Event::InitApply(obj)) => {
                 let mut ix = lock(&index);
-                unlisted.listable(&feed, &mut ix);
+                unlisted.listable(&feed, ix.readiness());
                 (feed.apply)(&mut ix, &obj);
                 listed.insert(key_of(&obj));
             }
             Ok(Event::InitDone) => {
                 let mut ix = lock(&index);
-                unlisted.listable(&feed, &mut ix);
+                unlisted.listable(&feed, ix.readiness());
                 for key in (feed.known)(&ix) {
                     if !listed.contains(&key) {
                         (feed.delete)(&mut ix, &key);
                     }
                 }
-                ix.readiness.listed(feed.kind);
-                in_flight.count_unseen(&ix.cache);
+                ix.readiness().listed(feed.kind);
+                in_flight.set_unseen(ix.binds_unseen());
                 drop(ix);
                 // How long a (re)list takes is what a restart costs before the first cycle.
                 info!(
@@ -405,7 +465,7 @@ async fn follow<K>(
                 let mut ix = lock(&index);
                 let soon = (feed.apply)(&mut ix, &obj);
                 // A pod seen bound ends its assumption: writes waiting for that may go.
-                in_flight.count_unseen(&ix.cache);
+                in_flight.set_unseen(ix.binds_unseen());
                 drop(ix);
                 match soon {
                     Wake::Now => {
@@ -419,14 +479,14 @@ async fn follow<K>(
             Ok(Event::Delete(obj)) => {
                 let mut ix = lock(&index);
                 (feed.delete)(&mut ix, &key_of(&obj));
-                in_flight.count_unseen(&ix.cache);
+                in_flight.set_unseen(ix.binds_unseen());
                 drop(ix);
                 wake.notify_one();
             }
             Err(watcher::Error::InitialListFailed(::kube::Error::Api(e)))
                 if e.code == 404 || e.code == 403 =>
             {
-                let wait = unlisted.refused(&feed, e.code, &mut lock(&index));
+                let wait = unlisted.refused(&feed, e.code, lock(&index).readiness());
                 wake.notify_one();
                 tokio::time::sleep(wait).await;
             }
@@ -520,13 +580,18 @@ struct Unlisted {
 
 impl Unlisted {
     /// The kind is known to be missing and optional: off, not holding up cycles.
-    fn off<K>(&self, feed: &Feed<K>) -> bool {
+    fn off<K, T: ?Sized>(&self, feed: &Feed<K, T>) -> bool {
         self.code.is_some() && feed.optional.is_some()
     }
 
     /// A list was refused with `code` (404 or 403); returns how long to wait before the
     /// next one.
-    fn refused<K>(&mut self, feed: &Feed<K>, code: u16, ix: &mut Index) -> Duration {
+    fn refused<K, T: ?Sized>(
+        &mut self,
+        feed: &Feed<K, T>,
+        code: u16,
+        readiness: &mut Readiness,
+    ) -> Duration {
         if self.code != Some(code) {
             let what = if code == 404 {
                 "CRD not installed"
@@ -547,7 +612,7 @@ impl Unlisted {
             self.code = Some(code);
         }
         if feed.optional.is_some() {
-            ix.readiness.absent(feed.kind);
+            readiness.absent(feed.kind);
         }
         self.refusals += 1;
         if code == 404 {
@@ -562,12 +627,12 @@ impl Unlisted {
     }
 
     /// A list answered: a kind that was off is on again, and its list is awaited.
-    fn listable<K>(&mut self, feed: &Feed<K>, ix: &mut Index) {
+    fn listable<K, T: ?Sized>(&mut self, feed: &Feed<K, T>, readiness: &mut Readiness) {
         let Some(code) = self.code.take() else {
             return;
         };
         self.refusals = 0;
-        ix.readiness.expect(feed.kind);
+        readiness.expect(feed.kind);
         if let (404, Some(on)) = (code, feed.optional) {
             info!(kind = feed.kind, "CRD installed: {on} is on");
         } else {
@@ -594,262 +659,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ::kube::client::Body;
-    use ::kube::{Client, ResourceExt};
-    use k8s_openapi::api::core::v1::Pod;
-    use k8s_pb::api::core::v1 as pb;
-    use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
-
-    use crate::lean::Lean;
-
-    /// A client whose API server is `answer`: (status code, content type, body) for a
-    /// request's query string.
-    fn answering(
-        answer: impl Fn(&str) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
-    ) -> Client {
-        answering_as("v1.37.2", move |query, _| answer(query))
-    }
-
-    /// A client whose API server says it is `version` (`/version`) and answers every other
-    /// request (its query and Accept header) with `answer`.
-    fn answering_as(
-        version: &'static str,
-        answer: impl Fn(&str, &str) -> (u16, &'static str, Vec<u8>) + Send + Sync + 'static,
-    ) -> Client {
-        let answer = Arc::new(answer);
-        let service = tower::service_fn(move |req: http::Request<Body>| {
-            let (code, content_type, body) = if req.uri().path() == "/version" {
-                let minor = version.split('.').nth(1).unwrap_or_default();
-                let info = serde_json::json!({"major": "1", "minor": minor, "gitVersion": version});
-                (200, "application/json", info.to_string().into_bytes())
-            } else {
-                let accept = req.headers().get(http::header::ACCEPT);
-                let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or_default();
-                answer(req.uri().query().unwrap_or(""), accept)
-            };
-            async move {
-                http::Response::builder()
-                    .status(code)
-                    .header(http::header::CONTENT_TYPE, content_type)
-                    .body(Body::from(body))
-            }
-        });
-        Client::new(service, "default")
-    }
-
-    /// A page of bare pods as the API server sends it in protobuf.
-    fn page(names: &[String], continue_token: &str, version: &str) -> (u16, &'static str, Vec<u8>) {
-        let list = pb::PodList {
-            metadata: Some(pb_meta::ListMeta {
-                resource_version: Some(version.into()),
-                r#continue: Some(continue_token.into()),
-                ..Default::default()
-            }),
-            items: names
-                .iter()
-                .map(|name| pb::Pod {
-                    metadata: Some(pb_meta::ObjectMeta {
-                        name: Some(name.clone()),
-                        namespace: Some("ns".into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .collect(),
-        };
-        (
-            200,
-            "application/vnd.kubernetes.protobuf",
-            proto::tests::envelope("PodList", &list),
-        )
-    }
-
-    /// Steps a protobuf listing from scratch until its list is in or fails: the names
-    /// handed out, the error if any, and where it stopped.
-    async fn list_through(
-        api: &Api<Lean<Pod>>,
-    ) -> (Vec<String>, Option<watcher::Error>, Listing<Lean<Pod>>) {
-        let mut state = Listing::Empty;
-        let mut names = Vec::new();
-        loop {
-            let (event, next) = state.step(api, Some(5000)).await;
-            state = next;
-            match event {
-                Ok(Event::Init) => assert!(names.is_empty(), "a list starts once"),
-                Ok(Event::InitApply(pod)) => names.push(pod.name_any()),
-                Ok(Event::InitDone) => return (names, None, state),
-                Ok(_) => panic!("a watch event before the list was in"),
-                Err(e) => return (names, Some(e), state),
-            }
-        }
-    }
-
-    fn names(prefix: &str, n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("{prefix}{i}")).collect()
-    }
-
-    #[tokio::test]
-    async fn a_protobuf_listing_hands_out_every_page_in_order_then_watches_from_its_version() {
-        // The first page is more than one decoding batch, handed out as each is decoded.
-        let first = names("a", proto::DECODE_BATCH * 2 + 7);
-        let second = names("b", 3);
-        let (p1, p2) = (first.clone(), second.clone());
-        let api = Api::all(answering(move |query| {
-            assert!(query.contains("limit=5000"), "{query}");
-            if query.contains("continue=next") {
-                page(&p2, "", "9")
-            } else {
-                page(&p1, "next", "8")
-            }
-        }));
-        let (listed, error, state) = list_through(&api).await;
-        assert!(error.is_none(), "{error:?}");
-        assert_eq!(listed, [first, second].concat());
-        assert!(
-            matches!(&state, Listing::Listed(version) if version == "9"),
-            "watches from the last page's version"
-        );
-    }
-
-    /// A server newer than the protos may send fields they lack: its pods are listed in
-    /// JSON, every page; one of the protos' version, in protobuf.
-    #[tokio::test]
-    async fn a_server_newer_than_the_protos_is_listed_in_json() {
-        let json_page = |names: &[&str], continue_token: &str| {
-            let items: Vec<_> = names
-                .iter()
-                .map(|n| serde_json::json!({"metadata": {"name": n, "namespace": "ns"}}))
-                .collect();
-            let mut list = serde_json::json!({"kind": "PodList", "apiVersion": "v1",
-                "items": items, "metadata": {"resourceVersion": "8"}});
-            if !continue_token.is_empty() {
-                list["metadata"]["continue"] = continue_token.into();
-            }
-            (200, "application/json", list.to_string().into_bytes())
-        };
-        let api = Api::all(answering_as("v1.38.0", move |query, accept| {
-            assert_eq!(accept, "application/json", "{query}");
-            if query.contains("continue=next") {
-                json_page(&["b"], "")
-            } else {
-                json_page(&["a"], "next")
-            }
-        }));
-        let (listed, error, _) = list_through(&api).await;
-        assert!(error.is_none(), "{error:?}");
-        assert_eq!(listed, ["a", "b"]);
-
-        let pods = names("p", 2);
-        let api = Api::all(answering_as("v1.33.13", move |query, accept| {
-            assert!(
-                accept.starts_with("application/vnd.kubernetes.protobuf"),
-                "{query}"
-            );
-            page(&pods, "", "8")
-        }));
-        let (listed, error, _) = list_through(&api).await;
-        assert!(error.is_none(), "{error:?}");
-        assert_eq!(listed, names("p", 2));
-    }
-
-    #[tokio::test]
-    async fn a_page_refused_mid_list_fails_the_list_and_the_next_step_lists_again() {
-        let first = names("a", 10);
-        let p1 = first.clone();
-        let api = Api::all(answering(move |query| {
-            if query.contains("continue=next") {
-                let expired = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old","reason":"Expired","code":410}"#;
-                (410, "application/json", expired.to_vec())
-            } else {
-                page(&p1, "next", "8")
-            }
-        }));
-        let (listed, error, state) = list_through(&api).await;
-        assert_eq!(listed, first, "the first page was handed out");
-        assert!(
-            matches!(&error, Some(watcher::Error::InitialListFailed(::kube::Error::Api(s))) if s.code == 410),
-            "{error:?}"
-        );
-        assert!(
-            matches!(state, Listing::Empty),
-            "lists again from the start"
-        );
-    }
-
-    fn feed(optional: Option<&'static str>) -> Feed<k8s_openapi::api::core::v1::Pod> {
-        Feed {
-            kind: "K",
-            optional,
-            apply: |_, _| Wake::Now,
-            delete: |_, _| {},
-            known: |_| vec![],
-        }
-    }
-
-    #[test]
-    fn a_missing_optional_kind_is_off_without_holding_cycles_and_on_once_a_list_answers() {
-        let mut ix = Index::new(vec!["rust-batch".into()]);
-        let optional = feed(Some("this dialect"));
-        let mut unlisted = Unlisted::default();
-        ix.readiness.expect("K");
-        assert!(!unlisted.off(&optional));
-        assert_eq!(unlisted.refused(&optional, 404, &mut ix), CRD_POLL);
-        assert!(
-            ix.readiness.complete(),
-            "a missing CRD must not hold cycles"
-        );
-        assert!(
-            unlisted.off(&optional),
-            "the next list attempt keeps it off"
-        );
-        // The CRD is installed: the first answer holds cycles until the list is in.
-        unlisted.listable(&optional, &mut ix);
-        assert!(!unlisted.off(&optional));
-        assert_eq!(ix.readiness.waiting_for(), vec!["K"]);
-    }
-
-    #[test]
-    fn a_kind_scheduling_needs_holds_cycles_while_forbidden_and_backs_off() {
-        let mut ix = Index::new(vec!["rust-batch".into()]);
-        let required = feed(None);
-        let mut unlisted = Unlisted::default();
-        ix.readiness.expect("K");
-        let first = unlisted.refused(&required, 403, &mut ix);
-        let mut later = first;
-        for _ in 0..6 {
-            later = unlisted.refused(&required, 403, &mut ix);
-        }
-        assert!(!unlisted.off(&required));
-        assert_eq!(ix.readiness.waiting_for(), vec!["K"], "no cycle without it");
-        assert!(later > first, "refusals back off: {first:?} then {later:?}");
-        // Capped at a minute, plus up to as much again of jitter.
-        assert!(later <= Duration::from_secs(120), "{later:?}");
-    }
-
-    #[test]
-    fn statuses_are_read_from_every_failure_that_carries_one() {
-        let status = |code| ::kube::core::Status {
-            code,
-            ..Default::default()
-        };
-        let api = |code| ::kube::Error::Api(Box::new(status(code)));
-        assert_eq!(
-            status_of(&watcher::Error::InitialListFailed(api(429))),
-            Some(429)
-        );
-        assert_eq!(
-            status_of(&watcher::Error::WatchStartFailed(api(410))),
-            Some(410)
-        );
-        assert_eq!(status_of(&watcher::Error::WatchFailed(api(503))), Some(503));
-        assert_eq!(
-            status_of(&watcher::Error::WatchError(Box::new(status(410)))),
-            Some(410)
-        );
-        assert!(expired(&watcher::Error::WatchError(Box::new(status(410)))));
-        assert!(!expired(&watcher::Error::InitialListFailed(api(429))));
-        assert_eq!(status_of(&watcher::Error::NoResourceVersion), None);
-    }
-}
+mod tests;

@@ -20,14 +20,14 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::coscheduling::key_of_group;
 use super::crds::CrdFile;
 use super::GangDecl;
 use crate::convert::ConvertError;
 use crate::framework::JobCondition;
-use crate::index::{lock, Index};
 use crate::model::{JobInfo, JobSpec};
 use crate::supervise::Watches;
-use crate::watch::{watch, Feed, Sink};
+use crate::watch::{lock, watch, Feed, Sink, Store as WatchedStore, Wake};
 
 /// Which kind of object defines a gang, by API group. When several kinds name the same
 /// `namespace/name`, the first in [`super::KINDS`] defines the gang.
@@ -107,6 +107,21 @@ pub trait GangKind:
     }
 }
 
+/// What a kind's watch and its status writer's answers go into, whatever the kind: the
+/// index, seen through the kind-erased store of each dialect. Defined here so that the
+/// dialects need not know the index (it implements this).
+pub trait GroupTarget: WatchedStore {
+    /// An object of kind `dialect` at `key` (the newest unless a newer is stored); how
+    /// soon a cycle needs it.
+    fn apply_object(&mut self, dialect: Dialect, key: &str, object: &dyn Any) -> Wake;
+    /// The API server's answer to a status write or reread of that object: kept only
+    /// while the index still has the object.
+    fn apply_answer(&mut self, dialect: Dialect, key: &str, object: &dyn Any);
+    fn delete_object(&mut self, dialect: Dialect, key: &str);
+    /// Every key stored for kind `dialect` (what a relist may have to forget).
+    fn object_keys(&self, dialect: Dialect) -> Vec<String>;
+}
+
 /// A kind's objects by `namespace/name`, the newest seen.
 pub struct Store<G>(pub HashMap<String, G>);
 
@@ -137,6 +152,11 @@ pub trait GroupStore: Send + Sync {
     fn class_of(&self, key: &str) -> Option<String>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// Stores `object` (of this kind) at `key` unless what is stored is newer (see
+    /// `newest::store_newest`); whether it stored.
+    fn store_newest(&mut self, key: &str, object: &dyn Any) -> bool;
+    /// Whether `object` is the very object stored at `key` (the same uid).
+    fn holds(&self, key: &str, object: &dyn Any) -> bool;
 }
 
 impl<G: GangKind> GroupStore for Store<G> {
@@ -196,12 +216,24 @@ impl<G: GangKind> GroupStore for Store<G> {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
+    fn store_newest(&mut self, key: &str, object: &dyn Any) -> bool {
+        object
+            .downcast_ref::<G>()
+            .is_some_and(|g| crate::newest::store_newest(&mut self.0, key.to_string(), g))
+    }
+    fn holds(&self, key: &str, object: &dyn Any) -> bool {
+        let (Some(have), Some(g)) = (self.0.get(key), object.downcast_ref::<G>()) else {
+            return false;
+        };
+        have.uid() == g.uid()
+    }
 }
 
-/// A status write or a reread of one object, answered into the index.
+/// A status write or a reread of one object, its answer applied into the index the way
+/// its watch's events are (`GroupTarget::apply_answer`).
 pub type Call = for<'a> fn(
     &'a Client,
-    &'a Mutex<Index>,
+    &'a Mutex<dyn GroupTarget>,
     &'a str,
     Option<&'a Value>,
 ) -> BoxFuture<'a, Result<(), ::kube::Error>>;
@@ -211,7 +243,7 @@ pub struct Kind {
     pub dialect: Dialect,
     pub new_store: fn() -> Box<dyn GroupStore>,
     /// Adds the kind's watch (off while the API server does not serve the kind).
-    pub watch: fn(&mut Watches, &Client, &Sink),
+    pub watch: fn(&mut Watches, &Client, &Sink<dyn GroupTarget>),
     /// Writes a status merge patch (`Some(patch)`) or rereads the object (`None`), keeping
     /// the answer as the newest object.
     pub call: Call,
@@ -238,15 +270,15 @@ fn new_store<G: GangKind>() -> Box<dyn GroupStore> {
     Box::new(Store::<G>(HashMap::new()))
 }
 
-fn add_watch<G: GangKind>(watches: &mut Watches, client: &Client, sink: &Sink) {
+fn add_watch<G: GangKind>(watches: &mut Watches, client: &Client, sink: &Sink<dyn GroupTarget>) {
     let api = Api::<G>::all(client.clone());
     let sink = sink.clone();
-    let feed = Feed {
+    let feed: Feed<G, dyn GroupTarget> = Feed {
         kind: G::WATCH_NAME,
         optional: Some(G::OFF_WHEN_ABSENT),
-        apply: |ix: &mut Index, o: &G| ix.apply_group(o),
-        delete: |ix: &mut Index, key: &str| ix.delete_group(G::DIALECT, key),
-        known: Index::group_keys::<G>,
+        apply: |ix, o| ix.apply_object(G::DIALECT, &key_of_group(o), o),
+        delete: |ix, key| ix.delete_object(G::DIALECT, key),
+        known: |ix| ix.object_keys(G::DIALECT),
     };
     watches.add(G::WATCH_NAME, move || {
         watch(api.clone(), sink.clone(), feed)
@@ -255,7 +287,7 @@ fn add_watch<G: GangKind>(watches: &mut Watches, client: &Client, sink: &Sink) {
 
 fn call<'a, G: GangKind>(
     client: &'a Client,
-    index: &'a Mutex<Index>,
+    index: &'a Mutex<dyn GroupTarget>,
     key: &'a str,
     patch: Option<&'a Value>,
 ) -> BoxFuture<'a, Result<(), ::kube::Error>> {
@@ -268,7 +300,7 @@ fn call<'a, G: GangKind>(
             Some(p) => api.patch(name, &pp, &Patch::Merge(p)).await,
             None => api.get(name).await,
         };
-        answer.map(|g| lock(index).apply_group_answer(&g))
+        answer.map(|g| lock(index).apply_answer(G::DIALECT, &key_of_group(&g), &g))
     })
 }
 

@@ -211,3 +211,125 @@ pub(crate) fn check_name(name: &str, object: &str) -> Result<(), ConvertError> {
 pub fn pod_group_name(pod: &Pod) -> Option<String> {
     pod_gang(pod).ok().flatten().map(|d| d.name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        crate::yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_group_name_annotation_names_the_gang() {
+        let p = pod(r#"
+metadata:
+  name: w-0
+  namespace: ml
+  annotations: {scheduling.k8s.io/group-name: tf, volcano.sh/task-spec: worker}
+spec: {containers: []}
+"#);
+        assert_eq!(pod_group_name(&p).as_deref(), Some("tf"));
+    }
+
+    #[test]
+    fn gang_dialects_and_their_precedence() {
+        let ack = pod(r#"
+metadata:
+  name: w
+  namespace: ns
+  labels: {pod-group.scheduling.sigs.k8s.io/name: tf-smoke-gpu, pod-group.scheduling.sigs.k8s.io/min-available: "5"}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&ack).unwrap(),
+            Some(GangDecl {
+                name: "tf-smoke-gpu".into(),
+                implicit_min: Some(5),
+                policy: GangPolicy::default(),
+                overrides: None,
+            })
+        );
+        let kube_batch = pod(r#"
+metadata:
+  name: w
+  annotations: {scheduling.k8s.io/group-name: g1, scheduling.k8s.io/group-min-member: "3"}
+  labels: {pod-group.scheduling.sigs.k8s.io/name: other}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&kube_batch).unwrap(),
+            Some(GangDecl {
+                name: "g1".into(),
+                implicit_min: Some(3),
+                policy: GangPolicy::default(),
+                overrides: None,
+            }),
+            "the Volcano/kube-batch annotation wins over ACK labels"
+        );
+        let volcano_label = pod("metadata: {name: w, labels: {scheduling.volcano.sh/group-name: pg}}\nspec: {containers: []}\n");
+        assert_eq!(
+            pod_gang(&volcano_label).unwrap(),
+            Some(GangDecl {
+                name: "pg".into(),
+                implicit_min: None,
+                policy: GangPolicy::default(),
+                overrides: None,
+            })
+        );
+        let bad_min = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: g, pod-group.scheduling.sigs.k8s.io/min-available: five}}\nspec: {containers: []}\n");
+        let e = pod_gang(&bad_min).unwrap_err();
+        assert!(
+            e.to_string().contains("min-available") && e.to_string().contains("\"five\""),
+            "{e}"
+        );
+        let bad_name = pod("metadata: {name: w, labels: {pod-group.scheduling.sigs.k8s.io/name: Bad_Name}}\nspec: {containers: []}\n");
+        assert!(pod_gang(&bad_name)
+            .unwrap_err()
+            .to_string()
+            .contains("not a DNS subdomain"));
+        let none = pod("metadata: {name: w}\nspec: {containers: []}\n");
+        assert_eq!(pod_gang(&none).unwrap(), None);
+
+        let x_k8s = pod(r#"
+metadata:
+  name: w
+  labels: {scheduling.x-k8s.io/pod-group: pg1, pod-group.scheduling.sigs.k8s.io/name: other}
+  annotations: {gang.scheduling.koordinator.sh/name: koord}
+spec: {containers: []}
+"#);
+        assert_eq!(
+            pod_gang(&x_k8s).unwrap().map(|d| (d.name, d.implicit_min)),
+            Some(("pg1".into(), None)),
+            "the scheduler-plugins label wins over Koordinator and ACK keys; its PodGroup defines it"
+        );
+        let koord = pod(r#"
+metadata:
+  name: w
+  namespace: default
+  labels: {pod-group.scheduling.sigs.k8s.io/name: other}
+  annotations:
+    gang.scheduling.koordinator.sh/name: gang-example
+    gang.scheduling.koordinator.sh/min-available: "2"
+    gang.scheduling.koordinator.sh/mode: NonStrict
+spec: {containers: []}
+"#);
+        let d = pod_gang(&koord).unwrap().unwrap();
+        assert_eq!(
+            (d.name.as_str(), d.implicit_min),
+            ("gang-example", Some(2)),
+            "Koordinator's annotation wins over ACK labels"
+        );
+        assert_eq!(d.policy.mode, crate::model::GangMode::NonStrict);
+        let koord_bad = pod(r#"
+metadata:
+  name: w
+  annotations: {gang.scheduling.koordinator.sh/name: g, gang.scheduling.koordinator.sh/groups: "[oops"}
+spec: {containers: []}
+"#);
+        assert!(pod_gang(&koord_bad)
+            .unwrap_err()
+            .to_string()
+            .contains("is not a JSON list"));
+    }
+}

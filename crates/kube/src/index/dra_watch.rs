@@ -32,13 +32,13 @@ use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 
-use super::dra::{
+use super::{store_newest, Index, Wake};
+use crate::cache::PodUpdate;
+use crate::dra::{
     claim_allocation, claim_spec, class_selectors, cluster_inventories, pool_devices,
 };
-use super::index::{store_newest, Index, Wake};
-use super::retry::warn_limited;
-use crate::cache::PodUpdate;
 use crate::model::devices::{ClaimAllocation, ClaimSpec, TaskClaim};
+use crate::retry::warn_limited;
 
 /// What a pending pod's claims were resolved from (namespace/name keys).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
