@@ -232,9 +232,6 @@ pub const EXACT_UNITS: usize = 12;
 /// How many of a node's combinations, cheapest first, are put to the plugins' set vote.
 const SET_VOTES: usize = 32;
 
-/// How many allowed domains a hard gang's preemption tries.
-const DOMAIN_CAP: usize = 16;
-
 /// One way to make room for a task on one node.
 struct Plan {
     node: NodeId,
@@ -488,91 +485,78 @@ pub fn evict_for_gang(stmt: &mut Statement, job: JobId, rules: &Rules) {
 }
 
 /// `evict_for_gang`, the preemptor's tasks and the victims inside `within` only (a hard
-/// gang's domain), or anywhere.
+/// gang's domain), or anywhere. A gang some of whose subgroups must each stay inside a
+/// domain makes room subgroup by subgroup (`domains::evict_by_subgroups`).
 pub fn evict_for_gang_within(
     stmt: &mut Statement,
     job: JobId,
     rules: &Rules,
     within: Option<NodeSet>,
 ) {
-    let mut attempt = Attempt {
-        job,
-        queue: stmt.job(job).queue.clone(),
-        rules,
-        index: stmt.running_index(),
-        whole: HashMap::new(),
-        within,
-    };
-    let mut pending = stmt.tasks_in(job, TaskStatus::Pending);
-    stmt.most_constrained_first(&mut pending);
-    let mut failed: Vec<u64> = Vec::new();
-    for (i, &task) in pending.iter().enumerate() {
+    if domains::has_subgroup_domains(stmt, job) {
+        domains::evict_by_subgroups(stmt, job, rules, within.as_ref());
+        return;
+    }
+    let pending = stmt.tasks_in(job, TaskStatus::Pending);
+    Attempt::new(stmt, job, rules, within).place_until(stmt, pending, |stmt| {
         if stmt.job_pipelined(job) {
-            break;
+            return None;
         }
-        // Tasks of one template are interchangeable: once one finds no way, nor will the
-        // others (this attempt only ever takes room away from them).
-        let template = stmt.task(task).template;
-        if failed.contains(&template) {
-            continue;
-        }
-        if attempt.place(stmt, task) {
-            continue;
-        }
-        failed.push(template);
-        // Stop early when the tasks left cannot bring the gang to its minimum.
         let info = stmt.job(job);
         let have = info.ready_count() + info.count(TaskStatus::Pipelined);
-        let need = info.min_member.saturating_sub(have) as usize;
-        let left = pending[i + 1..]
-            .iter()
-            .filter(|t| !failed.contains(&stmt.task(**t).template))
-            .count();
-        if left < need {
-            break;
+        Some(info.min_member.saturating_sub(have) as usize)
+    });
+}
+
+impl<'r> Attempt<'r> {
+    fn new(stmt: &mut Statement, job: JobId, rules: &'r Rules, within: Option<NodeSet>) -> Self {
+        Attempt {
+            job,
+            queue: stmt.job(job).queue.clone(),
+            rules,
+            index: stmt.running_index(),
+            whole: HashMap::new(),
+            within,
         }
     }
-}
 
-/// For a gang with a hard topology rule, the domains preemption may make room in
-/// (`GangDomains::allowed`, at most `DOMAIN_CAP`); None for any other gang (room anywhere).
-fn hard_domains(ssn: &mut Session, job: JobId) -> Option<(Vec<NodeSet>, String)> {
-    let pending = ssn.tasks_in(job, TaskStatus::Pending);
-    let domains = ssn.gang_domains(job, &pending)?;
-    if !domains.hard || domains.allowed.is_empty() {
-        return None;
-    }
-    let mut allowed = domains.allowed;
-    allowed.truncate(DOMAIN_CAP);
-    Some((allowed, domains.rule))
-}
-
-/// Makes room for a hard gang inside one of its allowed domains: each is tried in `stmt`
-/// and undone, and the one whose victims lose the least work (then the first) is made
-/// again. Whether the gang is pipelined.
-fn evict_within_one_domain(
-    stmt: &mut Statement,
-    job: JobId,
-    rules: &Rules,
-    domains: &[NodeSet],
-) -> bool {
-    let mut best: Option<(WorkLost, usize)> = None;
-    for (i, set) in domains.iter().enumerate() {
-        let mark = stmt.mark();
-        evict_for_gang_within(stmt, job, rules, Some(set.clone()));
-        if stmt.job_pipelined(job) {
-            let lost = WorkLost::of(stmt, &stmt.evicted_since(mark));
-            if best.is_none_or(|(b, _)| lost < b) {
-                best = Some((lost, i));
+    /// Places `tasks` (most constrained first), evicting where it must, while `still_needed`
+    /// says how many more placements are needed (None: enough). Stops early once the tasks
+    /// left cannot bring that many.
+    fn place_until(
+        &mut self,
+        stmt: &mut Statement,
+        mut tasks: Vec<TaskRef>,
+        still_needed: impl Fn(&Statement) -> Option<usize>,
+    ) {
+        stmt.most_constrained_first(&mut tasks);
+        let mut failed: Vec<u64> = Vec::new();
+        for (i, &task) in tasks.iter().enumerate() {
+            if still_needed(stmt).is_none() {
+                break;
+            }
+            // Tasks of one template are interchangeable: once one finds no way, nor will
+            // the others (this attempt only ever takes room away from them).
+            let template = stmt.task(task).template;
+            if failed.contains(&template) {
+                continue;
+            }
+            if self.place(stmt, task) {
+                continue;
+            }
+            failed.push(template);
+            let Some(need) = still_needed(stmt) else {
+                break;
+            };
+            let left = tasks[i + 1..]
+                .iter()
+                .filter(|t| !failed.contains(&stmt.task(**t).template))
+                .count();
+            if left < need {
+                break;
             }
         }
-        stmt.rollback_to(mark);
     }
-    let Some((_, i)) = best else {
-        return false;
-    };
-    evict_for_gang_within(stmt, job, rules, Some(domains[i].clone()));
-    stmt.job_pipelined(job)
 }
 
 /// "preempted by ns/job (priority 100 > 10)".
@@ -638,10 +622,10 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         ssn.append_job_note(job, note);
         return;
     }
-    let hard = hard_domains(ssn, job);
+    let hard = domains::hard_domains(ssn, job);
     let mut stmt = Statement::new(ssn);
     let pipelined = match &hard {
-        Some((domains, _)) => evict_within_one_domain(&mut stmt, job, rules, domains),
+        Some((domains, _)) => domains::evict_within_one_domain(&mut stmt, job, rules, domains),
         None => {
             evict_for_gang(&mut stmt, job, rules);
             stmt.job_pipelined(job)
@@ -654,6 +638,11 @@ pub fn evict_or_nothing(ssn: &mut Session, job: JobId, rules: &Rules) {
         let mut note = (rules.no_room)(ssn, job);
         if let Some((_, rule)) = &hard {
             note = format!("{note}; inside any one domain of its {rule}");
+        }
+        if domains::has_hard_subgroups(ssn, job) {
+            note = format!(
+                "{note}; with each subgroup of a hard subGroupPolicy inside one domain of its own"
+            );
         }
         ssn.append_job_note(job, note);
         // Protected victims may make room once they are old enough: look again then.
@@ -750,6 +739,7 @@ impl Action for Preempt {
     }
 }
 
+mod domains;
 mod plans;
 
 #[cfg(test)]

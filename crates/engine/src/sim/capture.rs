@@ -271,6 +271,9 @@ impl QueueDef {
             default_runtime_estimate: q.default_runtime_estimate.and_then(millis),
             min_runtime: q.min_runtime.and_then(millis),
             preemption_delay: q.preemption_delay.and_then(millis),
+            // As the live scheduler last recorded it (shortly before the snapshot): the
+            // simulation decays it from t=0.
+            past_usage: q.recorded_usage.as_ref().map(|u| u.amounts.clone()),
         }
     }
 }
@@ -352,12 +355,6 @@ impl Capturing {
                 format!("the scheduler refuses it ({why}); its gangs are skipped too"),
             );
             return None;
-        }
-        if q.recorded_usage.is_some() {
-            self.notes.push(format!(
-                "queue {}: its recorded past usage is not captured",
-                q.name
-            ));
         }
         let mut def = QueueDef::from_info(q);
         def.created_before = millis(self.now - q.created);

@@ -14,8 +14,8 @@ use crate::model::pod_rules::{HostPort, PodAffinity, PodRules, TopologySpreadCon
 use crate::model::topology::label_key_problem;
 use crate::model::Placement;
 use crate::model::{
-    HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, QueueState, ResourceList,
-    TopologyRequest,
+    HyperNodeMember, HyperNodeSpec, MemberKind, MemberSelector, QueueState, QueueUsage,
+    ResourceList, TopologyRequest,
 };
 
 /// The bundled default scenario: S1 and S2 from docs/src/scenarios.md plus a mixed workload.
@@ -181,6 +181,11 @@ pub struct QueueDef {
     /// How long its gangs wait before they may evict others (`rust-batch.io/preemption-delay`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption_delay: Option<Millis>,
+    /// Its decayed past usage at t=0, for fair share over time (`usageHalfLife`): resource
+    /// name → average amount held, in cores, bytes and devices (what the scheduler records
+    /// in the queue annotation `rust-batch.io/usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub past_usage: Option<BTreeMap<String, f64>>,
 }
 
 impl QueueDef {
@@ -198,6 +203,10 @@ impl QueueDef {
         info.default_runtime_estimate = self.default_runtime_estimate.map(|m| m.0);
         info.min_runtime = self.min_runtime.map(|m| m.0);
         info.preemption_delay = self.preemption_delay.map(|m| m.0);
+        info.recorded_usage = self.past_usage.as_ref().map(|amounts| QueueUsage {
+            at: 0,
+            amounts: amounts.clone(),
+        });
         info
     }
 }

@@ -268,3 +268,50 @@ fn s14_a_queue_that_ran_alone_gets_less_until_its_usage_decays() {
     // The table the docs show (docs/src/queues.md#fair-share-over-time).
     println!("{}", report.shares_over_time(20));
 }
+
+/// A scenario (`simulate --from-cluster` writes one) whose queue `a` used 8 CPUs on average
+/// before t=0 (`pastUsage`), one 8-CPU node and eight one-CPU jobs waiting in each queue.
+fn past_usage_scenario(past: &str, half_life: &str) -> String {
+    let mut s = format!(
+        "name: past\nconfig: |\n  {}\nnodeGroups:\n- {{name: n, count: 1, allocatable: {{cpu: 8}}}}\n\
+         queues:\n- {{name: a{past}}}\n- {{name: b}}\njobs:\n",
+        proportion_conf(Some(half_life)).replace('\n', "\n  ")
+    );
+    for q in ["a", "b"] {
+        for i in 0..8 {
+            s.push_str(&format!(
+                "- {{name: {q}-{i}, queue: {q}, tasks: [{{role: w, requests: {{cpu: 1}}, runtime: 1h}}]}}\n"
+            ));
+        }
+    }
+    s
+}
+
+#[test]
+fn a_scenarios_past_usage_starts_fair_share_where_the_cluster_is() {
+    let started = |past: &str| {
+        let scenario = Scenario::parse(&past_usage_scenario(past, "2h"), "past.yaml").unwrap();
+        assert_eq!(
+            Scenario::parse(&scenario.to_yaml().unwrap(), "again.yaml").unwrap(),
+            scenario,
+            "pastUsage written out reads back equal"
+        );
+        let report = Simulation::new(scenario, "past.yaml")
+            .unwrap()
+            .run(&mut |_| {});
+        let at_zero = |q: &str| {
+            let prefix = format!("default/{q}-");
+            report
+                .jobs
+                .iter()
+                .filter(|j| j.name.starts_with(&prefix) && j.started == Some(0))
+                .count()
+        };
+        (at_zero("a"), at_zero("b"))
+    };
+    // No past: the node is split by the weights.
+    assert_eq!(started(""), (4, 4));
+    // a held the whole node before t=0: b gets more than half at once.
+    let (a, b) = started(", pastUsage: {cpu: 8}");
+    assert!(b > a && a + b == 8, "a {a}, b {b}");
+}

@@ -311,9 +311,11 @@ impl Cycles<'_> {
             if gauges_at.is_none_or(|at| at.elapsed() >= QUEUE_GAUGES_EVERY) {
                 gauges_at = Some(Instant::now());
                 let scheduler = &self.decider.scheduler;
-                metrics.volcano.observe_queues(&seen, scheduler.conf());
-                metrics.volcano.observe_jobs(&seen, scheduler.conf());
                 let usage = scheduler.queue_usage();
+                metrics
+                    .volcano
+                    .observe_queues(&seen, scheduler.conf(), usage.as_ref());
+                metrics.volcano.observe_jobs(&seen, scheduler.conf());
                 metrics.queue_usages(usage.as_ref());
                 // Fair share over time survives a restart through the Queue objects.
                 if let Some(usage) = usage {

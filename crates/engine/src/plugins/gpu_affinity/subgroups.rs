@@ -4,9 +4,11 @@
 //! preferably — while different subgroups of the gang may use different domains.
 //!
 //! Votes: SubGroupDomains (the domains that hold one subgroup's pending members, tightest
-//! fit first, pinned by what the subgroup has placed) and, through the plugin's JobReady,
+//! fit first, pinned by what the subgroup has placed; for a hard policy, every domain
+//! preemption may make room in) and, through the plugin's JobReady,
 //! that every subgroup of a hard policy has what it placed inside one domain.
 
+use super::domains::allowed_domains;
 use super::{fitting_domains, with_sums, GpuAffinity, View};
 use crate::framework::{GangDomains, NodeSet, StaticNodes};
 use crate::model::subgroup::subgroup_of;
@@ -62,6 +64,19 @@ impl GpuAffinity {
         let (fitting, shortfall) = with_sums(view, state, usable, |sums| {
             fitting_domains(view, &wanted.levels, sums, &need, &dominant, &placed)
         });
+        // Where preemption may make room for a hard subgroup: every domain that holds what
+        // it has placed, whatever room each has now.
+        let allowed = if wanted.hard {
+            allowed_domains(view, &wanted.levels, &placed)
+                .into_iter()
+                .map(|(name, rule)| NodeSet {
+                    name,
+                    rules: vec![rule],
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(GangDomains {
             options: fitting
                 .into_iter()
@@ -73,7 +88,7 @@ impl GpuAffinity {
             hard: wanted.hard,
             rule: format!("{what}: {}", wanted.rule),
             shortfall,
-            allowed: Vec::new(),
+            allowed,
         })
     }
 
@@ -285,6 +300,72 @@ mod tests {
         let message = condition_message(&result, &job).unwrap_or_default();
         assert!(
             message.contains("no allowed domain holds the whole subgroup"),
+            "{message}"
+        );
+    }
+
+    const PREEMPT: &str = "actions: \"allocate, preempt\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: nodeorder
+  - name: gpu-affinity
+    arguments:
+      gpu-affinity.topologyLevels: example.com/rack
+";
+    const HOUR: i64 = 3_600_000;
+
+    /// Racks a and b, each node held by a one-pod 4-cpu victim of priority 1 that started
+    /// at `starts[i]` (r0-n0, r0-n1, r1-n0, r1-n1), protected for `min` if given; and an
+    /// urgent gang of one replica of two 3-cpu workers whose policy is hard within tier 1.
+    fn full_racks(starts: [i64; 4], min: [Option<i64>; 4]) -> (crate::cache::Cache, String) {
+        let mut cache = cache_with_default_queue();
+        racks(&mut cache, 2, 2);
+        hypernodes(&mut cache);
+        let nodes = ["r0-n0", "r0-n1", "r1-n0", "r1-n1"];
+        for (i, node) in nodes.iter().enumerate() {
+            Gang::new(&format!("v-{node}"), 1)
+                .priority(1)
+                .created(starts[i])
+                .phase(crate::model::PodGroupPhase::Running)
+                .tasks("", 1, &[("cpu", "4")])
+                .running_on(&[node])
+                .started(starts[i])
+                .min_runtime_opt(min[i])
+                .apply(&mut cache);
+        }
+        let job = replicas("urgent", 1, 2, "3", "hard")
+            .priority(100)
+            .phase(crate::model::PodGroupPhase::Inqueue)
+            .apply(&mut cache);
+        (cache, job)
+    }
+
+    #[test]
+    fn preemption_for_a_hard_subgroup_evicts_only_inside_the_one_rack_it_lands_in() {
+        // The two youngest victims are in different racks; the subgroup must stay in one:
+        // rack-a costs 1 h + 10 h of work, rack-b 2 h + 10 h. Rack-a goes whole, nothing
+        // in rack-b.
+        let (cache, job) = full_racks([9 * HOUR, 0, 8 * HOUR, 0], [None; 4]);
+        let result = scheduler(Some(PREEMPT)).run_cycle(cache.snapshot(), 10 * HOUR);
+        assert_eq!(
+            evicted(&result).into_keys().collect::<Vec<_>>(),
+            ["default/v-r0-n0", "default/v-r0-n1"],
+            "{result:?}"
+        );
+        // When neither rack can be freed whole, nothing is evicted anywhere, and the gang
+        // says why.
+        let protect = Some(11 * HOUR);
+        let (cache, _) = full_racks([9 * HOUR, 0, 8 * HOUR, 0], [None, protect, None, protect]);
+        let result = scheduler(Some(PREEMPT)).run_cycle(cache.snapshot(), 10 * HOUR);
+        assert!(result.evictions.is_empty(), "{:?}", result.evictions);
+        let message = condition_message(&result, &job).unwrap_or_default();
+        assert!(
+            message.contains("each subgroup of a hard subGroupPolicy inside one domain"),
             "{message}"
         );
     }

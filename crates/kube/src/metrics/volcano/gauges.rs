@@ -2,6 +2,8 @@
 //! second while cycles run, see the driver).
 
 use super::*;
+use crate::framework::usage::half_life_argument;
+use crate::framework::UsageLedger;
 
 impl VolcanoMetrics {
     /// After a cycle, what Volcano's gang plugin reports as its session closes: per gang
@@ -105,9 +107,16 @@ impl VolcanoMetrics {
     /// Every queue's accounts after a cycle: what the configured queue plugin (`capacity`,
     /// else `proportion`'s water-filling) says it holds, asks for, deserves and may hold,
     /// its capability as written, and its PodGroups per phase. Series of queues and
-    /// resources no longer there are dropped.
-    pub fn observe_queues(&self, state: &ClusterState, conf: &SchedulerConf) {
-        let accounts = queue_accounts(state, conf);
+    /// resources no longer there are dropped. `usage`: the scheduler's decayed usage when
+    /// fair share over time is on, which weighs proportion's deserved shares as the plugin
+    /// weighs them.
+    pub fn observe_queues(
+        &self,
+        state: &ClusterState,
+        conf: &SchedulerConf,
+        usage: Option<&UsageLedger>,
+    ) {
+        let accounts = queue_accounts(state, conf, usage);
         let total = state.total_allocatable();
         let cluster_scalars: BTreeSet<&str> = scalar_names(&total).collect();
         let mut series: HashSet<(String, Vec<String>)> = HashSet::new();
@@ -216,10 +225,13 @@ pub(super) struct QueueAccount {
     overused: bool,
 }
 
-/// Queue accounts from the configured plugin's own computation.
+/// Queue accounts from the configured plugin's own computation: capacity's (its deserved
+/// shares are contracts, which usage does not change), else proportion's, weighed by
+/// `usage` when proportion has fair share over time on (`usageHalfLife`).
 pub(super) fn queue_accounts(
     state: &ClusterState,
     conf: &SchedulerConf,
+    usage: Option<&UsageLedger>,
 ) -> BTreeMap<String, QueueAccount> {
     let tree = crate::model::QueueTree::new(state.queues());
     let capacity_plugin = conf
@@ -266,7 +278,15 @@ pub(super) fn queue_accounts(
             })
             .collect()
     } else {
-        crate::plugins::proportion::queue_shares(state, &tree)
+        let mut shares = crate::plugins::proportion::queue_shares(state, &tree);
+        let weighed = conf.tiers.iter().flat_map(|t| &t.plugins).any(|p| {
+            p.name == "proportion" && matches!(half_life_argument(&p.arguments), Ok(Some(_)))
+        });
+        if let Some(usage) = usage.filter(|_| weighed) {
+            let total = state.total_allocatable();
+            crate::plugins::proportion::weigh_by_usage(&total, &mut shares, usage);
+        }
+        shares
             .into_iter()
             .map(|(name, q)| {
                 let account = QueueAccount {

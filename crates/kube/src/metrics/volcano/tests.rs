@@ -70,7 +70,7 @@ fn queue_accounts_by_volcanos_names_and_units() {
         let conf = conf(Some(&format!(
             "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: {plugin}\n"
         )));
-        m.observe_queues(cache.state(), &conf);
+        m.observe_queues(cache.state(), &conf, None);
         let q = ("queue_name", "q");
         let gpu = ("resource", "nvidia.com/gpu");
         let v =
@@ -127,7 +127,7 @@ fn queue_accounts_by_volcanos_names_and_units() {
     cache.delete_job("default/train");
     cache.delete_job("default/big");
     cache.delete_queue("q");
-    m.observe_queues(cache.state(), &conf(None));
+    m.observe_queues(cache.state(), &conf(None), None);
     let q = [("queue_name", "q")];
     assert_eq!(sample(&m, "volcano_queue_allocated_milli_cpu", &q), None);
     assert_eq!(sample(&m, "volcano_queue_capacity_milli_cpu", &q), None);
@@ -353,4 +353,44 @@ fn the_catalogue_lists_every_registered_metric() {
     assert_eq!(plugin.kind, "histogram");
     assert_eq!(plugin.labels, ["plugin", "OnSession"]);
     assert_eq!(plugin.buckets.len(), 15);
+}
+
+#[test]
+fn deserved_shares_are_weighed_by_usage_as_proportion_weighs_them() {
+    // Queues a and b of equal weight, each asking more than half of an 8-cpu node; a ran
+    // the whole node for a long while, b nothing.
+    let mut cache = cache_with_default_queue();
+    cache.apply_queue(queue("a", 1));
+    cache.apply_queue(queue("b", 1));
+    add_nodes(&mut cache, "n", 1, &[("cpu", "8"), ("memory", "32Gi")]);
+    for q in ["a", "b"] {
+        Gang::new(&format!("{q}-job"), 1)
+            .queue(q)
+            .tasks("", 6, &[("cpu", "1")])
+            .apply(&mut cache);
+    }
+    let mut usage = crate::framework::UsageLedger::new(3_600_000);
+    let amounts = [("cpu".to_string(), 8000.0)].into_iter().collect();
+    usage.set("a", crate::model::QueueUsage { at: 0, amounts });
+    let deserved = |half_life: Option<&str>, usage: Option<&crate::framework::UsageLedger>| {
+        let arguments = half_life.map_or(String::new(), |h| {
+            format!("    arguments: {{usageHalfLife: {h}}}\n")
+        });
+        let conf = conf(Some(&format!(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n{arguments}"
+        )));
+        let m = VolcanoMetrics::new().unwrap();
+        m.observe_queues(cache.state(), &conf, usage);
+        let of =
+            |q: &str| sample(&m, "volcano_queue_deserved_milli_cpu", &[("queue_name", q)]).unwrap();
+        (of("a"), of("b"))
+    };
+    // Off: the weights alone, 4 cpu each, whatever usage the scheduler kept.
+    assert_eq!(deserved(None, Some(&usage)), (4000.0, 4000.0));
+    // On: b, which used nothing, deserves more than a, and the two still share the node.
+    let (a, b) = deserved(Some("1h"), Some(&usage));
+    assert!(b > a, "a {a}, b {b}");
+    assert!((a + b - 8000.0).abs() < 1.0, "a {a}, b {b}");
+    // On, but no usage yet: the weights.
+    assert_eq!(deserved(Some("1h"), None), (4000.0, 4000.0));
 }
