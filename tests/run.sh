@@ -26,11 +26,12 @@ echo "==> building the control plane (cached after the first run)"
 tests/cluster/build.sh
 
 # The oldest supported Kubernetes version: a second control plane of it runs the
-# compatibility subset at the end. Built in the background while the rest builds.
+# compatibility subset at the end. Built in the background while the rest builds: only its
+# kube-apiserver and kubectl (RB_K8S_COMPAT=1, tests/cluster/lib.sh).
 oldest="$(sed -n 's/^K8S_OLDEST_VERSION=//p' tests/cluster/versions.env)"
 oldest_log="$(mktemp -t rb-build-oldest.XXXXXX.log)"
 echo "==> building the oldest supported control plane ($oldest) in the background (cached after the first run; log: $oldest_log)"
-RB_K8S_VERSION="$oldest" tests/cluster/build.sh >"$oldest_log" 2>&1 &
+RB_K8S_COMPAT=1 RB_K8S_VERSION="$oldest" tests/cluster/build.sh >"$oldest_log" 2>&1 &
 oldest_pid=$!
 
 echo "==> building helm for the chart's tests (cached after the first run)"
@@ -67,7 +68,7 @@ if ! wait "$oldest_pid"; then
 fi
 echo "==> the compatibility subset on a fresh control plane of the oldest supported version ($oldest):"
 echo "    a gang of every dialect binds whole, pods and nodes listed in protobuf, the refusals, the chart installs, leader election"
-RB_K8S_VERSION="$oldest" tests/cluster/with-cluster.sh cargo test --locked --no-fail-fast \
+RB_K8S_COMPAT=1 RB_K8S_VERSION="$oldest" tests/cluster/with-cluster.sh cargo test --locked --no-fail-fast \
   --test e2e_volcano_all_or_nothing --test e2e_dialects --test e2e_protobuf_lists \
   --test e2e_gates_and_refusals --test e2e_helm --test e2e_leader_election
 

@@ -55,8 +55,16 @@ if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K
   rm -rf "$tmp"; mkdir -p "$tmp"
   trap 'rm -rf "$tmp"' EXIT
   rb_log "building Kubernetes $K8S_VERSION binaries into $K8S_BIN_DIR (first build takes many minutes on 2 cores)"
+  specs=(etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl)
+  # A compatibility control plane takes the default version's etcd when it is built.
+  default_etcd="$RB_CACHE/bin/k8s-$K8S_DEFAULT_VERSION/etcd"
+  if [[ "$RB_K8S_COMPAT" == 1 && -x "$default_etcd" ]]; then
+    cp "$default_etcd" "$tmp/etcd"
+    rb_log "etcd: the $K8S_DEFAULT_VERSION control plane's ($default_etcd)"
+    specs=("${specs[@]:1}")
+  fi
   # name=package
-  for spec in etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl; do
+  for spec in "${specs[@]}"; do
     name="${spec%%=*}" pkg="${spec#*=}"
     t0=$SECONDS
     rb_log "go build $pkg -> $name"
@@ -72,8 +80,8 @@ fi
 
 # The controller-manager runs only the PersistentVolume binder in tests (claims and
 # volumes bind as on a real cluster); built on its own, so a cache made before it was
-# needed only gains this binary.
-if [[ ! -x "$K8S_BIN_DIR/kube-controller-manager" ]]; then
+# needed only gains this binary. A compatibility control plane (RB_K8S_COMPAT=1) has none.
+if [[ "$RB_K8S_COMPAT" != 1 && ! -x "$K8S_BIN_DIR/kube-controller-manager" ]]; then
   [[ -f "$moddir/go.mod" && -f "$moddir/go.sum" ]] || rb_die "$moddir/go.mod or go.sum missing (run gen-replaces.sh $K8S_VERSION)"
   t0=$SECONDS
   tmp="$K8S_BIN_DIR/kube-controller-manager.tmp.$$"

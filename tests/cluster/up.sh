@@ -26,6 +26,8 @@
 #   RB_NO_CONTROLLERS=1    do not start kube-controller-manager
 #   RB_K8S_VERSION         another Kubernetes version than versions.env's K8S_VERSION
 #                          (e.g. K8S_OLDEST_VERSION); built first if need be
+#   RB_K8S_COMPAT=1        a compatibility control plane: no kube-controller-manager, the
+#                          default version's etcd (lib.sh)
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -342,7 +344,7 @@ if [[ "${RB_NO_KWOK:-0}" != 1 ]]; then
 fi
 
 # --- kube-controller-manager (the PersistentVolume binder only) ---------------
-if [[ "${RB_NO_CONTROLLERS:-0}" != 1 ]]; then
+if [[ "${RB_NO_CONTROLLERS:-0}" != 1 && "$RB_K8S_COMPAT" != 1 ]]; then
   kcm_log="$state/logs/kube-controller-manager.log"
   # No serving port (tests run side by side), no leader election, the admin identity.
   start kube-controller-manager "$kcm_log" "$K8S_BIN_DIR/kube-controller-manager" \
