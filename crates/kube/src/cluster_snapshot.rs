@@ -6,7 +6,7 @@
 //! into a scenario (`sim::capture`).
 //!
 //! Read only: the RBAC it needs is `list` on pods, nodes, priorityclasses, the PodGroup
-//! kinds, queues and hypernodes (docs/src/scenarios.md). A kind whose CRD is missing or
+//! kinds, queues, hypernodes and the DRA kinds (docs/src/scenarios.md). A kind whose CRD is missing or
 //! that may not be listed is left out and said; pods and nodes must be listed.
 
 use std::collections::HashMap;
@@ -15,6 +15,9 @@ use std::fmt::Debug;
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 
@@ -91,6 +94,7 @@ pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, Sn
     for n in &nodes {
         ix.apply_node(n);
     }
+    dra(client, &mut ix, &mut skipped).await?;
     let mut group_keys = Vec::new();
     group_keys.extend(gangs::<NativePodGroup>(client, &mut ix, &mut skipped).await?);
     group_keys.extend(gangs::<PodGroup>(client, &mut ix, &mut skipped).await?);
@@ -117,6 +121,40 @@ pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, Sn
     skipped.append(&mut captured.skipped);
     captured.skipped = skipped;
     Ok(captured)
+}
+
+/// DRA (resource.k8s.io/v1), after the nodes (a network-attached pool reaches nodes by
+/// their labels) and before the pods (whose claims it resolves): DeviceClasses, the
+/// ResourceSlices publishing devices, the templates and claims pods use. A slice the
+/// scheduler cannot read is skipped, with its reason.
+async fn dra(
+    client: &Client,
+    ix: &mut Index,
+    skipped: &mut Vec<Skipped>,
+) -> Result<(), SnapshotError> {
+    for c in list::<DeviceClass>(client, "resource.k8s.io DeviceClass", skipped).await? {
+        ix.apply_device_class(&c);
+    }
+    for s in list::<ResourceSlice>(client, "resource.k8s.io ResourceSlice", skipped).await? {
+        if let Err(why) = crate::dra::pool_devices(&s) {
+            let object = format!("ResourceSlice {}", s.name_any());
+            let reason = why
+                .strip_prefix(&format!("{object}: "))
+                .unwrap_or(&why)
+                .to_string();
+            skipped.push(Skipped { object, reason });
+            continue;
+        }
+        ix.apply_resource_slice(&s);
+    }
+    let kind = "resource.k8s.io ResourceClaimTemplate";
+    for t in list::<ResourceClaimTemplate>(client, kind, skipped).await? {
+        ix.apply_claim_template(&t);
+    }
+    for c in list::<ResourceClaim>(client, "resource.k8s.io ResourceClaim", skipped).await? {
+        ix.apply_resource_claim(&c);
+    }
+    Ok(())
 }
 
 /// Why a pod of ours that has not ended is not in the engine's cache (the index told it

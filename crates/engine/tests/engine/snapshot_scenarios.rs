@@ -270,3 +270,105 @@ proptest! {
         prop_assert_eq!(&table, &want);
     }
 }
+
+/// Two nodes of 8 GPUs in cliques of 4: gang a (3 pods of a clique each, 10m) runs from
+/// t=0; b (2 pods of a clique each) waits from 1m for a to end; c (2 pods sharing one claim
+/// of one GPU) starts at 2m on the clique left free.
+const DRA_RUN: &str = r#"
+name: dra-run
+deviceClasses:
+- {name: gpu, selectors: ['device.driver == "gpu.example.com"']}
+nodeGroups:
+- name: dgx
+  count: 2
+  allocatable: {cpu: 64}
+  devices:
+  - {driver: gpu.example.com, count: 8, attributes: {model: h100}, capacity: {memory: 80Gi}, groups: {attribute: clique, size: 4}}
+jobs:
+- name: a
+  tasks:
+  - role: w
+    replicas: 3
+    requests: {cpu: 1}
+    runtime: 10m
+    estimate: 10m
+    claims:
+    - name: gpus
+      requests: [{name: gpu, deviceClassName: gpu, count: 4}]
+      constraints: [{matchAttribute: gpu.example.com/clique}]
+- name: b
+  submitAt: 1m
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {cpu: 1}
+    runtime: 5m
+    estimate: 5m
+    claims:
+    - name: gpus
+      requests: [{name: gpu, deviceClassName: gpu, count: 4}]
+      constraints: [{matchAttribute: gpu.example.com/clique}]
+- name: c
+  submitAt: 2m
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {cpu: 1}
+    runtime: 3m
+    estimate: 3m
+    claims:
+    - {name: one, shared: true, requests: [{name: gpu, deviceClassName: gpu}]}
+"#;
+
+#[test]
+fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
+    let scenario = Scenario::parse(DRA_RUN, "dra-run.yaml").unwrap();
+    let mut original = Simulation::new(scenario.clone(), "dra-run.yaml").unwrap();
+    original.run_until(3 * MINUTE, &mut |_| {});
+    let t = original.now();
+    assert_eq!(t, 2 * MINUTE + 1000, "the last thing that happened: c started");
+    let captured = original.capture("dra snapshot");
+    assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+    let snap = captured.scenario;
+    round_trip(&snap, "dra-snapshot.yaml");
+    assert_eq!(snap.device_classes, scenario.device_classes);
+    assert_eq!(snap.node_groups.len(), 1, "{:?}", snap.node_groups);
+    assert_eq!(
+        snap.node_groups[0].devices, scenario.node_groups[0].devices,
+        "the devices as the scenario wrote them: model and memory kept, cliques per node"
+    );
+    for name in ["a", "b", "c"] {
+        let job = snap.jobs.iter().find(|j| j.name == name).unwrap();
+        let want = &scenario.jobs.iter().find(|j| j.name == name).unwrap().tasks[0];
+        assert_eq!(job.tasks.len(), 1, "{name}: one task, its pods' claims equal");
+        assert_eq!(job.tasks[0].claims, want.claims, "{name}");
+    }
+    let running = |name: &str| {
+        let job = snap.jobs.iter().find(|j| j.name == name).unwrap();
+        job.tasks[0].running.len()
+    };
+    assert_eq!((running("a"), running("b"), running("c")), (3, 0, 2));
+
+    let full = original.run(&mut |_| {});
+    let mut continued = Simulation::new(snap, "dra-snapshot.yaml").unwrap();
+    let next = continued.run(&mut |_| {});
+    assert!(next.invariants_hold(), "{:?}", next.invariants);
+    assert!(next.setup_problems.is_empty(), "{:?}", next.setup_problems);
+    let (before, after) = (starts(&full), starts(&next));
+    assert_eq!(before["default/b"], Some(10 * MINUTE), "when a's devices come free");
+    assert_eq!(
+        after["default/b"],
+        Some(10 * MINUTE - t),
+        "the original's start, on the snapshot's clock"
+    );
+    // The running pods hold their devices at t=0: one clique of one node is left, less
+    // c's GPU, and b's pods each want a whole clique.
+    let b = continued.job_pods("b");
+    assert!(b.iter().all(|p| p.status == TaskStatus::Succeeded));
+    let c = continued.job_pods("c");
+    assert!(
+        c.iter()
+            .all(|p| p.node.is_some() && p.node == c[0].node && p.claims().len() == 1),
+        "c's pods share their claim on one node"
+    );
+}
