@@ -387,4 +387,134 @@ mod tests {
         let back = Scenario::parse(&text, "snap.yaml").unwrap();
         assert_eq!(&back, s, "{text}");
     }
+
+    /// DRA through the index: the class, each node's devices as device sets (a device
+    /// another claim holds left out), a pending gang's template claim and a running gang's
+    /// allocated one as the tasks' claims, a gang whose claim cannot be resolved skipped;
+    /// the scenario reads back equal and the pending gang starts at once.
+    #[test]
+    fn dra_objects_become_device_sets_and_claims() {
+        use crate::index::dra_watch::tests::{
+            claim, class, ready_node, slice, template, template_pod,
+        };
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        for n in ["n1", "n2"] {
+            ix.apply_node(&ready_node(n, json!({"kubernetes.io/hostname": n})));
+        }
+        ix.apply_device_class(&class());
+        ix.apply_resource_slice(&slice("n1", 8));
+        ix.apply_resource_slice(&slice("n2", 8));
+        ix.apply_claim_template(&template());
+        let allocated = |mut c: ResourceClaim, node: &str, devices: &[&str]| {
+            let results: Vec<serde_json::Value> = devices
+                .iter()
+                .map(|d| json!({"request": "gpu", "driver": "gpu.example.com", "pool": node, "device": d}))
+                .collect();
+            c.status = Some(obj(json!({"allocation": {
+                "devices": {"results": results},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+            }})));
+            c
+        };
+        // No pod uses it: its device stays held for the whole simulation.
+        ix.apply_resource_claim(&allocated(claim("theirs", None, 1), "n2", &["gpu-4"]));
+        ix.apply_resource_claim(&claim("a-gpus", Some("a"), 2));
+        ix.apply_resource_claim(&allocated(
+            claim("r-gpus", Some("r"), 2),
+            "n1",
+            &["gpu-0", "gpu-1"],
+        ));
+        let in_gang = |mut p: Pod, gang: &str| {
+            let a = p.metadata.annotations.as_mut().unwrap();
+            a.insert("scheduling.k8s.io/group-name".into(), gang.into());
+            a.insert("scheduling.k8s.io/group-min-member".into(), "1".into());
+            p
+        };
+        ix.apply_pod(&in_gang(template_pod("a", Some("a-gpus")), "g"));
+        let mut r = in_gang(template_pod("r", Some("r-gpus")), "rg");
+        r.spec.as_mut().unwrap().node_name = Some("n1".into());
+        r.status.as_mut().unwrap().phase = Some("Running".into());
+        ix.apply_pod(&r);
+        let mut x = in_gang(template_pod("x", None), "xg");
+        x.spec.as_mut().unwrap().resource_claims.as_mut().unwrap()[0]
+            .resource_claim_template_name = Some("missing".into());
+        ix.apply_pod(&x);
+
+        let captured = capture(
+            &ix.cache,
+            &CaptureOptions {
+                now: 0,
+                name: "dra".into(),
+                ..Default::default()
+            },
+        );
+        let s = &captured.scenario;
+        assert_eq!(s.device_classes.len(), 1);
+        assert_eq!(s.device_classes[0].name, "gpu");
+        // Clique values other nodes have too are kept exactly: a device set per clique.
+        let sets = |g: usize| -> Vec<(u32, serde_json::Value)> {
+            s.node_groups[g]
+                .devices
+                .iter()
+                .map(|d| (d.count, d.attributes["clique"].clone()))
+                .collect()
+        };
+        assert_eq!(s.node_groups.len(), 2, "{:?}", s.node_groups);
+        assert_eq!(s.node_groups[0].names, ["n1"]);
+        assert_eq!(
+            sets(0),
+            [(4, json!("c0")), (4, json!("c1"))],
+            "r's devices held again at t=0"
+        );
+        assert_eq!(
+            sets(1),
+            [(4, json!("c0")), (3, json!("c1"))],
+            "gpu-4 stays held"
+        );
+        assert!(
+            captured
+                .notes
+                .iter()
+                .any(|n| n.starts_with("node n2: devices held by claims")),
+            "{:?}",
+            captured.notes
+        );
+        let job = |name: &str| s.jobs.iter().find(|j| j.name == name).unwrap();
+        let claims = &job("g").tasks[0].claims;
+        assert_eq!(claims.len(), 1);
+        assert_eq!((claims[0].name.as_str(), claims[0].shared), ("gpus", false));
+        assert_eq!(claims[0].requests[0].count, Some(2));
+        assert_eq!(
+            claims[0].constraints[0].match_attribute,
+            "gpu.example.com/clique"
+        );
+        assert_eq!(job("rg").tasks[0].running[0].node, "n1");
+        assert_eq!(
+            job("rg").tasks[0].claims,
+            *claims,
+            "its claim, allocated again at t=0"
+        );
+        assert!(s.jobs.iter().all(|j| j.name != "xg"));
+        assert!(
+            captured.skipped.iter().any(|k| k
+                .reason
+                .contains("resourceclaimtemplate ns/missing not found")),
+            "{:?}",
+            captured.skipped
+        );
+        let text = s.to_yaml().unwrap();
+        let back = Scenario::parse(&text, "dra.yaml").unwrap();
+        assert_eq!(&back, s, "{text}");
+        let mut sim = rust_batch_engine::sim::Simulation::new(back, "dra.yaml").unwrap();
+        let report = sim.run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        assert!(
+            report.setup_problems.is_empty(),
+            "{:?}",
+            report.setup_problems
+        );
+        let g = report.jobs.iter().find(|j| j.name == "ns/g").unwrap();
+        assert_eq!(g.started, Some(0), "two GPUs of one clique are free");
+    }
 }

@@ -326,7 +326,11 @@ fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
     let mut original = Simulation::new(scenario.clone(), "dra-run.yaml").unwrap();
     original.run_until(3 * MINUTE, &mut |_| {});
     let t = original.now();
-    assert_eq!(t, 2 * MINUTE + 1000, "the last thing that happened: c started");
+    assert_eq!(
+        t,
+        2 * MINUTE + 1000,
+        "the last thing that happened: c started"
+    );
     let captured = original.capture("dra snapshot");
     assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
     let snap = captured.scenario;
@@ -340,7 +344,11 @@ fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
     for name in ["a", "b", "c"] {
         let job = snap.jobs.iter().find(|j| j.name == name).unwrap();
         let want = &scenario.jobs.iter().find(|j| j.name == name).unwrap().tasks[0];
-        assert_eq!(job.tasks.len(), 1, "{name}: one task, its pods' claims equal");
+        assert_eq!(
+            job.tasks.len(),
+            1,
+            "{name}: one task, its pods' claims equal"
+        );
         assert_eq!(job.tasks[0].claims, want.claims, "{name}");
     }
     let running = |name: &str| {
@@ -355,7 +363,11 @@ fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
     assert!(next.invariants_hold(), "{:?}", next.invariants);
     assert!(next.setup_problems.is_empty(), "{:?}", next.setup_problems);
     let (before, after) = (starts(&full), starts(&next));
-    assert_eq!(before["default/b"], Some(10 * MINUTE), "when a's devices come free");
+    assert_eq!(
+        before["default/b"],
+        Some(10 * MINUTE),
+        "when a's devices come free"
+    );
     assert_eq!(
         after["default/b"],
         Some(10 * MINUTE - t),

@@ -19,7 +19,8 @@ use crate::model::devices::{AttrValue, Device, TaskClaim};
 use crate::model::pod_rules::HOSTNAME_LABEL;
 use crate::model::{JobInfo, NodeInfo, TaskInfo, TaskStatus};
 use crate::sim::devices::{
-    ClaimDef, DeviceClassDef, ConstraintDef, DeviceGroupsDef, DevicePoolDef, DeviceRequestDef, DeviceSetDef,
+    ClaimDef, ConstraintDef, DeviceClassDef, DeviceGroupsDef, DevicePoolDef, DeviceRequestDef,
+    DeviceSetDef,
 };
 
 /// A note said of many nodes, written once with the nodes it concerns.
@@ -160,9 +161,7 @@ impl Capturing {
         }
         if kept.iter().any(|t| {
             t.status == TaskStatus::Pending
-                && t.claims
-                    .iter()
-                    .any(|c| !c.shared && c.allocation.is_some())
+                && t.claims.iter().any(|c| !c.shared && c.allocation.is_some())
         }) {
             self.notes.push(format!(
                 "{object}: a pending pod's claim is allocated already; the simulation allocates \
