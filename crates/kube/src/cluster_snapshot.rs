@@ -517,4 +517,51 @@ mod tests {
         let g = report.jobs.iter().find(|j| j.name == "ns/g").unwrap();
         assert_eq!(g.started, Some(0), "two GPUs of one clique are free");
     }
+
+    /// Devices whose attributes a device set cannot all say (a UUID and a PCI bus address
+    /// unique to each device, an index every node has): split by the index, kept exactly;
+    /// one unique attribute as the set's groups, the other left out and said. Equal nodes
+    /// stay one group.
+    #[test]
+    fn device_attributes_a_device_set_cannot_say_are_noted_and_the_closest_kept() {
+        use crate::index::dra_watch::tests::{class, ready_node};
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        ix.apply_device_class(&class());
+        for n in ["n1", "n2"] {
+            ix.apply_node(&ready_node(n, json!({"kubernetes.io/hostname": n})));
+            let devices: Vec<serde_json::Value> = (0..4)
+                .map(|i| {
+                    json!({"name": format!("gpu-{i}"), "attributes": {
+                        "uuid": {"string": format!("GPU-{n}-{i}")},
+                        "pciBusID": {"string": format!("{n}:{i}")},
+                        "index": {"int": i},
+                        "productName": {"string": "H100"}}})
+                })
+                .collect();
+            ix.apply_resource_slice(&obj(json!({
+                "metadata": {"name": format!("{n}-gpus"), "resourceVersion": "1"},
+                "spec": {"driver": "gpu.example.com", "nodeName": n,
+                    "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices}
+            })));
+        }
+        let captured = capture(&ix.cache, &CaptureOptions::default());
+        let groups = &captured.scenario.node_groups;
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(groups[0].names, ["n1", "n2"]);
+        let sets = &groups[0].devices;
+        assert_eq!(sets.len(), 4, "one set per index: {sets:?}");
+        for (i, set) in sets.iter().enumerate() {
+            assert_eq!(set.count, 1);
+            assert_eq!(set.attributes["index"], json!(i));
+            assert_eq!(set.attributes["productName"], json!("H100"));
+            let g = set.groups.as_ref().unwrap();
+            assert_eq!((g.attribute.as_str(), g.size), ("pciBusID", 1));
+        }
+        let notes = captured.notes.join("\n");
+        assert!(
+            notes.contains("node n1, n2: attribute gpu.example.com/uuid of its gpu.example.com devices has values of the node's own"),
+            "{notes}"
+        );
+    }
 }

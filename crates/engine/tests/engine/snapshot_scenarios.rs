@@ -384,3 +384,35 @@ fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
         "c's pods share their claim on one node"
     );
 }
+
+/// S11d's network-attached pool, snapshot while a1 and a2 hold both NICs and a3 waits:
+/// the pool comes back as written (its nodes named by their rack label), the running pods
+/// hold their NICs again at t=0, and a3 starts when a1 ends, as in the original.
+#[test]
+fn a_snapshot_keeps_a_network_attached_pool_and_who_holds_its_devices() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/scenarios/s11d-dra-network-pool.yaml");
+    let mut scenario = Scenario::load(&path).unwrap();
+    // Exact estimates: the snapshot's runtimes are what the scheduler expects.
+    for t in scenario.jobs.iter_mut().flat_map(|j| j.tasks.iter_mut()) {
+        t.estimate = t.runtime;
+    }
+    let mut original = Simulation::new(scenario.clone(), "s11d").unwrap();
+    original.run_until(30_000, &mut |_| {});
+    let t = original.now();
+    let captured = original.capture("s11d at 30s");
+    assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+    let snap = captured.scenario;
+    round_trip(&snap, "s11d-snapshot.yaml");
+    assert_eq!(snap.device_pools, scenario.device_pools);
+    assert!(snap.node_groups.iter().all(|g| g.devices.is_empty()));
+    let full = original.run(&mut |_| {});
+    let mut continued = Simulation::new(snap, "s11d-snapshot.yaml").unwrap();
+    let next = continued.run(&mut |_| {});
+    assert!(next.invariants_hold(), "{:?}", next.invariants);
+    assert!(next.setup_problems.is_empty(), "{:?}", next.setup_problems);
+    let (before, after) = (starts(&full), starts(&next));
+    assert_eq!(before["default/a3"], Some(MINUTE));
+    assert_eq!(after["default/a3"], Some(MINUTE - t), "a1's NIC comes free");
+    assert_eq!(after["default/b1"], None);
+}

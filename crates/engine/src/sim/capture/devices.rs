@@ -25,11 +25,11 @@ use crate::sim::devices::{
 
 /// A note said of many nodes, written once with the nodes it concerns.
 #[derive(Default)]
-struct NodeNotes(BTreeMap<String, Vec<String>>);
+struct NodeNotes(BTreeMap<String, BTreeSet<String>>);
 
 impl NodeNotes {
     fn add(&mut self, note: String, node: &str) {
-        self.0.entry(note).or_default().push(node.to_string());
+        self.0.entry(note).or_default().insert(node.to_string());
     }
 
     fn into_notes(self) -> Vec<String> {
