@@ -204,7 +204,6 @@ impl Capturing {
             let held_by = inv
                 .allocated
                 .iter()
-                .map(|(c, ids)| (c, ids))
                 .chain(n.device_claims.iter().map(|(c, h)| (c, &h.devices)));
             let mut left_out = 0;
             for (claim, ids) in held_by {
