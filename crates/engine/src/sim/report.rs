@@ -367,6 +367,9 @@ impl Report {
         for p in self.topology_problems.iter().take(10) {
             let _ = writeln!(out, "topology: {p}");
         }
+        for p in self.setup_problems.iter().take(10) {
+            let _ = writeln!(out, "setup: {p}");
+        }
         out.push_str(&self.shares_over_time(SHARE_ROWS));
         let inv = &self.invariants;
         let _ = writeln!(
