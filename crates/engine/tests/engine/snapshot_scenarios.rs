@@ -416,3 +416,81 @@ fn a_snapshot_keeps_a_network_attached_pool_and_who_holds_its_devices() {
     assert_eq!(after["default/a3"], Some(MINUTE - t), "a1's NIC comes free");
     assert_eq!(after["default/b1"], None);
 }
+
+/// Nodes of `gpus[i]` GPUs (each its own group, named `node-i`), and pods running at t=0
+/// on them, each claiming `k` GPUs: (node, k) per pod, each its own gang.
+fn pinned_dra_scenario(gpus: &[u32], pods: &[(usize, u32)]) -> String {
+    let mut text = String::from(
+        "name: pinned-dra\ndeviceClasses:\n- {name: gpu, selectors: ['device.driver == \"gpu.example.com\"']}\nnodeGroups:\n",
+    );
+    for (i, g) in gpus.iter().enumerate() {
+        text += &format!(
+            "- {{name: g{i}, count: 1, names: [node-{i}], allocatable: {{cpu: 64}}, devices: [{{driver: gpu.example.com, count: {g}, attributes: {{model: h100}}}}]}}\n"
+        );
+    }
+    text += "jobs:\n";
+    for (j, (n, k)) in pods.iter().enumerate() {
+        text += &format!(
+            "- {{name: j{j}, tasks: [{{role: w, requests: {{cpu: 1}}, runtime: 1h, running: [{{node: node-{n}}}], claims: [{{name: gpus, requests: [{{name: gpu, deviceClassName: gpu, count: {k}}}]}}]}}]}}\n"
+        );
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Pods running at t=0 with claims hold as many devices of their nodes as they claim,
+    /// no device twice; a snapshot of that writes each node's devices back whole (those the
+    /// captured pods hold included) and reads back equal.
+    #[test]
+    fn pinned_pods_hold_their_claims_devices_and_a_snapshot_keeps_them(
+        gpus in prop::collection::vec(1u32..9, 1..4),
+        pods in prop::collection::vec((0usize..4, 1u32..4), 1..6),
+    ) {
+        let n = gpus.len();
+        // Only pods whose node has room for their claims: the cluster they were taken of.
+        let mut left = gpus.clone();
+        let pods: Vec<(usize, u32)> = pods
+            .into_iter()
+            .map(|(i, k)| (i % n, k))
+            .filter(|(i, k)| {
+                let fits = left[*i] >= *k;
+                if fits {
+                    left[*i] -= k;
+                }
+                fits
+            })
+            .collect();
+        let text = pinned_dra_scenario(&gpus, &pods);
+        let s = Scenario::parse(&text, "pd.yaml").unwrap();
+        round_trip(&s, "pd.yaml");
+        let mut sim = Simulation::new(s, "pd.yaml").unwrap();
+        sim.run_until(0, &mut |_| {});
+        prop_assert!(sim.report().setup_problems.is_empty(), "{:?}", sim.report().setup_problems);
+        let mut held = std::collections::BTreeSet::new();
+        for (p, (i, k)) in sim.pods().iter().zip(&pods) {
+            let a = p.claims()[0].allocation.as_ref().expect("allocated at t=0");
+            let node = format!("node-{i}");
+            prop_assert_eq!(&*a.node, node.as_str());
+            prop_assert_eq!(a.devices.len() as u32, *k);
+            for d in &a.devices {
+                prop_assert!(held.insert(d.key()), "{} held twice", d.key());
+            }
+        }
+        let captured = sim.capture("again");
+        round_trip(&captured.scenario, "again.yaml");
+        prop_assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+        let mut written = vec![0u32; n];
+        for g in &captured.scenario.node_groups {
+            let count: u32 = g.devices.iter().map(|d| d.count).sum();
+            for name in &g.names {
+                let i: usize = name.trim_start_matches("node-").parse().unwrap();
+                written[i] = count;
+            }
+        }
+        prop_assert_eq!(written, gpus);
+        let claimed: usize = captured.scenario.jobs.iter().map(|j| j.tasks[0].claims.len()).sum();
+        prop_assert_eq!(claimed, pods.len());
+    }
+}
