@@ -529,6 +529,16 @@ fn node_sets(
                     node,
                 );
             }
+            for a in common
+                .iter()
+                .filter(|(_, v)| matches!(v, AttrValue::Version(_)))
+                .map(|(a, _)| a)
+            {
+                notes.add(
+                    format!("version attribute {a} is written as a string"),
+                    node,
+                );
+            }
             sets.push(set_of(part[0], &common, part.len() as u32, groups));
         }
     }
