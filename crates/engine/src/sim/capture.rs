@@ -2,8 +2,9 @@
 //! --from-cluster`): the nodes in groups of equal nodes (keeping their names), the queues,
 //! every gang with its pods — those running pinned to their nodes with the time they have
 //! run, those pending submitted at t=0 in their creation order — and the pods of no gang as
-//! their nodes' usage. What a scenario cannot say is listed as skipped, with the reason,
-//! and what it says only approximately is listed as a note.
+//! their nodes' usage, and what DRA devices and claims they have (`devices`). What a
+//! scenario cannot say is listed as skipped, with the reason, and what it says only
+//! approximately is listed as a note.
 //!
 //! Times are relative to `now` (the snapshot's time), which becomes t=0. A pod's runtime in
 //! the scenario is what the scheduler expects of it (its runtime estimate, else its queue's
