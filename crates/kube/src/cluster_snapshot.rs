@@ -6,7 +6,7 @@
 //! into a scenario (`sim::capture`).
 //!
 //! Read only: the RBAC it needs is `list` on pods, nodes, priorityclasses, the PodGroup
-//! kinds, queues and hypernodes (docs/src/scenarios.md). A kind whose CRD is missing or
+//! kinds, queues, hypernodes and the DRA kinds (docs/src/scenarios.md). A kind whose CRD is missing or
 //! that may not be listed is left out and said; pods and nodes must be listed.
 
 use std::collections::HashMap;
@@ -15,6 +15,9 @@ use std::fmt::Debug;
 use ::kube::api::{Api, ListParams};
 use ::kube::{Client, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 
@@ -91,6 +94,7 @@ pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, Sn
     for n in &nodes {
         ix.apply_node(n);
     }
+    dra(client, &mut ix, &mut skipped).await?;
     let mut group_keys = Vec::new();
     group_keys.extend(gangs::<NativePodGroup>(client, &mut ix, &mut skipped).await?);
     group_keys.extend(gangs::<PodGroup>(client, &mut ix, &mut skipped).await?);
@@ -117,6 +121,40 @@ pub async fn take(client: &Client, opts: SnapshotOptions) -> Result<Captured, Sn
     skipped.append(&mut captured.skipped);
     captured.skipped = skipped;
     Ok(captured)
+}
+
+/// DRA (resource.k8s.io/v1), after the nodes (a network-attached pool reaches nodes by
+/// their labels) and before the pods (whose claims it resolves): DeviceClasses, the
+/// ResourceSlices publishing devices, the templates and claims pods use. A slice the
+/// scheduler cannot read is skipped, with its reason.
+async fn dra(
+    client: &Client,
+    ix: &mut Index,
+    skipped: &mut Vec<Skipped>,
+) -> Result<(), SnapshotError> {
+    for c in list::<DeviceClass>(client, "resource.k8s.io DeviceClass", skipped).await? {
+        ix.apply_device_class(&c);
+    }
+    for s in list::<ResourceSlice>(client, "resource.k8s.io ResourceSlice", skipped).await? {
+        if let Err(why) = crate::dra::pool_devices(&s) {
+            let object = format!("ResourceSlice {}", s.name_any());
+            let reason = why
+                .strip_prefix(&format!("{object}: "))
+                .unwrap_or(&why)
+                .to_string();
+            skipped.push(Skipped { object, reason });
+            continue;
+        }
+        ix.apply_resource_slice(&s);
+    }
+    let kind = "resource.k8s.io ResourceClaimTemplate";
+    for t in list::<ResourceClaimTemplate>(client, kind, skipped).await? {
+        ix.apply_claim_template(&t);
+    }
+    for c in list::<ResourceClaim>(client, "resource.k8s.io ResourceClaim", skipped).await? {
+        ix.apply_resource_claim(&c);
+    }
+    Ok(())
 }
 
 /// Why a pod of ours that has not ended is not in the engine's cache (the index told it
@@ -348,5 +386,182 @@ mod tests {
         let text = s.to_yaml().unwrap();
         let back = Scenario::parse(&text, "snap.yaml").unwrap();
         assert_eq!(&back, s, "{text}");
+    }
+
+    /// DRA through the index: the class, each node's devices as device sets (a device
+    /// another claim holds left out), a pending gang's template claim and a running gang's
+    /// allocated one as the tasks' claims, a gang whose claim cannot be resolved skipped;
+    /// the scenario reads back equal and the pending gang starts at once.
+    #[test]
+    fn dra_objects_become_device_sets_and_claims() {
+        use crate::index::dra_watch::tests::{
+            claim, class, ready_node, slice, template, template_pod,
+        };
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        for n in ["n1", "n2"] {
+            ix.apply_node(&ready_node(n, json!({"kubernetes.io/hostname": n})));
+        }
+        ix.apply_device_class(&class());
+        ix.apply_resource_slice(&slice("n1", 8));
+        ix.apply_resource_slice(&slice("n2", 8));
+        ix.apply_claim_template(&template());
+        let allocated = |mut c: ResourceClaim, node: &str, devices: &[&str]| {
+            let results: Vec<serde_json::Value> = devices
+                .iter()
+                .map(|d| json!({"request": "gpu", "driver": "gpu.example.com", "pool": node, "device": d}))
+                .collect();
+            c.status = Some(obj(json!({"allocation": {
+                "devices": {"results": results},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+            }})));
+            c
+        };
+        // No pod uses it: its device stays held for the whole simulation.
+        ix.apply_resource_claim(&allocated(claim("theirs", None, 1), "n2", &["gpu-4"]));
+        ix.apply_resource_claim(&claim("a-gpus", Some("a"), 2));
+        ix.apply_resource_claim(&allocated(
+            claim("r-gpus", Some("r"), 2),
+            "n1",
+            &["gpu-0", "gpu-1"],
+        ));
+        let in_gang = |mut p: Pod, gang: &str| {
+            let a = p.metadata.annotations.as_mut().unwrap();
+            a.insert("scheduling.k8s.io/group-name".into(), gang.into());
+            a.insert("scheduling.k8s.io/group-min-member".into(), "1".into());
+            p
+        };
+        ix.apply_pod(&in_gang(template_pod("a", Some("a-gpus")), "g"));
+        let mut r = in_gang(template_pod("r", Some("r-gpus")), "rg");
+        r.spec.as_mut().unwrap().node_name = Some("n1".into());
+        r.status.as_mut().unwrap().phase = Some("Running".into());
+        ix.apply_pod(&r);
+        let mut x = in_gang(template_pod("x", None), "xg");
+        x.spec.as_mut().unwrap().resource_claims.as_mut().unwrap()[0]
+            .resource_claim_template_name = Some("missing".into());
+        ix.apply_pod(&x);
+
+        let captured = capture(
+            &ix.cache,
+            &CaptureOptions {
+                now: 0,
+                name: "dra".into(),
+                ..Default::default()
+            },
+        );
+        let s = &captured.scenario;
+        assert_eq!(s.device_classes.len(), 1);
+        assert_eq!(s.device_classes[0].name, "gpu");
+        // Clique values other nodes have too are kept exactly: a device set per clique.
+        let sets = |g: usize| -> Vec<(u32, serde_json::Value)> {
+            s.node_groups[g]
+                .devices
+                .iter()
+                .map(|d| (d.count, d.attributes["clique"].clone()))
+                .collect()
+        };
+        assert_eq!(s.node_groups.len(), 2, "{:?}", s.node_groups);
+        assert_eq!(s.node_groups[0].names, ["n1"]);
+        assert_eq!(
+            sets(0),
+            [(4, json!("c0")), (4, json!("c1"))],
+            "r's devices held again at t=0"
+        );
+        assert_eq!(
+            sets(1),
+            [(4, json!("c0")), (3, json!("c1"))],
+            "gpu-4 stays held"
+        );
+        assert!(
+            captured
+                .notes
+                .iter()
+                .any(|n| n.starts_with("node n2: devices held by claims")),
+            "{:?}",
+            captured.notes
+        );
+        let job = |name: &str| s.jobs.iter().find(|j| j.name == name).unwrap();
+        let claims = &job("g").tasks[0].claims;
+        assert_eq!(claims.len(), 1);
+        assert_eq!((claims[0].name.as_str(), claims[0].shared), ("gpus", false));
+        assert_eq!(claims[0].requests[0].count, Some(2));
+        assert_eq!(
+            claims[0].constraints[0].match_attribute,
+            "gpu.example.com/clique"
+        );
+        assert_eq!(job("rg").tasks[0].running[0].node, "n1");
+        assert_eq!(
+            job("rg").tasks[0].claims,
+            *claims,
+            "its claim, allocated again at t=0"
+        );
+        assert!(s.jobs.iter().all(|j| j.name != "xg"));
+        assert!(
+            captured.skipped.iter().any(|k| k
+                .reason
+                .contains("resourceclaimtemplate ns/missing not found")),
+            "{:?}",
+            captured.skipped
+        );
+        let text = s.to_yaml().unwrap();
+        let back = Scenario::parse(&text, "dra.yaml").unwrap();
+        assert_eq!(&back, s, "{text}");
+        let mut sim = rust_batch_engine::sim::Simulation::new(back, "dra.yaml").unwrap();
+        let report = sim.run(&mut |_| {});
+        assert!(report.invariants_hold(), "{:?}", report.invariants);
+        assert!(
+            report.setup_problems.is_empty(),
+            "{:?}",
+            report.setup_problems
+        );
+        let g = report.jobs.iter().find(|j| j.name == "ns/g").unwrap();
+        assert_eq!(g.started, Some(0), "two GPUs of one clique are free");
+    }
+
+    /// Devices whose attributes a device set cannot all say (a UUID and a PCI bus address
+    /// unique to each device, an index every node has): split by the index, kept exactly;
+    /// one unique attribute as the set's groups, the other left out and said. Equal nodes
+    /// stay one group.
+    #[test]
+    fn device_attributes_a_device_set_cannot_say_are_noted_and_the_closest_kept() {
+        use crate::index::dra_watch::tests::{class, ready_node};
+        let mut ix = Index::new(vec!["rust-batch".into()]);
+        ix.apply_device_class(&class());
+        for n in ["n1", "n2"] {
+            ix.apply_node(&ready_node(n, json!({"kubernetes.io/hostname": n})));
+            let devices: Vec<serde_json::Value> = (0..4)
+                .map(|i| {
+                    json!({"name": format!("gpu-{i}"), "attributes": {
+                        "uuid": {"string": format!("GPU-{n}-{i}")},
+                        "pciBusID": {"string": format!("{n}:{i}")},
+                        "index": {"int": i},
+                        "productName": {"string": "H100"}}})
+                })
+                .collect();
+            ix.apply_resource_slice(&obj(json!({
+                "metadata": {"name": format!("{n}-gpus"), "resourceVersion": "1"},
+                "spec": {"driver": "gpu.example.com", "nodeName": n,
+                    "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
+                    "devices": devices}
+            })));
+        }
+        let captured = capture(&ix.cache, &CaptureOptions::default());
+        let groups = &captured.scenario.node_groups;
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(groups[0].names, ["n1", "n2"]);
+        let sets = &groups[0].devices;
+        assert_eq!(sets.len(), 4, "one set per index: {sets:?}");
+        for (i, set) in sets.iter().enumerate() {
+            assert_eq!(set.count, 1);
+            assert_eq!(set.attributes["index"], json!(i));
+            assert_eq!(set.attributes["productName"], json!("H100"));
+            let g = set.groups.as_ref().unwrap();
+            assert_eq!((g.attribute.as_str(), g.size), ("pciBusID", 1));
+        }
+        let notes = captured.notes.join("\n");
+        assert!(
+            notes.contains("node n1, n2: attribute gpu.example.com/uuid of its gpu.example.com devices has values of the node's own"),
+            "{notes}"
+        );
     }
 }

@@ -2,16 +2,21 @@
 //! --from-cluster`): the nodes in groups of equal nodes (keeping their names), the queues,
 //! every gang with its pods — those running pinned to their nodes with the time they have
 //! run, those pending submitted at t=0 in their creation order — and the pods of no gang as
-//! their nodes' usage. What a scenario cannot say is listed as skipped, with the reason,
-//! and what it says only approximately is listed as a note.
+//! their nodes' usage, and what DRA devices and claims they have (`devices`). What a
+//! scenario cannot say is listed as skipped, with the reason, and what it says only
+//! approximately is listed as a note.
 //!
 //! Times are relative to `now` (the snapshot's time), which becomes t=0. A pod's runtime in
 //! the scenario is what the scheduler expects of it (its runtime estimate, else its queue's
 //! default): the simulation plays out what the estimates say. A pod without either runs
 //! until the end of the simulation.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod devices;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::devices::DeviceSetDef;
 use super::scenario::{
     AffinityDef, ExactMatchDef, GangDef, HyperNodeDef, HyperNodeMemberDef, HyperNodeMemberType,
     JobDef, LabelMatchDef, MemberSelectorDef, Millis, NetworkTopologyDef, NodeAffinityDef,
@@ -81,7 +86,6 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
     let snapshot = cache.snapshot();
     let mut nodes: Vec<&NodeInfo> = snapshot.nodes().map(|(_, n)| n).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let node_groups = c.node_groups(&nodes);
     let node_names: BTreeSet<&str> = nodes.iter().map(|n| &*n.name).collect();
 
     let mut queues: Vec<&QueueInfo> = snapshot.queues().collect();
@@ -134,14 +138,33 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
     jobs.sort_by(|a, b| a.created.cmp(&b.created).then(a.uid.cmp(&b.uid)));
     let mut job_defs = Vec::new();
     let mut captured_pods: BTreeSet<String> = BTreeSet::new();
-    for job in jobs {
+    let mut captured_claims: BTreeSet<Arc<str>> = BTreeSet::new();
+    let mut claim_jobs: BTreeMap<Arc<str>, BTreeSet<&str>> = BTreeMap::new();
+    for job in &jobs {
         if let Some(def) = c.job(job, &known_queues, &node_names, labels_matter) {
             for t in job.tasks() {
                 captured_pods.insert(t.uid.to_string());
+                for claim in t.claims.iter() {
+                    captured_claims.insert(claim.name.clone());
+                    if claim.shared {
+                        claim_jobs
+                            .entry(claim.name.clone())
+                            .or_default()
+                            .insert(&job.uid);
+                    }
+                }
             }
             job_defs.push(def);
         }
     }
+    for (claim, users) in claim_jobs.iter().filter(|(_, u)| u.len() > 1) {
+        c.notes.push(format!(
+            "claim {claim}: shared by pods of {} gangs; in the scenario each gang has a claim              of its own",
+            users.len()
+        ));
+    }
+    let (device_classes, captured_devices) = c.dra(&snapshot, &jobs, &nodes, &captured_claims);
+    let node_groups = c.node_groups(&nodes, &captured_devices.per_node);
     // Whatever occupies a node and is in no captured gang is the node's usage.
     for n in &nodes {
         for (uid, t) in &n.tasks {
@@ -203,8 +226,8 @@ pub fn capture(cache: &Cache, opts: &CaptureOptions) -> Captured {
         config: opts.config.clone(),
         eviction_grace: Millis(30_000),
         node_groups,
-        device_classes: Vec::new(),
-        device_pools: Vec::new(),
+        device_classes,
+        device_pools: captured_devices.pools,
         hypernodes,
         topology_levels: Vec::new(),
         queues: queue_defs,
@@ -287,21 +310,19 @@ impl Capturing {
     }
 
     /// Nodes in groups of equal nodes (allocatable, labels but the hostname, taints,
-    /// schedulability), each group keeping its nodes' names.
-    fn node_groups(&mut self, nodes: &[&NodeInfo]) -> Vec<NodeGroup> {
+    /// schedulability, devices), each group keeping its nodes' names.
+    fn node_groups(
+        &mut self,
+        nodes: &[&NodeInfo],
+        devices: &BTreeMap<Arc<str>, Vec<DeviceSetDef>>,
+    ) -> Vec<NodeGroup> {
         let mut groups: Vec<NodeGroup> = Vec::new();
         for n in nodes {
             let mut labels = (*n.labels).clone();
             if labels.get(HOSTNAME_LABEL).map(String::as_str) == Some(&*n.name) {
                 labels.remove(HOSTNAME_LABEL);
             }
-            if n.devices.is_some() {
-                self.notes.push(format!(
-                    "node {}: its DRA devices are not captured (pods with ResourceClaims are \
-                     skipped)",
-                    n.name
-                ));
-            }
+            let node_devices = devices.get(&n.name).cloned().unwrap_or_default();
             let unschedulable = n.unschedulable || !n.ready;
             if !n.ready {
                 self.notes.push(format!(
@@ -316,6 +337,7 @@ impl Capturing {
                     && g.labels == labels
                     && g.taints == taints
                     && g.unschedulable == unschedulable
+                    && g.devices == node_devices
             });
             match same {
                 Some(g) => {
@@ -340,7 +362,7 @@ impl Capturing {
                         labels,
                         taints,
                         unschedulable,
-                        devices: Vec::new(),
+                        devices: node_devices,
                     });
                 }
             }
@@ -403,12 +425,7 @@ impl Capturing {
             );
             return None;
         }
-        if kept.iter().any(|t| !t.claims.is_empty()) {
-            self.skip(
-                object,
-                "its pods use ResourceClaims (DRA), which a snapshot does not capture (its \
-                 running pods are kept as their nodes' usage)",
-            );
+        if !self.claims_capturable(&object, &kept) {
             return None;
         }
         let running = kept
@@ -627,7 +644,12 @@ impl Capturing {
             host_ports: p.host_ports.clone(),
             annotations,
             group_size: None,
-            claims: Vec::new(),
+            claims: t
+                .claims
+                .iter()
+                .enumerate()
+                .map(|(i, c)| devices::claim_def(t, &job.name, i, c))
+                .collect(),
         }
     }
 

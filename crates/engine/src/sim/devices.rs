@@ -136,6 +136,10 @@ impl DeviceSetDef {
         Ok(())
     }
 
+    /// Appends the set's devices, in pool `node`, to `out`. Names and group values go on
+    /// from those of earlier sets of the same driver in the pool, so that several sets of
+    /// one driver (devices that differ in attributes or capacity) never share a device or a
+    /// group.
     fn devices(&self, node: &str, out: &mut Vec<Device>) {
         let mut attributes: BTreeMap<String, AttrValue> = BTreeMap::new();
         for (k, v) in &self.attributes {
@@ -153,18 +157,27 @@ impl DeviceSetDef {
             .collect();
         let driver: Arc<str> = Arc::from(self.driver.as_str());
         let pool: Arc<str> = Arc::from(node);
+        let earlier = out
+            .iter()
+            .filter(|d| d.driver == driver && d.pool == pool)
+            .count() as u32;
         for i in 0..self.count {
             let mut attributes = attributes.clone();
             if let Some(g) = &self.groups {
                 attributes.insert(
                     qualified_name(&g.attribute, &self.driver),
-                    AttrValue::String(format!("{node}-{}", i / g.size.max(1))),
+                    AttrValue::String(if earlier == 0 {
+                        format!("{node}-{}", i / g.size.max(1))
+                    } else {
+                        format!("{node}-{earlier}-{}", i / g.size.max(1))
+                    }),
                 );
             }
+            let n = earlier + i;
             out.push(Device {
                 driver: driver.clone(),
                 pool: pool.clone(),
-                name: format!("{}-{i}", self.driver.split('.').next().unwrap_or("dev")).into(),
+                name: format!("{}-{n}", self.driver.split('.').next().unwrap_or("dev")).into(),
                 attributes,
                 capacity: capacity.clone(),
                 consumes: Vec::new(),

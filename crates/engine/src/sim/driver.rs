@@ -162,6 +162,8 @@ pub struct Simulation {
     /// What the engine could not use of the scenario's topology (malformed requests,
     /// HyperNode problems), each once, in the order found.
     pub(super) topology_problems: Vec<String>,
+    /// See `Report::setup_problems`.
+    pub(super) setup_problems: Vec<String>,
     /// Running sums over the pod table (what nodes and queues hold, pods waiting).
     pub(super) tally: SimTally,
     /// Jobs whose every pod succeeded.
@@ -203,6 +205,7 @@ impl Simulation {
             claim_users: HashMap::new(),
             levels: ReportLevel::of(&scenario),
             topology_problems: Vec::new(),
+            setup_problems: Vec::new(),
             tally: SimTally::default(),
             jobs_done: 0,
             other_pods: Vec::new(),
@@ -302,7 +305,7 @@ impl Simulation {
 
     /// Records the devices a bound pod's claims hold; a device another claim holds is a
     /// violation.
-    fn hold_devices(&mut self, p: usize, claims: &[crate::model::devices::TaskClaim]) {
+    pub(super) fn hold_devices(&mut self, p: usize, claims: &[crate::model::devices::TaskClaim]) {
         for c in claims {
             let Some(a) = &c.allocation else {
                 self.violations.push(format!(
@@ -331,13 +334,18 @@ impl Simulation {
                 }
             }
             self.claim_users.insert(c.name.clone(), (keys, 1));
+            if c.shared {
+                self.share_claim(p, &c.name, Some(a.clone()));
+            }
         }
     }
 
     /// Lets go of a pod's claims (it ended or went back to pending): a claim's devices are
-    /// free once no pod uses it, and a pending pod's claims are allocated afresh.
+    /// free once no pod uses it, and a pending pod's claims are allocated afresh (but a
+    /// shared claim other pods still use, which stays where it is).
     fn release_devices(&mut self, p: usize) {
         let claims = self.pods[p].task.claims.clone();
+        let mut in_use = Vec::new();
         for c in claims.iter().filter(|c| c.allocation.is_some()) {
             if let Some((keys, users)) = self.claim_users.get_mut(&c.name) {
                 *users -= 1;
@@ -346,20 +354,25 @@ impl Simulation {
                         self.device_holders.remove(k);
                     }
                     self.claim_users.remove(&c.name);
+                    if c.shared {
+                        self.share_claim(p, &c.name, None);
+                    }
+                } else {
+                    in_use.push(c.name.clone());
                 }
             }
         }
         let cleared: Vec<_> = claims
             .iter()
             .map(|c| crate::model::devices::TaskClaim {
-                allocation: None,
+                allocation: c.allocation.clone().filter(|_| in_use.contains(&c.name)),
                 ..c.clone()
             })
             .collect();
         self.pods[p].task.replace_claims(cleared.into());
     }
 
-    fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
+    pub(super) fn set_pod(&mut self, p: usize, status: TaskStatus, node: Option<Arc<str>>) {
         let ends = matches!(
             status,
             TaskStatus::Pending | TaskStatus::Succeeded | TaskStatus::Failed
@@ -470,34 +483,6 @@ impl Simulation {
                     self.remove_nodes(g, count);
                 }
             }
-        }
-    }
-
-    /// Starts a job's pods that run at t=0 on their nodes, as long before as they have run;
-    /// each ends its runtime after its start (at once if that is past).
-    fn start_pinned(&mut self, j: usize) {
-        let mut earliest: Option<Timestamp> = None;
-        for p in self.jobs[j].pods.clone() {
-            let Some((node, elapsed)) = self.pods[p].pinned.clone() else {
-                continue;
-            };
-            let Some(node) = self.nodes.get_key_value(&*node).map(|(n, _)| n.clone()) else {
-                continue;
-            };
-            let started = self.now - elapsed;
-            self.pods[p].task.started = Some(started);
-            self.set_pod(p, TaskStatus::Running, Some(node.clone()));
-            self.record_placement(p, &node);
-            if let Some(runtime) = self.pods[p].runtime {
-                let end = (started + runtime).max(self.now);
-                let id = self.schedule(end, Event::Finish(p));
-                self.pods[p].finish_event = Some(id);
-            }
-            earliest = Some(earliest.map_or(started, |e| e.min(started)));
-        }
-        let job = &self.jobs[j];
-        if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
-            self.jobs[j].started = earliest;
         }
     }
 

@@ -386,7 +386,7 @@ impl Simulation {
                 }
             })
             .collect();
-        Report::new(
+        let mut report = Report::new(
             self.scenario.name.clone(),
             self.scenario.seed,
             self.now,
@@ -400,7 +400,9 @@ impl Simulation {
             self.violations.clone(),
             self.levels.iter().map(ReportLevel::name).collect(),
             self.topology_problems.clone(),
-        )
+        );
+        report.setup_problems = self.setup_problems.clone();
+        report
     }
 }
 

@@ -132,6 +132,10 @@ pub struct Report {
     /// What the engine could not use of the scenario's topology, each once: malformed
     /// networkTopology or Kueue annotations, HyperNode problems that depend on the nodes.
     pub topology_problems: Vec<String>,
+    /// What of the scenario's t=0 the simulated cluster could not set up: a pod running at
+    /// t=0 whose claims find no devices on its node runs without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub setup_problems: Vec<String>,
     /// How well the predicted start times held (scenarios with `predictStart` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predictions: Option<super::accuracy::PredictionSummary>,
@@ -279,6 +283,7 @@ impl Report {
             jobs,
             samples,
             topology_problems,
+            setup_problems: Vec::new(),
         }
     }
 
@@ -361,6 +366,9 @@ impl Report {
         }
         for p in self.topology_problems.iter().take(10) {
             let _ = writeln!(out, "topology: {p}");
+        }
+        for p in self.setup_problems.iter().take(10) {
+            let _ = writeln!(out, "setup: {p}");
         }
         out.push_str(&self.shares_over_time(SHARE_ROWS));
         let inv = &self.invariants;

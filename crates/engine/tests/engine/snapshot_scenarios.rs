@@ -270,3 +270,227 @@ proptest! {
         prop_assert_eq!(&table, &want);
     }
 }
+
+/// Two nodes of 8 GPUs in cliques of 4: gang a (3 pods of a clique each, 10m) runs from
+/// t=0; b (2 pods of a clique each) waits from 1m for a to end; c (2 pods sharing one claim
+/// of one GPU) starts at 2m on the clique left free.
+const DRA_RUN: &str = r#"
+name: dra-run
+deviceClasses:
+- {name: gpu, selectors: ['device.driver == "gpu.example.com"']}
+nodeGroups:
+- name: dgx
+  count: 2
+  allocatable: {cpu: 64}
+  devices:
+  - {driver: gpu.example.com, count: 8, attributes: {model: h100}, capacity: {memory: 80Gi}, groups: {attribute: clique, size: 4}}
+jobs:
+- name: a
+  tasks:
+  - role: w
+    replicas: 3
+    requests: {cpu: 1}
+    runtime: 10m
+    estimate: 10m
+    claims:
+    - name: gpus
+      requests: [{name: gpu, deviceClassName: gpu, count: 4}]
+      constraints: [{matchAttribute: gpu.example.com/clique}]
+- name: b
+  submitAt: 1m
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {cpu: 1}
+    runtime: 5m
+    estimate: 5m
+    claims:
+    - name: gpus
+      requests: [{name: gpu, deviceClassName: gpu, count: 4}]
+      constraints: [{matchAttribute: gpu.example.com/clique}]
+- name: c
+  submitAt: 2m
+  tasks:
+  - role: w
+    replicas: 2
+    requests: {cpu: 1}
+    runtime: 3m
+    estimate: 3m
+    claims:
+    - {name: one, shared: true, requests: [{name: gpu, deviceClassName: gpu}]}
+"#;
+
+#[test]
+fn a_snapshot_of_a_dra_simulation_keeps_devices_and_claims_and_continues_it() {
+    let scenario = Scenario::parse(DRA_RUN, "dra-run.yaml").unwrap();
+    let mut original = Simulation::new(scenario.clone(), "dra-run.yaml").unwrap();
+    original.run_until(3 * MINUTE, &mut |_| {});
+    let t = original.now();
+    assert_eq!(
+        t,
+        2 * MINUTE + 1000,
+        "the last thing that happened: c started"
+    );
+    let captured = original.capture("dra snapshot");
+    assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+    let snap = captured.scenario;
+    round_trip(&snap, "dra-snapshot.yaml");
+    assert_eq!(snap.device_classes, scenario.device_classes);
+    assert_eq!(snap.node_groups.len(), 1, "{:?}", snap.node_groups);
+    assert_eq!(
+        snap.node_groups[0].devices, scenario.node_groups[0].devices,
+        "the devices as the scenario wrote them: model and memory kept, cliques per node"
+    );
+    for name in ["a", "b", "c"] {
+        let job = snap.jobs.iter().find(|j| j.name == name).unwrap();
+        let want = &scenario.jobs.iter().find(|j| j.name == name).unwrap().tasks[0];
+        assert_eq!(
+            job.tasks.len(),
+            1,
+            "{name}: one task, its pods' claims equal"
+        );
+        assert_eq!(job.tasks[0].claims, want.claims, "{name}");
+    }
+    let running = |name: &str| {
+        let job = snap.jobs.iter().find(|j| j.name == name).unwrap();
+        job.tasks[0].running.len()
+    };
+    assert_eq!((running("a"), running("b"), running("c")), (3, 0, 2));
+
+    let full = original.run(&mut |_| {});
+    let mut continued = Simulation::new(snap, "dra-snapshot.yaml").unwrap();
+    let next = continued.run(&mut |_| {});
+    assert!(next.invariants_hold(), "{:?}", next.invariants);
+    assert!(next.setup_problems.is_empty(), "{:?}", next.setup_problems);
+    let (before, after) = (starts(&full), starts(&next));
+    assert_eq!(
+        before["default/b"],
+        Some(10 * MINUTE),
+        "when a's devices come free"
+    );
+    assert_eq!(
+        after["default/b"],
+        Some(10 * MINUTE - t),
+        "the original's start, on the snapshot's clock"
+    );
+    // The running pods hold their devices at t=0: one clique of one node is left, less
+    // c's GPU, and b's pods each want a whole clique.
+    let b = continued.job_pods("b");
+    assert!(b.iter().all(|p| p.status == TaskStatus::Succeeded));
+    let c = continued.job_pods("c");
+    assert!(
+        c.iter()
+            .all(|p| p.node.is_some() && p.node == c[0].node && p.claims().len() == 1),
+        "c's pods share their claim on one node"
+    );
+}
+
+/// S11d's network-attached pool, snapshot while a1 and a2 hold both NICs and a3 waits:
+/// the pool comes back as written (its nodes named by their rack label), the running pods
+/// hold their NICs again at t=0, and a3 starts when a1 ends, as in the original.
+#[test]
+fn a_snapshot_keeps_a_network_attached_pool_and_who_holds_its_devices() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/scenarios/s11d-dra-network-pool.yaml");
+    let mut scenario = Scenario::load(&path).unwrap();
+    // Exact estimates: the snapshot's runtimes are what the scheduler expects.
+    for t in scenario.jobs.iter_mut().flat_map(|j| j.tasks.iter_mut()) {
+        t.estimate = t.runtime;
+    }
+    let mut original = Simulation::new(scenario.clone(), "s11d").unwrap();
+    original.run_until(30_000, &mut |_| {});
+    let t = original.now();
+    let captured = original.capture("s11d at 30s");
+    assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+    let snap = captured.scenario;
+    round_trip(&snap, "s11d-snapshot.yaml");
+    assert_eq!(snap.device_pools, scenario.device_pools);
+    assert!(snap.node_groups.iter().all(|g| g.devices.is_empty()));
+    let full = original.run(&mut |_| {});
+    let mut continued = Simulation::new(snap, "s11d-snapshot.yaml").unwrap();
+    let next = continued.run(&mut |_| {});
+    assert!(next.invariants_hold(), "{:?}", next.invariants);
+    assert!(next.setup_problems.is_empty(), "{:?}", next.setup_problems);
+    let (before, after) = (starts(&full), starts(&next));
+    assert_eq!(before["default/a3"], Some(MINUTE));
+    assert_eq!(after["default/a3"], Some(MINUTE - t), "a1's NIC comes free");
+    assert_eq!(after["default/b1"], None);
+}
+
+/// Nodes of `gpus[i]` GPUs (each its own group, named `node-i`), and pods running at t=0
+/// on them, each claiming `k` GPUs: (node, k) per pod, each its own gang.
+fn pinned_dra_scenario(gpus: &[u32], pods: &[(usize, u32)]) -> String {
+    let mut text = String::from(
+        "name: pinned-dra\ndeviceClasses:\n- {name: gpu, selectors: ['device.driver == \"gpu.example.com\"']}\nnodeGroups:\n",
+    );
+    for (i, g) in gpus.iter().enumerate() {
+        text += &format!(
+            "- {{name: g{i}, count: 1, names: [node-{i}], allocatable: {{cpu: 64}}, devices: [{{driver: gpu.example.com, count: {g}, attributes: {{model: h100}}}}]}}\n"
+        );
+    }
+    text += "jobs:\n";
+    for (j, (n, k)) in pods.iter().enumerate() {
+        text += &format!(
+            "- {{name: j{j}, tasks: [{{role: w, requests: {{cpu: 1}}, runtime: 1h, running: [{{node: node-{n}}}], claims: [{{name: gpus, requests: [{{name: gpu, deviceClassName: gpu, count: {k}}}]}}]}}]}}\n"
+        );
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Pods running at t=0 with claims hold as many devices of their nodes as they claim,
+    /// no device twice; a snapshot of that writes each node's devices back whole (those the
+    /// captured pods hold included) and reads back equal.
+    #[test]
+    fn pinned_pods_hold_their_claims_devices_and_a_snapshot_keeps_them(
+        gpus in prop::collection::vec(1u32..9, 1..4),
+        pods in prop::collection::vec((0usize..4, 1u32..4), 1..6),
+    ) {
+        let n = gpus.len();
+        // Only pods whose node has room for their claims: the cluster they were taken of.
+        let mut left = gpus.clone();
+        let pods: Vec<(usize, u32)> = pods
+            .into_iter()
+            .map(|(i, k)| (i % n, k))
+            .filter(|(i, k)| {
+                let fits = left[*i] >= *k;
+                if fits {
+                    left[*i] -= k;
+                }
+                fits
+            })
+            .collect();
+        let text = pinned_dra_scenario(&gpus, &pods);
+        let s = Scenario::parse(&text, "pd.yaml").unwrap();
+        round_trip(&s, "pd.yaml");
+        let mut sim = Simulation::new(s, "pd.yaml").unwrap();
+        sim.run_until(0, &mut |_| {});
+        prop_assert!(sim.report().setup_problems.is_empty(), "{:?}", sim.report().setup_problems);
+        let mut held = std::collections::BTreeSet::new();
+        for (p, (i, k)) in sim.pods().iter().zip(&pods) {
+            let a = p.claims()[0].allocation.as_ref().expect("allocated at t=0");
+            let node = format!("node-{i}");
+            prop_assert_eq!(&*a.node, node.as_str());
+            prop_assert_eq!(a.devices.len() as u32, *k);
+            for d in &a.devices {
+                prop_assert!(held.insert(d.key()), "{} held twice", d.key());
+            }
+        }
+        let captured = sim.capture("again");
+        round_trip(&captured.scenario, "again.yaml");
+        prop_assert!(captured.skipped.is_empty(), "{:?}", captured.skipped);
+        let mut written = vec![0u32; n];
+        for g in &captured.scenario.node_groups {
+            let count: u32 = g.devices.iter().map(|d| d.count).sum();
+            for name in &g.names {
+                let i: usize = name.trim_start_matches("node-").parse().unwrap();
+                written[i] = count;
+            }
+        }
+        prop_assert_eq!(written, gpus);
+        let claimed: usize = captured.scenario.jobs.iter().map(|j| j.tasks[0].claims.len()).sum();
+        prop_assert_eq!(claimed, pods.len());
+    }
+}

@@ -232,3 +232,114 @@ impl Simulation {
         index
     }
 }
+
+impl Simulation {
+    /// Starts a job's pods that run at t=0 on their nodes, as long before as they have run;
+    /// each ends its runtime after its start (at once if that is past).
+    pub(super) fn start_pinned(&mut self, j: usize) {
+        let mut earliest: Option<Timestamp> = None;
+        for p in self.jobs[j].pods.clone() {
+            let Some((node, elapsed)) = self.pods[p].pinned.clone() else {
+                continue;
+            };
+            let Some(node) = self.nodes.get_key_value(&*node).map(|(n, _)| n.clone()) else {
+                continue;
+            };
+            let started = self.now - elapsed;
+            self.pods[p].task.started = Some(started);
+            self.pin_claims(p, &node);
+            self.set_pod(p, TaskStatus::Running, Some(node.clone()));
+            self.record_placement(p, &node);
+            if let Some(runtime) = self.pods[p].runtime {
+                let end = (started + runtime).max(self.now);
+                let id = self.schedule(end, Event::Finish(p));
+                self.pods[p].finish_event = Some(id);
+            }
+            earliest = Some(earliest.map_or(started, |e| e.min(started)));
+        }
+        let job = &self.jobs[j];
+        if job.started.is_none() && self.started_count(j) >= job.min_member.max(1) {
+            self.jobs[j].started = earliest;
+        }
+    }
+
+    /// The devices a pod running at t=0 holds on its node through its claims, as their
+    /// allocations held devices on the cluster the scenario was taken of. A shared claim a
+    /// pod of the job already holds keeps its allocation; the others are allocated by the
+    /// engine's own search among the devices still free on the node: a scenario does not
+    /// name devices, so which devices may differ from the cluster's, but not how many, of
+    /// which class, or under which constraints. A pod whose claims find no room there runs
+    /// without them, and the report says so.
+    fn pin_claims(&mut self, p: usize, node: &Arc<str>) {
+        let claims = self.pods[p].task.claims.clone();
+        if claims.is_empty() {
+            return;
+        }
+        let state = self.cache.state();
+        let Some(id) = state.node_by_name(node) else {
+            return;
+        };
+        match crate::framework::device_fit::claims_on(state, &claims, state.node(id), false, &[]) {
+            Ok(allocated) => {
+                let allocated = allocated.unwrap_or(claims);
+                self.hold_devices(p, &allocated);
+                self.pods[p].task.replace_claims(allocated);
+            }
+            Err(why) => {
+                let problem = format!(
+                    "{} runs on {node} at t=0 without the devices of its claims: {why}",
+                    self.pods[p].uid
+                );
+                self.setup_problems.push(problem);
+            }
+        }
+    }
+
+    /// A shared claim of pod `p` allocated (`Some`) or let go of by its last user (`None`):
+    /// the pending pods of its job that use it follow, as pods using an allocated
+    /// ResourceClaim go where its devices are.
+    pub(super) fn share_claim(
+        &mut self,
+        p: usize,
+        claim: &Arc<str>,
+        allocation: Option<Arc<crate::model::devices::ClaimAllocation>>,
+    ) {
+        let j = self.pods[p].job;
+        if self.jobs[j].submitted.is_none() {
+            return;
+        }
+        for q in self.jobs[j].pods.clone() {
+            let pod = &self.pods[q];
+            let uses = |c: &crate::model::devices::TaskClaim| c.shared && c.name == *claim;
+            if q == p
+                || pod.status != TaskStatus::Pending
+                || !pod
+                    .task
+                    .claims
+                    .iter()
+                    .any(|c| uses(c) && c.allocation != allocation)
+            {
+                continue;
+            }
+            let updated: Vec<_> = pod
+                .task
+                .claims
+                .iter()
+                .map(|c| crate::model::devices::TaskClaim {
+                    allocation: if uses(c) {
+                        allocation.clone()
+                    } else {
+                        c.allocation.clone()
+                    },
+                    ..c.clone()
+                })
+                .collect();
+            self.pods[q].task.replace_claims(updated.into());
+            self.cache.apply_pod(PodUpdate {
+                task: self.pods[q].task.clone(),
+                job: Some(self.jobs[j].uid.clone()),
+            });
+            self.dirty = true;
+        }
+    }
+}
