@@ -405,6 +405,22 @@ fn div_ceil(a: i64, b: i64) -> i64 {
     a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)
 }
 
+/// A whole number in the largest binary unit that divides it exactly (`80Gi`, `512Mi`;
+/// plain digits otherwise), as Kubernetes quantities write bytes.
+pub fn binary_quantity(value: i64) -> String {
+    const UNITS: [(&str, i64); 4] = [
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
+    UNITS
+        .iter()
+        .find(|(_, size)| value != 0 && value % size == 0)
+        .map(|(unit, size)| format!("{}{unit}", value / size))
+        .unwrap_or_else(|| value.to_string())
+}
+
 /// Formats one dimension's value in the unit people write for it.
 pub fn format_amount(name: &str, value: i64) -> String {
     match name {
@@ -415,19 +431,7 @@ pub fn format_amount(name: &str, value: i64) -> String {
                 format!("{value}m")
             }
         }
-        MEMORY => {
-            const UNITS: [(&str, i64); 4] = [
-                ("Ti", 1 << 40),
-                ("Gi", 1 << 30),
-                ("Mi", 1 << 20),
-                ("Ki", 1 << 10),
-            ];
-            UNITS
-                .iter()
-                .find(|(_, size)| value != 0 && value % size == 0)
-                .map(|(unit, size)| format!("{}{unit}", value / size))
-                .unwrap_or_else(|| value.to_string())
-        }
+        MEMORY => binary_quantity(value),
         PODS => value.to_string(),
         _ => {
             if value % 1000 == 0 {

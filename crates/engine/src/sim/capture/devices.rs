@@ -70,18 +70,7 @@ fn quantity(milli: i64) -> String {
     if milli % 1000 != 0 {
         return format!("{milli}m");
     }
-    let v = milli / 1000;
-    const UNITS: [(&str, i64); 4] = [
-        ("Ti", 1 << 40),
-        ("Gi", 1 << 30),
-        ("Mi", 1 << 20),
-        ("Ki", 1 << 10),
-    ];
-    UNITS
-        .iter()
-        .find(|(_, size)| v != 0 && v % size == 0)
-        .map(|(unit, size)| format!("{}{unit}", v / size))
-        .unwrap_or_else(|| v.to_string())
+    crate::model::resource::binary_quantity(milli / 1000)
 }
 
 /// A qualified name as a set of `driver` writes it: the driver's own unqualified.
