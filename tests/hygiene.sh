@@ -3,6 +3,13 @@
 # warning an error, and cargo-deny (deny.toml: licenses, advisories, duplicate and wildcard
 # crates, sources).
 #
+#   tests/hygiene.sh                 # all three
+#   tests/hygiene.sh fmt deny        # the steps named (fmt, clippy, deny), in that order
+#
+# tests/run.sh runs fmt first (it fails in a second), lints with clippy while it builds the
+# tests (clippy-driver as the workspace's compiler: one build instead of a build and a
+# check), and deny in the background.
+#
 # cargo-deny is installed once and cached by version (tests/tools/cargo-install-cached.sh).
 # Its advisory database is RustSec's git repository on GitHub. Where GitHub is not reachable
 # (machines that reach package registries only), a local snapshot of rustsec/advisory-db
@@ -13,12 +20,24 @@ cd "$(dirname "$0")/.."
 
 CARGO_DENY_VERSION=0.20.2
 
-echo "[hygiene] cargo fmt --check"
-cargo fmt --all --check
+steps=("$@")
+(( ${#steps[@]} > 0 )) || steps=(fmt clippy deny)
+for step in "${steps[@]}"; do
+  [[ "$step" =~ ^(fmt|clippy|deny)$ ]] || { echo "hygiene.sh: unknown step '$step' (fmt, clippy, deny)" >&2; exit 2; }
+done
+wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 
-echo "[hygiene] cargo clippy --all-targets -D warnings"
-cargo clippy --all-targets --locked --quiet -- -D warnings
+if wants fmt; then
+  echo "[hygiene] cargo fmt --check"
+  cargo fmt --all --check
+fi
 
+if wants clippy; then
+  echo "[hygiene] cargo clippy --all-targets -D warnings"
+  cargo clippy --all-targets --locked --quiet -- -D warnings
+fi
+
+wants deny || exit 0
 deny="$(tests/tools/cargo-install-cached.sh cargo-deny "$CARGO_DENY_VERSION")"
 snapshot="${RUSTSEC_DB_REPO:-/work/.mirror/rustsec+advisory-db/repo}"
 if [[ -d "$snapshot" ]] && ! GIT_TERMINAL_PROMPT=0 timeout 20 git ls-remote --exit-code \

@@ -56,12 +56,22 @@ if [[ ! -x "$K8S_BIN_DIR/kube-apiserver" || ! -x "$K8S_BIN_DIR/etcd" || ! -x "$K
   trap 'rm -rf "$tmp"' EXIT
   rb_log "building Kubernetes $K8S_VERSION binaries into $K8S_BIN_DIR (first build takes many minutes on 2 cores)"
   specs=(etcd=go.etcd.io/etcd/server/v3 kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl)
-  # A compatibility control plane takes the default version's etcd when it is built.
-  default_etcd="$RB_CACHE/bin/k8s-$K8S_DEFAULT_VERSION/etcd"
-  if [[ "$RB_K8S_COMPAT" == 1 && -x "$default_etcd" ]]; then
-    cp "$default_etcd" "$tmp/etcd"
-    rb_log "etcd: the $K8S_DEFAULT_VERSION control plane's ($default_etcd)"
-    specs=("${specs[@]:1}")
+  # A compatibility control plane takes the default version's etcd and kubectl when they are
+  # built: what it tests is the API server of the oldest version; etcd is version-independent
+  # storage, and the harness's kubectl only applies manifests and reads objects.
+  if [[ "$RB_K8S_COMPAT" == 1 ]]; then
+    default_dir="$RB_CACHE/bin/k8s-$K8S_DEFAULT_VERSION"
+    kept=()
+    for spec in "${specs[@]}"; do
+      name="${spec%%=*}"
+      if [[ "$name" != kube-apiserver && -x "$default_dir/$name" ]]; then
+        cp "$default_dir/$name" "$tmp/$name"
+        rb_log "$name: the $K8S_DEFAULT_VERSION control plane's ($default_dir/$name)"
+      else
+        kept+=("$spec")
+      fi
+    done
+    specs=("${kept[@]}")
   fi
   # name=package
   for spec in "${specs[@]}"; do

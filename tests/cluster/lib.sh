@@ -16,10 +16,11 @@ K8S_MODDIR="$RB_CLUSTER_HOME/k8s/$K8S_VERSION"
 RB_CACHE="${RUST_BATCH_CACHE:-${HOME:?HOME is not set}/.cache/rust-batch}"
 K8S_BIN_DIR="$RB_CACHE/bin/k8s-$K8S_VERSION"
 # RB_K8S_COMPAT=1: a compatibility control plane (tests/run.sh's subset on the oldest
-# version): only kube-apiserver and kubectl are built for K8S_VERSION, etcd is the default
-# version's (copied; any etcd 3.5+ serves 1.33 to 1.37), and no kube-controller-manager runs
-# (the subset binds no PersistentVolumes). On a fresh 2-core machine this saves building
-# etcd and kube-controller-manager a second time, several minutes of the test command.
+# version): only kube-apiserver is built for K8S_VERSION, etcd and kubectl are the default
+# version's when it is built (copied; any etcd 3.5+ serves 1.33 to 1.37, and the harness's
+# kubectl only applies manifests and reads objects), and no kube-controller-manager runs (the
+# subset binds no PersistentVolumes). On a fresh 2-core machine this saves building etcd,
+# kubectl and kube-controller-manager a second time, many minutes of the test command.
 RB_K8S_COMPAT="${RB_K8S_COMPAT:-0}"
 KWOK_BIN_DIR="$RB_CACHE/bin/kwok-$KWOK_VERSION"
 # shellcheck disable=SC2034  # used by the scripts that source this file

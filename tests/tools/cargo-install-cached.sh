@@ -27,7 +27,10 @@ if [[ ! -x "$bin_dir/$bin" ]]; then
     echo "[cargo-install-cached.sh $(date +%H:%M:%S)] installing $crate $version into $bin_dir (once; a few minutes on 2 cores)" >&2
     tmp="$(mktemp -d "$cache/bin/.$crate-$version.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    CARGO_TARGET_DIR="$tmp/target" CARGO_INCREMENTAL=0 nice -n 10 cargo install "$crate" \
+    # A third-party tool builds with plain rustc, whatever wrapper the caller's build uses
+    # (tests/run.sh lints its own crates with clippy-driver).
+    env -u RUSTC_WORKSPACE_WRAPPER -u RUSTC_WRAPPER -u CLIPPY_ARGS -u RUSTFLAGS \
+      CARGO_TARGET_DIR="$tmp/target" CARGO_INCREMENTAL=0 nice -n 10 cargo install "$crate" \
       --version "$version" --locked --root "$tmp/root" --quiet "$@"
     mkdir -p "$tmp/out"
     mv "$tmp/root/bin/$bin" "$tmp/out/$bin"
