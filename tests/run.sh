@@ -27,14 +27,17 @@ RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v 
 export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
+# Job control: each background job in a process group of its own (stopped with the run).
+# Not a session of its own (setsid): with the kernel's autogroup scheduling, a session is a
+# group that gets an equal share of the CPU whatever its processes' nice values.
+set -m
 declare -A job_pid job_log
-# start NAME NICENESS COMMAND...: runs COMMAND in the background, in its own process group
-# (stopped with the run), its output in a log file.
+# start NAME NICENESS COMMAND...: runs COMMAND in the background, its output in a log file.
 start() {
   local name="$1" niceness="$2"
   shift 2
   job_log[$name]="$(mktemp -t "rb-$name.XXXXXX.log")"
-  setsid nice -n "$niceness" "$@" >"${job_log[$name]}" 2>&1 &
+  nice -n "$niceness" "$@" >"${job_log[$name]}" 2>&1 &
   job_pid[$name]=$!
   echo "==> $name: in the background (nice $niceness; log: ${job_log[$name]})"
 }
