@@ -24,7 +24,7 @@ use super::bind_limit::BindLimit;
 use super::events::{pod_ref, Event, EventType};
 use super::in_flight::Sending;
 pub use super::in_flight::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
-use super::index::{lock, Index};
+use super::index::{Index, IndexView};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
 use crate::framework::{Bind, Eviction};
@@ -33,7 +33,8 @@ use crate::framework::{Bind, Eviction};
 #[derive(Clone)]
 pub struct Binder {
     pub client: Client,
-    pub index: Arc<Mutex<Index>>,
+    /// Read, and answered into (see `index::view`).
+    pub index: IndexView,
     pub wake: Arc<Notify>,
     pub metrics: Arc<Metrics>,
     pub gate: Arc<Gate>,
@@ -181,11 +182,9 @@ impl Binder {
         loop {
             self.gate.pass().await;
             // A node deleted since the decision would take the bind and never run the pod.
-            if lock(&self.index)
-                .cache
-                .state()
-                .node_by_name(&b.node)
-                .is_none()
+            if self
+                .index
+                .read(|ix| ix.cache.state().node_by_name(&b.node).is_none())
             {
                 return BindOutcome::Refused(format!("node {} no longer exists", b.node));
             }
@@ -238,7 +237,6 @@ impl Binder {
     }
 
     fn settle(&self, b: Bind, outcome: BindOutcome) {
-        let r = pod_ref(&b.namespace, &b.name, &b.task);
         {
             let mut refused = self.refused_lock();
             if matches!(outcome, BindOutcome::Refused(_)) {
@@ -253,8 +251,7 @@ impl Binder {
                 refused.remove(&b.task);
             }
         }
-        let mut ix = lock(&self.index);
-        match outcome {
+        let refused = self.index.answer(|ix| match outcome {
             BindOutcome::Bound => {
                 debug!(pod = %b.name, node = %b.node, "bound");
                 self.metrics.pods_bound.inc();
@@ -275,8 +272,8 @@ impl Binder {
                         .observe_task_stage("Bound", created, now);
                 }
                 if self.pod_scheduled_events {
-                    ix.events.send(Event {
-                        regarding: r,
+                    ix.event(Event {
+                        regarding: pod_ref(&b.namespace, &b.name, &b.task),
                         type_: EventType::Normal,
                         reason: "Scheduled".into(),
                         note: format!(
@@ -285,11 +282,13 @@ impl Binder {
                         ),
                     });
                 }
+                false
             }
-            BindOutcome::AlreadyBound => {}
+            BindOutcome::AlreadyBound => false,
             BindOutcome::Gone => {
-                ix.cache.drop_assumption(&b.task);
-                self.recount_unseen(&ix);
+                ix.not_done(&b.task);
+                self.recount_unseen(ix);
+                false
             }
             BindOutcome::Refused(why) => {
                 warn_limited(
@@ -302,20 +301,13 @@ impl Binder {
                     .schedule_attempts
                     .with_label_values(&["error"])
                     .inc();
-                ix.cache.drop_assumption(&b.task);
-                self.recount_unseen(&ix);
-                let member = format!("{}/{}", b.namespace, b.name);
-                ix.recovery
-                    .bind_refused(&b.job, &member, &why, crate::clock::now_ms());
-                ix.events.report(
-                    r,
-                    EventType::Warning,
-                    "FailedScheduling",
-                    format!("binding to {} failed: {why}", b.node),
-                );
-                drop(ix);
-                self.wake.notify_one();
+                ix.bind_refused(&b, &why, crate::clock::now_ms());
+                self.recount_unseen(ix);
+                true
             }
+        });
+        if refused {
+            self.wake.notify_one();
         }
     }
 
@@ -381,27 +373,21 @@ impl Binder {
             None if preempting => self.preempt(&api, &e).await.err(),
             other => other,
         };
-        let mut ix = lock(&self.index);
         match refused {
-            None => ix.events.send(Event {
-                regarding: r,
-                type_: EventType::Normal,
-                reason: "Preempted".into(),
-                note: e.reason.clone(),
+            None => self.index.answer(|ix| {
+                ix.event(Event {
+                    regarding: r,
+                    type_: EventType::Normal,
+                    reason: "Preempted".into(),
+                    note: e.reason.clone(),
+                })
             }),
             Some(err) => {
                 warn_limited(
                     "eviction refused",
                     &format!("{}/{}: {err}", e.namespace, e.name),
                 );
-                ix.cache.drop_assumption(&e.task);
-                ix.events.send(Event {
-                    regarding: r,
-                    type_: EventType::Warning,
-                    reason: "EvictionFailed".into(),
-                    note: format!("{}: {err}", e.reason),
-                });
-                drop(ix);
+                self.index.answer(|ix| ix.eviction_refused(&e, &err));
                 self.wake.notify_one();
             }
         }
@@ -411,10 +397,9 @@ impl Binder {
     /// `DisruptionTarget` condition on its status, then the delete (of this pod, by uid).
     /// A pod already gone is preempted.
     async fn preempt(&self, api: &Api<Pod>, e: &Eviction) -> Result<(), String> {
-        let message = {
-            let ix = lock(&self.index);
-            disruption_message(&ix, e.preemptor.as_deref())
-        };
+        let message = self
+            .index
+            .read(|ix| disruption_message(ix, e.preemptor.as_deref()));
         let patch = disruption_target_patch(&message, crate::clock::now_ms());
         self.gate.pass().await;
         let sending = Sending::new(&self.in_flight);

@@ -7,8 +7,6 @@
 //! Beyond Koordinator's fields each gang carries `queue`, `phase`, the last cycle's
 //! `condition`, and `pending`: why each pending pod waits (what `rust-batch explain` prints).
 
-use std::sync::{Arc, Mutex};
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -17,10 +15,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::dialects::volcano::api::{PodGroupConditionType, PodGroupPhase};
-use super::index::{lock, GangView, Index};
+use super::index::{GangView, IndexView};
 use crate::model::{GangMode, GangOrigin, TaskStatus};
 
-pub(super) fn routes(state: Arc<Mutex<Index>>) -> Router {
+pub(super) fn routes(state: IndexView) -> Router {
     Router::new()
         .route("/apis/v1/plugins/Coscheduling/gangs", get(all))
         .route(
@@ -117,11 +115,11 @@ fn gang(view: GangView) -> Value {
 }
 
 async fn one(
-    State(state): State<Arc<Mutex<Index>>>,
+    State(state): State<IndexView>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let key = format!("{namespace}/{name}");
-    let view = lock(&state).gang_view(&key);
+    let view = state.read(|ix| ix.gang_view(&key));
     match view {
         Some(v) => Json(gang(v)).into_response(),
         None => (
@@ -132,13 +130,12 @@ async fn one(
     }
 }
 
-async fn all(State(state): State<Arc<Mutex<Index>>>) -> Json<Value> {
-    let views: Vec<GangView> = {
-        let ix = lock(&state);
+async fn all(State(state): State<IndexView>) -> Json<Value> {
+    let views: Vec<GangView> = state.read(|ix| {
         ix.gang_keys()
             .iter()
             .filter_map(|k| ix.gang_view(k))
             .collect()
-    };
+    });
     Json(Value::Array(views.into_iter().map(gang).collect()))
 }

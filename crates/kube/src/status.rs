@@ -31,7 +31,7 @@ use super::dialects::kind::{registered, Dialect};
 use super::dialects::volcano::{queue_status_patch, Queue};
 use super::in_flight::{InFlight, BINDS_FIRST_LIMIT, BINDS_SEEN_LIMIT};
 use super::index::Touched;
-use super::index::{lock, Index};
+use super::index::{Index, IndexView};
 use super::metrics::Metrics;
 use super::retry::{cause_of, delay, warn_limited, Failure, Gate};
 use crate::framework::JobCondition;
@@ -282,7 +282,7 @@ impl StatusWriter {
     pub async fn run(
         self,
         client: Client,
-        index: Arc<Mutex<Index>>,
+        index: IndexView,
         gate: Arc<Gate>,
         metrics: Arc<Metrics>,
         in_flight: Arc<InFlight>,
@@ -307,7 +307,7 @@ impl StatusWriter {
             // status writes already wait; they wait no more.
             if let (true, Target::Group(_, key)) = (quiet, &target) {
                 in_flight
-                    .seen(BINDS_SEEN_LIMIT, || binds_seen(&lock(&index), key))
+                    .seen(BINDS_SEEN_LIMIT, || index.read(|ix| binds_seen(ix, key)))
                     .await;
             }
             let mut conflicts = 0;
@@ -525,12 +525,12 @@ fn pod_condition_patch(ix: &Index, uid: &str) -> Option<(Value, Option<String>)>
 
 async fn write(
     client: &Client,
-    index: &Mutex<Index>,
+    index: &IndexView,
     gate: &Gate,
     metrics: &Metrics,
     t: &Target,
 ) -> Written {
-    let Some((mut patch, rv)) = patch_for(&lock(index), t, crate::clock::now_ms()) else {
+    let Some((mut patch, rv)) = index.read(|ix| patch_for(ix, t, crate::clock::now_ms())) else {
         return Written::Nothing;
     };
     // Written only over the version it was computed from.
@@ -541,13 +541,13 @@ async fn write(
     let started = Instant::now();
     tracing::trace!(target = ?t, %patch, "writing status");
     if let Target::Pod(uid) = t {
-        let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+        let Some(seen) = index.read(|ix| ix.pending_pods.get(uid).cloned()) else {
             return Written::Nothing;
         };
         let r = Api::<Pod>::namespaced(client.clone(), &seen.namespace)
             .patch_status(&seen.name, &pp, &Patch::Strategic(&patch))
             .await
-            .map(|p| lock(index).note_pod_answer(&p));
+            .map(|p| index.answer(|ix| ix.pod(&p)));
         return outcome_of(index, gate, metrics, t, "pod condition", started, r);
     }
     let value = patch;
@@ -565,7 +565,7 @@ async fn write(
             let r = Api::<Queue>::all(client.clone())
                 .patch_status(name, &pp, &patch)
                 .await;
-            let r = r.map(|q| lock(index).apply_queue_answer(&q));
+            let r = r.map(|q| index.answer(|ix| ix.queue(&q)));
             ("queue status", r)
         }
         Target::Pod(_) => return Written::Nothing,
@@ -575,7 +575,7 @@ async fn write(
 
 /// What a write's answer means for the writer.
 fn outcome_of(
-    index: &Mutex<Index>,
+    index: &IndexView,
     gate: &Gate,
     metrics: &Metrics,
     t: &Target,
@@ -591,7 +591,7 @@ fn outcome_of(
             // Deleted: forgotten now (its watch event is on its way), so nothing writes it
             // again meanwhile.
             Failure::NotFound => {
-                lock(index).forget_gone(t);
+                index.answer(|ix| ix.gone(t));
                 Written::Done
             }
             Failure::Conflict(_) => Written::Conflict,
@@ -608,7 +608,7 @@ fn outcome_of(
 }
 
 /// Reads `t`'s object again after a conflict.
-async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Metrics, t: &Target) {
+async fn reread(client: &Client, index: &IndexView, gate: &Gate, metrics: &Metrics, t: &Target) {
     gate.pass().await;
     let started = Instant::now();
     let (what, outcome) = match t {
@@ -623,10 +623,10 @@ async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Me
             Api::<Queue>::all(client.clone())
                 .get(name)
                 .await
-                .map(|q| lock(index).apply_queue_answer(&q)),
+                .map(|q| index.answer(|ix| ix.queue(&q))),
         ),
         Target::Pod(uid) => {
-            let Some(seen) = lock(index).pending_pods.get(uid).cloned() else {
+            let Some(seen) = index.read(|ix| ix.pending_pods.get(uid).cloned()) else {
                 return;
             };
             (
@@ -634,7 +634,7 @@ async fn reread(client: &Client, index: &Mutex<Index>, gate: &Gate, metrics: &Me
                 Api::<Pod>::namespaced(client.clone(), &seen.namespace)
                     .get(&seen.name)
                     .await
-                    .map(|p| lock(index).note_pod_answer(&p)),
+                    .map(|p| index.answer(|ix| ix.pod(&p))),
             )
         }
     };

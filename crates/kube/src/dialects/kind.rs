@@ -8,7 +8,6 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Mutex;
 
 use ::kube::api::{Api, Patch, PatchParams};
 use ::kube::core::NamespaceResourceScope;
@@ -27,7 +26,7 @@ use crate::convert::ConvertError;
 use crate::framework::JobCondition;
 use crate::model::{JobInfo, JobSpec};
 use crate::supervise::Watches;
-use crate::watch::{lock, watch, Feed, Sink, Store as WatchedStore, Wake};
+use crate::watch::{watch, Feed, Sink, Store as WatchedStore, Wake};
 
 /// Which kind of object defines a gang, by API group. When several kinds name the same
 /// `namespace/name`, the first in [`super::KINDS`] defines the gang.
@@ -229,11 +228,17 @@ impl<G: GangKind> GroupStore for Store<G> {
     }
 }
 
+/// Where the answer to a status write or reread of a group goes: the index's answer path
+/// (`GroupTarget::apply_answer`, under its lock), as the writers' view of it offers.
+pub trait GroupAnswers: Sync {
+    fn apply_answer(&self, dialect: Dialect, key: &str, object: &dyn Any);
+}
+
 /// A status write or a reread of one object, its answer applied into the index the way
-/// its watch's events are (`GroupTarget::apply_answer`).
+/// its watch's events are (`GroupAnswers`).
 pub type Call = for<'a> fn(
     &'a Client,
-    &'a Mutex<dyn GroupTarget>,
+    &'a dyn GroupAnswers,
     &'a str,
     Option<&'a Value>,
 ) -> BoxFuture<'a, Result<(), ::kube::Error>>;
@@ -287,7 +292,7 @@ fn add_watch<G: GangKind>(watches: &mut Watches, client: &Client, sink: &Sink<dy
 
 fn call<'a, G: GangKind>(
     client: &'a Client,
-    index: &'a Mutex<dyn GroupTarget>,
+    index: &'a dyn GroupAnswers,
     key: &'a str,
     patch: Option<&'a Value>,
 ) -> BoxFuture<'a, Result<(), ::kube::Error>> {
@@ -300,7 +305,7 @@ fn call<'a, G: GangKind>(
             Some(p) => api.patch(name, &pp, &Patch::Merge(p)).await,
             None => api.get(name).await,
         };
-        answer.map(|g| lock(index).apply_answer(G::DIALECT, &key_of_group(&g), &g))
+        answer.map(|g| index.apply_answer(G::DIALECT, &key_of_group(&g), &g))
     })
 }
 

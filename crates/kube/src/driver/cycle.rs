@@ -13,12 +13,12 @@ use std::time::Instant;
 
 use tracing::{debug, info, warn};
 
-use crate::dra_commit::{self, GangCommit};
 use crate::events::{pod_ref, EventType};
 use crate::framework::{
     Bind, Blocker, ConditionKind, Eviction, GangReason, JobCondition, Scheduler, SessionResult,
 };
 use crate::in_flight::InFlight;
+use crate::index::dra_commits::{self, GangCommit};
 use crate::index::{lock, Index};
 use crate::leadership::Leadership;
 use crate::metrics::{CycleTimer, Metrics};
@@ -141,7 +141,7 @@ impl Decider {
             // Pods whose gang's device commit failed are candidates again once their
             // back-off is over; provisioned gangs with DRA claims write them first.
             ix.end_device_backoffs(now_ms());
-            let (provisioned, commits) = dra_commit::split(&mut ix, review.ready);
+            let (provisioned, commits) = dra_commits::split(&mut ix, review.ready);
             in_flight.count_unseen(&ix.cache);
             let taking = Instant::now();
             let snapshot = ix.cache.snapshot();
@@ -221,14 +221,14 @@ impl Decider {
         } = result;
         let mut ix = lock(index);
         assume(&mut ix, in_flight, &binds, &evictions);
-        dra_commit::reserve_devices(&mut ix, &binds);
+        dra_commits::reserve_devices(&mut ix, &binds);
         metrics.volcano.observe_assumed(&ix.cache, &binds, now_ms());
         // Gangs with WaitForFirstConsumer claims bind once those are provisioned.
         let ixr = &mut *ix;
         let (binds, claim_patches, conflicts) = ixr.provisioning.hold(&ixr.cache, binds, now_ms());
         call_off(in_flight, &mut ix, conflicts, now_ms());
         // Gangs with DRA claims to write bind once every claim is written.
-        let (binds, device_commits) = dra_commit::split(&mut ix, binds);
+        let (binds, device_commits) = dra_commits::split(&mut ix, binds);
         in_flight.count_unseen(&ix.cache);
         metrics
             .volcano
@@ -361,7 +361,7 @@ fn call_off(
         // Its pods back off (their volume rules say why, so the gang's condition names
         // the claim), or the gang would take the same room again at once.
         let why = ix.provisioning.back_off(&c, now_ms);
-        dra_commit::release_devices(ix, &c.binds);
+        dra_commits::release_devices(ix, &c.binds);
         for b in &c.binds {
             ix.cache.drop_assumption(&b.task);
             ix.refresh_volume_pod(&b.task);

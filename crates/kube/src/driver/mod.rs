@@ -16,8 +16,9 @@ use super::bind_limit::{BindLimit, LimitController};
 use super::binder::{Binder, InFlight};
 use super::claim_writer::patch_claim;
 use super::dialects::volcano::api::DEFAULT_QUEUE;
-use super::dra_commit::{self, GangCommit};
-use super::index::{lock, Index};
+use super::dra_commit;
+use super::index::dra_commits::GangCommit;
+use super::index::{lock, Index, IndexView};
 use super::leader::{ElectionConfig, LeaderError, Leadership};
 use super::metrics::Metrics;
 use super::provision::ClaimPatch;
@@ -119,7 +120,7 @@ pub async fn run(
     let wake_soon = Arc::new(Notify::new());
     if let Some(addr) = opts.http_address {
         let m = metrics.clone();
-        let routes = super::debug::routes(index.clone());
+        let routes = super::debug::routes(IndexView::new(index.clone()));
         tokio::spawn(async move {
             if let Err(e) = super::metrics::serve(addr, m, routes).await {
                 warn!(address = %addr, error = %e, "cannot serve /metrics, /healthz, /readyz");
@@ -160,14 +161,14 @@ pub async fn run(
     let writer = StatusWriter::default();
     tokio::spawn(writer.clone().run(
         client.clone(),
-        index.clone(),
+        IndexView::new(index.clone()),
         gate.clone(),
         metrics.clone(),
         in_flight.clone(),
     ));
     let binder = Binder {
         client: client.clone(),
-        index: index.clone(),
+        index: IndexView::new(index.clone()),
         wake: wake.clone(),
         metrics: metrics.clone(),
         gate: gate.clone(),
@@ -367,7 +368,7 @@ impl Writers for Binder {
                     return;
                 };
                 if patch.node.is_some() {
-                    lock(&index).provisioning.fail(&patch.gang, why);
+                    index.answer(|ix| ix.claim_patch_failed(&patch.gang, why));
                     wake.notify_one();
                 } else {
                     warn_limited("cannot clear a claim's selected node", &why);

@@ -39,12 +39,15 @@ use crate::model::pod_rules::Labels;
 use crate::model::{GangOrigin, HeldBack, JobInfo, JobSpec, TaskStatus, Topology};
 use crate::snapshot::Snapshot;
 
+pub mod dra_commits;
 pub mod dra_watch;
 mod groups;
 mod objects;
 mod pods;
+mod view;
 
 pub use groups::GangView;
+pub use view::{Answers, IndexView};
 
 pub use crate::newest::{older, store_newest};
 pub use crate::watch::Wake;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::dialects::volcano::PodGroup;
+use crate::index::lock;
 
 #[test]
 fn marks_coalesce_per_object() {
