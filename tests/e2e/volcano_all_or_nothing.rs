@@ -3,16 +3,17 @@
 //! Volcano PodGroups, with the two invariants checked on every poll. Without a cluster this
 //! test fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::Client;
 use rust_batch::kube::dialects::volcano::{PodGroup, Queue};
 use serde_json::json;
+
+/// Its own scheduler name: volcano_controllers' tests run one answering to `rust-batch`.
+const SCHEDULER: &str = "rb-all-or-nothing";
 
 async fn s1(client: &Client, port: u16) {
     let (ns, pool) = ("e2e-s1", "e2e-s1");
@@ -20,7 +21,7 @@ async fn s1(client: &Client, port: u16) {
         client,
         ns,
         pool,
-        scheduler: "rust-batch",
+        scheduler: SCHEDULER,
     };
     namespace(client, ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
@@ -174,7 +175,7 @@ async fn s2(client: &Client) {
         client,
         ns,
         pool,
-        scheduler: "rust-batch",
+        scheduler: SCHEDULER,
     };
     namespace(client, ns).await;
     let shape = json!({"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"});
@@ -251,7 +252,7 @@ async fn volcano_podgroups_s1_s2_on_a_real_control_plane() {
     install_crds(&client).await;
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
-    let _scheduler = start_scheduler_with("rust-batch", &["--http-address", &address]);
+    let _scheduler = start_scheduler_with(SCHEDULER, &["--http-address", &address]);
     wait_for(Duration::from_secs(30), "/readyz ready", || async {
         http_get(port, "/readyz")
             .await
