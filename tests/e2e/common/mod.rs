@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: they talk to the real control plane started by
 //! tests/cluster/with-cluster.sh (KUBECONFIG), run the real `rust-batch` binary, and check
 //! the two invariants from what the API server reports.
-#![allow(dead_code)] // the e2e binaries and the benches each use a subset
+#![allow(dead_code)] // each binary mounting it (e2e, e2e_disruptive, offline, benches) uses a subset
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, Command, Stdio};
