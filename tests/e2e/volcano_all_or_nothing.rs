@@ -26,7 +26,19 @@ async fn s1(client: &Client, port: u16) {
     namespace(client, ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
     fake_nodes(client, "s1", 1..=2, pool, &gpu_node).await;
-    pod_group(client, ns, "tf-smoke-gpu", 5).await;
+    // A queue of its own: every scheduler writes the status of the queues its gangs name,
+    // from its own gangs, and other tests' schedulers run beside this one with gangs in
+    // `default`.
+    let queue: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": ns}, "spec": {"weight": 1}
+    }))
+    .unwrap();
+    Api::<Queue>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &queue)
+        .await
+        .expect("queue created");
+    pod_group_in(client, ns, "tf-smoke-gpu", 5, ns).await;
     place
         .ps_and_workers("tf-smoke-gpu", "", 4, json!({"nvidia.com/gpu": "2"}), None)
         .await;
@@ -155,10 +167,10 @@ async fn s1(client: &Client, port: u16) {
     .await;
     wait_for(
         Duration::from_secs(30),
-        "queue default counts the running gang and its GPUs",
+        "queue e2e-s1 counts the running gang and its GPUs",
         || async {
             let q = Api::<Queue>::all(client.clone())
-                .get("default")
+                .get(ns)
                 .await
                 .ok()?;
             let st = q.status?;
