@@ -169,10 +169,7 @@ async fn s1(client: &Client, port: u16) {
         Duration::from_secs(30),
         "queue e2e-s1 counts the running gang and its GPUs",
         || async {
-            let q = Api::<Queue>::all(client.clone())
-                .get(ns)
-                .await
-                .ok()?;
+            let q = Api::<Queue>::all(client.clone()).get(ns).await.ok()?;
             let st = q.status?;
             let gpus = st.allocated.get("nvidia.com/gpu").map(|g| g.0.clone());
             (st.running.unwrap_or(0) >= 1 && gpus.as_deref() == Some("8")).then_some(())
