@@ -14,7 +14,7 @@
 //! Under `cargo test` (no `--bench` argument) it runs the same code on 20 nodes and 100 pods
 //! as a smoke test, asserting every gang bound whole.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common/mod.rs"]
 mod common;
 mod support;
 

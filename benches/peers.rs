@@ -64,7 +64,7 @@
 //! Under `cargo test` (no `--bench` argument) it runs the null binder and rust-batch on 20
 //! nodes and 100 pods on the ambient cluster (KUBECONFIG) as a smoke test: no peer is built.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common/mod.rs"]
 mod common;
 mod support;
 
@@ -275,7 +275,7 @@ async fn volcano_setup(client: &Client, src: &Path) {
 }
 
 /// The CRDs vc-controller-manager's job and queue controllers wait for beside PodGroups and
-/// Queues (rust-batch's own CRDs): Volcano's Job and Command, as tests/e2e_volcano_controllers.rs
+/// Queues (rust-batch's own CRDs): Volcano's Job and Command, as tests/e2e/volcano_controllers.rs
 /// installs them.
 const VCJOB_CRDS: [&str; 2] = ["batch.volcano.sh_jobs.yaml", "bus.volcano.sh_commands.yaml"];
 
@@ -434,7 +434,7 @@ fn start(
 const KUBE_SCHEDULER_GATES: &str = "GenericWorkload=true";
 
 /// Volcano's vc-controller-manager for the vcjob runs: its job and queue controllers (as
-/// tests/e2e_volcano_controllers.rs runs them, and for the same reasons), client QPS and
+/// tests/e2e/volcano_controllers.rs runs them, and for the same reasons), client QPS and
 /// burst 5000 as the schedulers', leader election off; None for other contenders.
 fn start_controllers(
     contender: Contender,

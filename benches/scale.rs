@@ -17,7 +17,7 @@
 //! Under `cargo test` (no `--bench` argument) it runs the same phases on the ambient cluster
 //! (KUBECONFIG) with 10 nodes, 100 pods and 20 more, as a smoke test.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common/mod.rs"]
 mod common;
 mod support;
 

@@ -12,7 +12,7 @@
 //! Under `cargo test` (no `--bench` argument) the same code runs on 20 nodes for 40 s,
 //! sampling every 10 s, as a smoke test.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common/mod.rs"]
 mod common;
 
 use std::collections::VecDeque;

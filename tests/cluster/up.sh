@@ -232,7 +232,7 @@ rb_log "etcd ready on 127.0.0.1:$etcd_client_port (pid $ETCD_PID)"
 #   preemptionPolicy (PodGroupPreemptionPolicy, alpha), resourceClaims and their status
 #   (DRAWorkloadResourceClaims, beta, off by default); a Job's spec.scheduling, from which
 #   the Job controller makes a Workload and a PodGroup (WorkloadWithJob, alpha; the
-#   controller needs it too: tests/e2e_job_controller.rs). Without a gate the API server
+#   controller needs it too: tests/e2e/job_controller.rs). Without a gate the API server
 #   drops the field. DRA (resource.k8s.io/v1) is GA and on, its gate locked.
 # * 1.33: DynamicResourceAllocation is off by default, and without it the API server drops
 #   spec.resourceClaims from every pod: on (with resource.k8s.io/v1beta1), so tests can

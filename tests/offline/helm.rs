@@ -1,7 +1,7 @@
 //! The Helm chart deploy/helm/rust-batch: `helm lint` passes, deploy/rust-batch.yaml is its
 //! render (as crds/ is the CRD types'), and its values do what values.yaml says. helm is
 //! built from Go modules by tests/cluster/build-helm.sh (cached by version). No cluster:
-//! tests/e2e_helm.rs applies the render to the API server.
+//! tests/e2e/helm.rs applies the render to the API server.
 
 use crate::common;
 

@@ -4,7 +4,7 @@
 //! dashboards against our metrics, the driver's layers) and the dialect adapters (property tests, the fuzz
 //! corpora). Run one group with a filter, e.g. `cargo test --test offline crds::`.
 
-#[path = "../common/mod.rs"]
+#[path = "../e2e/common/mod.rs"]
 mod common;
 
 mod adapters_props;

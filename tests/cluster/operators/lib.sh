@@ -10,7 +10,7 @@
 #   SRC=<the operator's source (the Go module cache, or the extracted snapshot): CRDs and
 #        RBAC are read from there>
 #   VERSION=<the version built>
-# An up-to-date cache answers at once. tests/common/operators.rs runs the script and reads
+# An up-to-date cache answers at once. tests/e2e/common/operators.rs runs the script and reads
 # those lines, so a test finds its operator whether or not build-operators.sh ran first.
 
 # shellcheck source=../lib.sh

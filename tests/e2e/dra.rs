@@ -10,14 +10,12 @@
 // serialises whole tests (each on its own runtime), which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::operators::Operator;
-use common::*;
+use crate::common::operators::Operator;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
@@ -30,7 +28,7 @@ const DRIVER: &str = "gpu.e2e.rust-batch.io";
 const CLASS: &str = "e2e-gpu";
 const GPUS_PER_NODE: usize = 8;
 
-/// The tests of this binary run one at a time: they share the resource-claim controller,
+/// The tests of this module run one at a time: they share the resource-claim controller,
 /// and the latency measured in the first is not the machine's other tests' to share.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

@@ -7,13 +7,11 @@
 //! unreachable API server and an unwritable output are clear errors. Without a cluster this
 //! test fails; it never skips.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, DeleteParams, PostParams};

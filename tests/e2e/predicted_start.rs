@@ -3,11 +3,9 @@
 //! predicted start in its PodGroup's condition message and annotation, in `explain`, and in
 //! the metric. Without a cluster this test fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kube::api::Api;
 use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::json;

@@ -1,13 +1,11 @@
 //! The API server stops answering mid-run (its process is paused with SIGSTOP, then resumed):
 //! rust-batch must neither crash nor lose track, and must schedule again once it answers.
-//! Its own test binary, because pausing the API server would stall every other test.
-
-mod common;
+//! In the disruptive test binary, alone: pausing the API server would stall every other test.
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 /// Resumes the API server however the test ends.
@@ -21,6 +19,7 @@ impl Drop for Resume {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_pause_mid_run_is_survived() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let pid = cluster_pid("APISERVER_PID");
     let (ns, pool, name) = ("e2e-outage", "e2e-outage", "rb-outage");
     let client = client().await;

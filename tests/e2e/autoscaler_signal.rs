@@ -6,11 +6,9 @@
 //! The condition is written once, not every cycle nor per arriving sibling, and the bind
 //! replaces it (PodScheduled=True).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use rust_batch::kube::dialects::volcano::{PodGroup, Queue};

@@ -1,12 +1,10 @@
 //! Scheduling gates at the gang level, a pod whose DRA resource claim does not exist, and
-//! membership of a Kubernetes PodGroup, on the real control plane (DRA itself: e2e_dra).
+//! membership of a Kubernetes PodGroup, on the real control plane (DRA itself: the dra module).
 //! Each test has its own namespace, node pool and scheduler (running with deploy/'s RBAC).
-
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -274,7 +272,7 @@ async fn server_minor(client: &Client) -> u32 {
 
 /// A pod joining a Kubernetes PodGroup (`spec.schedulingGroup`, scheduling.k8s.io) is
 /// never placed as a lone pod — that could leave its gang half bound: while its PodGroup
-/// does not exist it waits, saying so (the rest is in e2e_native_podgroup). An API server
+/// does not exist it waits, saying so (the rest is in native_podgroup). An API server
 /// older than 1.37 (or without the GenericWorkload gate) drops the field: the same pod is
 /// then a plain lone pod and binds, nothing assumes the field exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

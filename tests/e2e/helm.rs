@@ -7,12 +7,10 @@
 //! what the kubelet mounts, as UID 65532, with the in-cluster configuration of a real
 //! ServiceAccount token. Without a cluster these tests fail; they never skip.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -6,10 +6,10 @@
 //! PodGroup out of Pending; rust-batch binds whole gangs and writes the PodGroup's status, which
 //! the controller turns into the Job's phase.
 //!
-//! One controller process serves every test of this binary (`volcano_controllers`), killed
-//! when the binary ends. It runs the job controller and the queue controller only (why:
+//! One controller process serves every test of this module (`volcano_controllers`), killed
+//! when the test binary ends. It runs the job controller and the queue controller only (why:
 //! `CONTROLLERS`), as the cluster admin (it is Volcano's; rust-batch runs under the RBAC the
-//! chart ships, through tests/common). No admission webhook runs, so every vcjob here is
+//! chart ships, through tests/e2e/common). No admission webhook runs, so every vcjob here is
 //! written the way Volcano's mutating webhook would leave it (queue, schedulerName, maxRetry,
 //! minAvailable, and each task's name, minAvailable and maxRetry set).
 //!
@@ -21,16 +21,14 @@
 //! second that no gang is bound partially and no node holds more than its allocatable.
 //! Without a cluster these tests fail; they never skip.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::operators::{apply_paths, built, guarded, volcano_name_lock, Operator};
-use common::*;
+use crate::common::operators::{apply_paths, built, guarded, volcano_name_lock, Operator};
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{
@@ -44,8 +42,8 @@ use serde_json::{json, Value};
 /// off): the job controller (vcjobs: their PodGroups and pods) and the queue controller
 /// (Queue state and hierarchy: it gives every queue without a parent `spec.parent: root`),
 /// the two a Volcano user's jobs go through. Not the pg-controller: it makes a PodGroup for
-/// every pod of ours without one in any namespace, which would change what the other test
-/// binaries' bare pods are (gangs of one). Not the jobflow, jobtemplate, cronjob, gc,
+/// every pod of ours without one in any namespace, which would change what the other
+/// tests' bare pods are (gangs of one). Not the jobflow, jobtemplate, cronjob, gc,
 /// hypernode, colocation or sharding controllers: no test here uses their objects, and the
 /// hypernode controller would manage the HyperNodes of the topology tests.
 const CONTROLLERS: &str = "job-controller,queue-controller";

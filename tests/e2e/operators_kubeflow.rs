@@ -17,19 +17,17 @@
 //! stage annotation `rust-batch.io/runtime`, set in the jobs' pod templates. Without a
 //! cluster these tests fail; they never skip, and a missing operator binary is built.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::operators::{
+use crate::common::operators::{
     apply_kustomization, built, group_of, guarded, placements, pod_group_named, volcano_name_lock,
     Built, Operator,
 };
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -247,32 +245,16 @@ async fn start_mpi_operator(operator: &Built) -> Operator {
 /// kube-controller-manager running only the Job controller. The MPI operator v2 creates its
 /// launcher as a batch/v1 Job (workers as pods), so a cluster needs the Job controller for
 /// it, as every real cluster has; the test control plane runs only the PV binder otherwise.
-fn start_job_controller() -> Operator {
-    let bin_dir = std::env::var("K8S_BIN_DIR")
-        .expect("K8S_BIN_DIR is exported by tests/cluster/with-cluster.sh; run tests/run.sh");
-    let admin = PathBuf::from(std::env::var("KUBECONFIG").expect("KUBECONFIG"));
-    // It reads no KUBECONFIG variable: the flag.
-    let kubeconfig = format!("--kubeconfig={}", admin.display());
-    let mut process = Operator::start(
-        "job-controller",
-        &Path::new(&bin_dir).join("kube-controller-manager"),
-        &[
-            &kubeconfig,
-            "--controllers=job-controller",
-            "--leader-elect=false",
-            "--secure-port=0",
-        ],
-        &admin,
-        &std::env::temp_dir(),
-        &[],
-    );
-    std::thread::sleep(Duration::from_millis(500));
+/// It starts once no other test runs a Job controller (`job_controller`).
+async fn start_job_controller() -> JobController {
+    let mut controller = job_controller("job-controller", "").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        process.running(),
+        controller.process.running(),
         "kube-controller-manager (Job controller) exited:\n{}",
-        process.log_tail(20)
+        controller.process.log_tail(20)
     );
-    process
+    controller
 }
 
 // ---------------------------------------------------------------------------------------
@@ -784,7 +766,7 @@ fn mpi_operator_mpijob_launcher_and_workers_bind_as_one_gang() {
                 pg_conditions(&pg)
             );
             // The Job controller makes the launcher's pod: launcher and workers bind together.
-            let _job_controller = start_job_controller();
+            let _job_controller = start_job_controller().await;
             let pods = binds_whole(&client, ns, "pi", 4).await;
             let launchers = pods
                 .iter()
@@ -1063,7 +1045,7 @@ fn operator_restarts_leave_bound_jobs_bound_and_waiting_jobs_bind_whole_after() 
         let training = training_operator_installed();
         let mpi = mpi_operator_installed();
         let (_scheduler, _port) = start_ready_scheduler("volcano", &[]).await;
-        let _job_controller = start_job_controller();
+        let _job_controller = start_job_controller().await;
         let (tf, mpi_ns) = (
             "e2e-kf-training-operator-restart",
             "e2e-kf-mpi-operator-restart",

@@ -5,27 +5,22 @@
 //! another (bound twice); once things settle, no gang may be between 0 and its minimum
 //! bound.
 //!
-//! Its own test binary, one scenario at a time (they stop the API server everyone uses),
-//! each in its own namespace and node pool. The test command runs a reduced size; the full
-//! size: `RB_CHAOS=full tests/cluster/with-cluster.sh cargo test --test e2e_chaos -- --nocapture`
+//! In the disruptive test binary, one scenario at a time (they stop the API server everyone
+//! uses), each in its own namespace and node pool. The test command runs a reduced size; the
+//! full size: `RB_CHAOS=full tests/cluster/with-cluster.sh cargo test --test e2e_disruptive chaos:: -- --nocapture`
 //! (`RB_CHAOS_SEED=N` replays a run; every run prints its seed).
-
-mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use rust_batch::kube::dialects::volcano::PodGroup;
 use serde_json::json;
-
-/// One scenario at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn full() -> bool {
     std::env::var("RB_CHAOS").as_deref() == Ok("full")
@@ -257,7 +252,7 @@ async fn gangs(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_killed_at_random_moments_never_over_commits_or_half_binds() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-kill", "chaos-kill", "rb-chaos-kill");
     let (rounds, per_round) = if full() { (10, 12) } else { (4, 6) };
     let client = setup(ns, pool, 6, json!({"cpu": "8", "memory": "32Gi"})).await;
@@ -363,7 +358,7 @@ async fn scheduler_killed_at_random_moments_never_over_commits_or_half_binds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_killed_during_evictions_leaves_no_victim_gang_half_evicted() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-evict", "chaos-evict", "rb-chaos-evict");
     let client = setup(ns, pool, 2, json!({"cpu": "4", "memory": "8Gi"})).await;
     for (n, v) in [("chaos-low", 1), ("chaos-high", 1000)] {
@@ -421,7 +416,7 @@ async fn scheduler_killed_during_evictions_leaves_no_victim_gang_half_evicted() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_and_etcd_killed_and_a_forced_relist_cost_seconds_not_a_storm() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-api", "chaos-api", "rb-chaos-api");
     let outage = Duration::from_secs(if full() { 60 } else { 12 });
     let client = setup(ns, pool, 4, json!({"cpu": "8", "memory": "32Gi"})).await;
@@ -593,7 +588,7 @@ async fn http_post(port: u16, path: &str, body: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_bind_leaves_no_gang_short_its_members_are_released_with_a_reason() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-refused", "chaos-refused", "rb-chaos-refused");
     let client = setup(ns, pool, 2, json!({"cpu": "4", "memory": "8Gi"})).await;
     // The API server refuses to bind any pod named refused-* (a CEL admission policy on
@@ -760,7 +755,7 @@ async fn apply_json(client: &Client, plural: &str, obj: &serde_json::Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_thousands_of_pod_groups_leaves_the_status_writer_quiet_within_seconds() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-delete", "chaos-delete", "rb-chaos-delete");
     let count = if full() { 2000 } else { 300 };
     let client = setup(ns, pool, 1, json!({"cpu": "4", "memory": "8Gi"})).await;
@@ -855,7 +850,7 @@ async fn deleting_thousands_of_pod_groups_leaves_the_status_writer_quiet_within_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gated_member_holds_its_gang_back_until_the_gate_is_lifted() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-gate", "chaos-gate", "rb-chaos-gate");
     let client = setup(ns, pool, 1, json!({"cpu": "4", "memory": "8Gi"})).await;
     let _scheduler = start_scheduler(name);
@@ -914,7 +909,7 @@ async fn a_gated_member_holds_its_gang_back_until_the_gate_is_lifted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_deleted_between_decision_and_bind_leaves_no_gang_half_bound() {
-    let _one = SERIAL.lock().await;
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let (ns, pool, name) = ("chaos-node", "chaos-node", "rb-chaos-node");
     let rounds = if full() { 20 } else { 6 };
     let client = setup(ns, pool, 0, json!({})).await;

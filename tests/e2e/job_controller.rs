@@ -7,12 +7,9 @@
 //! chart's RBAC. Both invariants are checked on every poll. Without a cluster this test
 //! fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::operators::Operator;
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -20,15 +17,14 @@ use rust_batch::kube::dialects::native::NativePodGroup;
 use serde_json::json;
 
 /// kube-controller-manager running the Job controller only, with the gates that make it
-/// create Workloads and PodGroups (the API server has them on: tests/cluster/up.sh).
-/// Killed when dropped.
-fn job_controller() -> Operator {
-    controller_manager(
+/// create Workloads and PodGroups (the API server has them on: tests/cluster/up.sh), once
+/// no other test runs a Job controller. Killed when dropped.
+async fn gated_job_controller() -> JobController {
+    job_controller(
         "kcm-job-controller",
-        "job-controller",
         "GenericWorkload=true,WorkloadWithJob=true",
-        false,
     )
+    .await
 }
 
 /// A Job of `pods` pods (parallelism = completions) of `cpu` each for `scheduler`, on pool
@@ -92,7 +88,7 @@ async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
     let client = client().await;
     let scheduler = "rb-job-controller";
     let (_scheduler, port) = start_ready_scheduler(scheduler, &[]).await;
-    let mut controller = job_controller();
+    let mut controller = gated_job_controller().await;
     let ns = "e2e-job-controller";
     namespace(&client, ns).await;
     for i in 0..2 {
@@ -130,9 +126,9 @@ async fn jobs_gang_scheduled_by_the_job_controller_bind_whole() {
         "{text}"
     );
     assert!(
-        controller.running(),
+        controller.process.running(),
         "kube-controller-manager exited:\n{}",
-        controller.log_tail(40)
+        controller.process.log_tail(40)
     );
 
     // A third node: now the six fit, and all bind.

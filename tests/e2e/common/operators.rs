@@ -49,9 +49,8 @@ fn report_line(report: &str, name: &str, key: &str) -> String {
 }
 
 /// Operators hard-code `schedulerName: volcano` on the pods they create, so one rust-batch
-/// answering to that name sees every operator's pods in the cluster: the tests of one test
-/// binary that start such a scheduler take this lock for their whole run (test binaries
-/// themselves run one after another).
+/// answering to that name sees every operator's pods in the cluster: every test that starts
+/// such a scheduler takes this lock for its whole run (they are all in the e2e test binary).
 pub fn volcano_name_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -1,15 +1,13 @@
 //! End-to-end on a real control plane: a PodGroup CRD that is not installed turns its
 //! dialect off with one log line (no error flood), its pods wait with an event, and the
 //! scheduler turns the dialect on by itself when the CRD is installed later. The HyperNode
-//! CRD, missing too, holds nothing up either and is watched once installed. This binary
-//! removes the legacy PodGroup and HyperNode CRDs, so it holds a single test (test binaries
-//! run one after another; the others install every CRD again).
-
-mod common;
+//! CRD, missing too, holds nothing up either and is watched once installed. It removes the
+//! legacy PodGroup and HyperNode CRDs, which other tests use and install again, so it runs
+//! alone, in the disruptive test binary.
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
 use rust_batch::kube::dialects::coscheduling::SigsPodGroup;
@@ -20,6 +18,7 @@ const HYPERNODE_CRD: &str = "hypernodes.topology.volcano.sh";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_crd_disables_its_dialect_with_one_line_until_it_is_installed() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let client = client().await;
     install_crds(&client).await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());

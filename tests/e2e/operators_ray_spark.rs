@@ -26,14 +26,12 @@
 // awaits: it serialises whole tests (each on its own runtime), which is its purpose.
 #![allow(clippy::await_holding_lock)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::operators::{self, group_of, placements, pod_group_named, Built, Operator};
-use common::*;
+use crate::common::operators::{self, group_of, placements, pod_group_named, Built, Operator};
+use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch};
 use kube::api::{PatchParams, PostParams};
@@ -1357,7 +1355,7 @@ async fn spark_operator_podgroup_covers_driver_and_executors_and_gates_the_drive
         "the Spark operator exited:\n{}",
         operator.log_tail(40)
     );
-    // The queue is this test's alone; other test binaries share this cluster and its queues'
+    // The queue is this test's alone; other tests share this cluster and its queues'
     // shares.
     kubectl_admin(&["delete", "queues.scheduling.volcano.sh", queue], "");
 }

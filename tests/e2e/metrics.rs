@@ -2,11 +2,9 @@
 //! metrics table names (read from docs/src/metrics.md, so the list and the code cannot drift),
 //! and the per-queue values (Volcano's names) say what the cluster holds.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kube::api::{Api, PostParams};
 use rust_batch::kube::dialects::volcano::Queue;
 use serde_json::json;

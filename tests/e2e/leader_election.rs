@@ -14,14 +14,12 @@
 //! `RB_LEADER_GANGS=400` (2,000 pods per round) for the size; the default is 40
 //! gangs of 5 per round.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::*;
+use crate::common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;

@@ -5,11 +5,9 @@
 //! (training-operator in Volcano and scheduler-plugins mode, MPI-operator-like jobs with
 //! `schedulerName: volcano`). The two invariants are checked on every poll. Without a cluster this test fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};
@@ -75,8 +73,8 @@ where
         .expect("object created");
 }
 
-/// The dialects S1 runs through here (Volcano PodGroups in e2e_volcano_all_or_nothing,
-/// ACK labels in e2e_driver_robustness).
+/// The dialects S1 runs through here (Volcano PodGroups in volcano_all_or_nothing,
+/// ACK labels in driver_robustness).
 #[derive(Clone, Copy, Debug)]
 enum Dialect {
     XK8s,
@@ -634,8 +632,14 @@ async fn training_operator_scheduler_plugins_mode(client: &Client, scheduler: &s
     all_running(client, ns, 3, "scheduler-plugins-mode job bound whole").await;
 }
 
+// It holds `volcano_name_lock` (a std Mutex) for its whole run, across awaits: it
+// serialises whole tests (each on its own runtime), which is its purpose.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_flows_volcano_and_scheduler_plugins_modes() {
+    // It answers to "volcano" too, as the operators' tests' schedulers do: one at a time,
+    // so that no two schedulers race for a pod.
+    let _volcano = crate::common::operators::volcano_name_lock();
     let client = client().await;
     install_crds(&client).await;
     let pc: PriorityClass = serde_json::from_value(json!({
@@ -647,7 +651,6 @@ async fn operator_flows_volcano_and_scheduler_plugins_modes() {
         .await
         .expect("priority class created");
     let name = "rust-batch-ops";
-    // Only this test answers to "volcano", so no two schedulers race for a pod.
     let (_scheduler, _port) = start(name, &["volcano"]).await;
     tokio::join!(
         training_operator_volcano_mode(&client),

@@ -3,11 +3,9 @@
 //! PodDisruptionBudget protects, and invalid queues (an event each; everyone else keeps
 //! scheduling).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, PostParams};

@@ -3,15 +3,14 @@
 //! than the cluster holds; q-b starts later and takes back its share. Allocated cpu must
 //! converge to 8 / 24 (± one gang) and q-a must never exceed its capability.
 //!
-//! Shares are of the whole cluster, so this binary holds this one test and cordons the nodes
-//! earlier test binaries left behind (test binaries run one after another).
-
-mod common;
+//! Shares are of the whole cluster, so it runs alone, in the disruptive test binary (after the
+//! e2e binary: test binaries run one after another), and cordons the nodes earlier tests left
+//! behind.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -78,6 +77,7 @@ fn tally(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s5_queue_shares_converge_to_weights_within_capability() {
+    let _one = crate::ONE_AT_A_TIME.lock().await;
     let client = client().await;
     install_crds(&client).await;
     namespace(&client, NS).await;

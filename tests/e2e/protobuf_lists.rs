@@ -6,14 +6,10 @@
 //! whole and in pages. Nodes likewise (listed in protobuf too): a node using most of a node
 //! spec and a plain one, their status filled in by kwok.
 
-#![recursion_limit = "256"]
-
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use rust_batch::kube::lean::Lean;

@@ -2,12 +2,10 @@
 //! (one worker per node), topology spread across two zones, and a host-port clash. Each
 //! test has its own namespace, node pool and scheduler (running with deploy/'s RBAC).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;

@@ -9,12 +9,10 @@
 //! does: for a claim with `volume.kubernetes.io/selected-node`, a PersistentVolume with a
 //! `claimRef` to it and node affinity to that node; the PV controller then binds the two.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams, PostParams};

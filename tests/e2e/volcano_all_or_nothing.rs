@@ -3,16 +3,17 @@
 //! Volcano PodGroups, with the two invariants checked on every poll. Without a cluster this
 //! test fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::Client;
 use rust_batch::kube::dialects::volcano::{PodGroup, Queue};
 use serde_json::json;
+
+/// Its own scheduler name: volcano_controllers' tests run one answering to `rust-batch`.
+const SCHEDULER: &str = "rb-all-or-nothing";
 
 async fn s1(client: &Client, port: u16) {
     let (ns, pool) = ("e2e-s1", "e2e-s1");
@@ -20,12 +21,24 @@ async fn s1(client: &Client, port: u16) {
         client,
         ns,
         pool,
-        scheduler: "rust-batch",
+        scheduler: SCHEDULER,
     };
     namespace(client, ns).await;
     let gpu_node = json!({"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"});
     fake_nodes(client, "s1", 1..=2, pool, &gpu_node).await;
-    pod_group(client, ns, "tf-smoke-gpu", 5).await;
+    // A queue of its own: every scheduler writes the status of the queues its gangs name,
+    // from its own gangs, and other tests' schedulers run beside this one with gangs in
+    // `default`.
+    let queue: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": ns}, "spec": {"weight": 1}
+    }))
+    .unwrap();
+    Api::<Queue>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &queue)
+        .await
+        .expect("queue created");
+    pod_group_in(client, ns, "tf-smoke-gpu", 5, ns).await;
     place
         .ps_and_workers("tf-smoke-gpu", "", 4, json!({"nvidia.com/gpu": "2"}), None)
         .await;
@@ -154,12 +167,9 @@ async fn s1(client: &Client, port: u16) {
     .await;
     wait_for(
         Duration::from_secs(30),
-        "queue default counts the running gang and its GPUs",
+        "queue e2e-s1 counts the running gang and its GPUs",
         || async {
-            let q = Api::<Queue>::all(client.clone())
-                .get("default")
-                .await
-                .ok()?;
+            let q = Api::<Queue>::all(client.clone()).get(ns).await.ok()?;
             let st = q.status?;
             let gpus = st.allocated.get("nvidia.com/gpu").map(|g| g.0.clone());
             (st.running.unwrap_or(0) >= 1 && gpus.as_deref() == Some("8")).then_some(())
@@ -174,7 +184,7 @@ async fn s2(client: &Client) {
         client,
         ns,
         pool,
-        scheduler: "rust-batch",
+        scheduler: SCHEDULER,
     };
     namespace(client, ns).await;
     let shape = json!({"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"});
@@ -251,7 +261,7 @@ async fn volcano_podgroups_s1_s2_on_a_real_control_plane() {
     install_crds(&client).await;
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
-    let _scheduler = start_scheduler_with("rust-batch", &["--http-address", &address]);
+    let _scheduler = start_scheduler_with(SCHEDULER, &["--http-address", &address]);
     wait_for(Duration::from_secs(30), "/readyz ready", || async {
         http_get(port, "/readyz")
             .await

@@ -4,11 +4,9 @@
 //! the two invariants (no partial gang, no over-committed node) on every poll. Without a
 //! cluster this test fails; it never skips.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::Client;

@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: they talk to the real control plane started by
 //! tests/cluster/with-cluster.sh (KUBECONFIG), run the real `rust-batch` binary, and check
 //! the two invariants from what the API server reports.
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code)] // each binary mounting it (e2e, e2e_disruptive, offline, benches) uses a subset
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Child, Command, Stdio};
@@ -291,6 +291,26 @@ pub fn controller_manager(
         &std::env::temp_dir(),
         &[],
     )
+}
+
+/// kube-controller-manager's Job controller (`controller_manager`, named `name`, with
+/// feature `gates`), while it holds the test binary's one turn to run a Job controller: two
+/// would each make pods for the same Job, and every Job of the cluster is theirs. Killed,
+/// then the turn passed on, when dropped.
+pub struct JobController {
+    // Dropped first: the process is gone before the next test's starts.
+    pub process: operators::Operator,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// Waits for the turn to run a Job controller (`JobController`), then starts it.
+pub async fn job_controller(name: &str, gates: &str) -> JobController {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    JobController {
+        process: controller_manager(name, "job-controller", gates, false),
+        _turn: turn,
+    }
 }
 
 pub async fn namespace(client: &Client, name: &str) {

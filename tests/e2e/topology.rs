@@ -7,12 +7,10 @@
 //! namespace, nodes and HyperNodes. The invariants are checked on every poll. Without a
 //! cluster these tests fail; they never skip.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

@@ -2,11 +2,9 @@
 //! pods, deleted PodGroups, restarts, bad input. Each test runs its own `rust-batch`
 //! process under its own scheduler name, in its own namespace and node pool.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::Client;
