@@ -65,13 +65,11 @@ tests/hygiene.sh fmt
 oldest="$(sed -n 's/^K8S_OLDEST_VERSION=//p' tests/cluster/versions.env)"
 
 # What the e2e phase needs, at full priority (the Go builds lower themselves to nice 10, so the
-# test build leads). The oldest control plane follows the default one: it reuses its etcd and
-# kubectl (RB_K8S_COMPAT=1: only its kube-apiserver is built, tests/cluster/lib.sh).
-start control-plane 0 bash -c "tests/cluster/build.sh && echo '==> the oldest supported control plane ($oldest)' \
-  && RB_K8S_COMPAT=1 RB_K8S_VERSION='$oldest' nice -n 19 tests/cluster/build.sh"
+# test build leads).
+start control-plane 0 tests/cluster/build.sh
 start operators 0 tests/cluster/build-operators.sh
 start helm 0 tests/cluster/build-helm.sh
-# Needed only after the e2e phase, or by one test at its end.
+# Needed after the e2e phase, or by one e2e test (which waits for the static binary's build).
 start static-binary 19 deploy/static-build.sh
 start docs-book 19 docs/build.sh
 start cargo-deny 19 tests/hygiene.sh deny
@@ -79,19 +77,17 @@ start cargo-deny 19 tests/hygiene.sh deny
 echo "==> building rust-batch and its tests, clippy -D warnings on the workspace's crates"
 cargo test --all-targets --locked --no-run
 
-# The default control plane is built once its log says the oldest one started.
-echo "==> waiting for the control plane"
-until grep -q '^==> the oldest supported control plane' "${job_log[control-plane]}"; do
-  if ! kill -0 "${job_pid[control-plane]}" 2>/dev/null; then await control-plane; break; fi
-  sleep 2
-done
+await control-plane
+# Needed by the compatibility subset at the end; it reuses the default control plane's etcd
+# and kubectl (RB_K8S_COMPAT=1: only its kube-apiserver is built, tests/cluster/lib.sh).
+start oldest-control-plane 19 env RB_K8S_COMPAT=1 RB_K8S_VERSION="$oldest" tests/cluster/build.sh
 await operators
 await helm
 
 echo "==> every test, with a fresh control plane up (e2e tests fail without it; none skip)"
 tests/cluster/with-cluster.sh cargo test --all-targets --locked --no-fail-fast
 
-await control-plane
+await oldest-control-plane
 echo "==> the compatibility subset on a fresh control plane of the oldest supported version ($oldest):"
 echo "    a gang of every dialect binds whole, pods and nodes listed in protobuf, the refusals, the chart installs, leader election"
 # Modules of the e2e test binary, selected by libtest filters (`module::` matches that
