@@ -515,6 +515,7 @@ async fn run(
 
     let cpu0 = machine_cpu();
     let cp0 = cluster.control_plane_cpu();
+    let others0 = others_cpu(cluster);
     let requests0 = cluster.api_requests().await;
     let port = common::free_port();
     let mut proc = start(contender, cluster, peers, port, tag, smoke);
@@ -523,10 +524,28 @@ async fn run(
         Contender::NullGang(n) => Some(null_binder(client, &ns, nodes.to_vec(), n, true)),
         _ => None,
     };
+    // RB_BENCH_APISERVER_PROFILE=S: the API server's CPU profile over the bulk run's first S
+    // seconds, beside the contender's log.
+    let profile = std::env::var("RB_BENCH_APISERVER_PROFILE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(|s: u64| {
+            let to = log_dir().join(format!("peers-{tag}-{}-apiserver.pprof", contender.key()));
+            cluster.profile_api_server(s, to)
+        });
     let t0 = Instant::now();
     let created = work.create_pods(client).await;
     let all = wait_bound(&log, work.pods(), timeout.saturating_sub(t0.elapsed())).await;
     let (first, last) = first_last(&log, t0);
+    let others = others_cpu(cluster);
+    eprintln!(
+        "[peers] {}: CPU s in the bulk run besides the API server's and the scheduler's: \
+         etcd {:.1}, kwok {:.1}, this bench (creates, watches, the null binder) {:.1}",
+        contender.label(),
+        others[0] - others0[0],
+        others[1] - others0[1],
+        others[2] - others0[2],
+    );
     let bound = log.lock().unwrap().first.len();
     eprintln!(
         "[peers] {}: {}",
@@ -598,6 +617,9 @@ async fn run(
     if let Some(b) = binder {
         b.abort();
     }
+    if let Some(p) = profile {
+        let _ = p.await;
+    }
     out.violations = count_violations(client, &work, &log).await;
     // Rule 4: rust-batch never leaves a partial gang, an over-committed node or a pod bound
     // twice; a peer that does is reported in the table.
@@ -624,6 +646,17 @@ async fn run(
         );
     }
     out
+}
+
+/// CPU seconds so far of etcd, kwok and this process: where the cores went that neither the
+/// API server nor the scheduler used (a contender's run is paced by what the creates get).
+fn others_cpu(cluster: &Cluster) -> [f64; 3] {
+    let of = |var| cluster.pid(var).map_or(0.0, |pid| usage(pid).cpu_s);
+    [
+        of("ETCD_PID"),
+        of("KWOK_PID"),
+        usage(std::process::id()).cpu_s,
+    ]
 }
 
 /// Gangs created one at a time on the idle cluster after the bulk run (2 in the smoke
@@ -891,9 +924,12 @@ async fn bench() {
                 }
                 let t = Instant::now();
                 let names = create_nodes(&cluster.client, "peers", "peers", nodes).await;
+                let ready = t.elapsed();
+                let settled = cluster.settle_kwok(Duration::from_secs(300)).await;
                 eprintln!(
-                    "[peers] {nodes} nodes ready in {:.1}s; running {}",
-                    t.elapsed().as_secs_f64(),
+                    "[peers] {nodes} nodes ready in {:.1}s, kwok done with them {:.1}s later; running {}",
+                    ready.as_secs_f64(),
+                    settled.as_secs_f64(),
                     contender.label()
                 );
                 let tag = format!("{nodes}");

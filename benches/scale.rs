@@ -107,6 +107,14 @@ async fn scale(cluster: Cluster, nodes: usize, pods: usize, more: usize, smoke: 
         "[scale] {nodes} nodes ready in {:.1}s",
         t.elapsed().as_secs_f64()
     );
+    // A fresh control plane only: under `cargo test` other tests list pods on the ambient one.
+    if !smoke {
+        let settled = cluster.settle_kwok(Duration::from_secs(300)).await;
+        eprintln!(
+            "[scale] kwok done with the nodes {:.1}s later",
+            settled.as_secs_f64()
+        );
+    }
     let ns = "scale";
     common::namespace(&client, ns).await;
     let scheduler = "rust-batch-scale".to_string();

@@ -166,6 +166,63 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Waits until kwok has looked at the pods of every node it took on: for each new node it
+    /// lists the pods bound to it (a LIST with a spec.nodeName field selector), one node at a
+    /// time (`podsOnNodeSyncParallelism: 1`), and goes on doing so after the nodes are Ready.
+    /// At 5,000 nodes that queue outlasted node readiness by tens of seconds, and each of its
+    /// lists cost the API server more as a run's pods grew (10–13% of its CPU during a bulk
+    /// run): whichever contender ran while it drained was measured against kwok. Settled
+    /// means no pod LIST for QUIET; at most `limit`. Returns how long it waited.
+    pub async fn settle_kwok(&self, limit: Duration) -> Duration {
+        const QUIET: Duration = Duration::from_secs(2);
+        let lists = |by_kind: &std::collections::BTreeMap<String, f64>| {
+            by_kind.get("LIST pods").copied().unwrap_or(0.0)
+        };
+        let t = Instant::now();
+        let mut last = lists(&self.api_requests().await);
+        let mut quiet_since = Instant::now();
+        while t.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = lists(&self.api_requests().await);
+            if now != last {
+                last = now;
+                quiet_since = Instant::now();
+            } else if quiet_since.elapsed() >= QUIET {
+                break;
+            }
+        }
+        t.elapsed()
+    }
+
+    /// A CPU profile of the API server over the next `seconds` (Go's pprof, served at
+    /// /debug/pprof/profile: `--profiling` is kube-apiserver's default), written to `to`: where
+    /// a contender's requests and watches cost the API server, for `go tool pprof -top`.
+    pub fn profile_api_server(&self, seconds: u64, to: PathBuf) -> tokio::task::JoinHandle<()> {
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let req = axum::http::Request::get(format!("/debug/pprof/profile?seconds={seconds}"))
+                .body(vec![])
+                .unwrap();
+            match client.request_stream(req).await {
+                Ok(body) => {
+                    use futures::AsyncReadExt;
+                    let mut bytes = vec![];
+                    let mut body = body;
+                    if let Err(e) = body.read_to_end(&mut bytes).await {
+                        eprintln!("[bench] the API server's profile: {e}");
+                    } else if let Err(e) = std::fs::write(&to, bytes) {
+                        eprintln!("[bench] writing {}: {e}", to.display());
+                    } else {
+                        eprintln!("[bench] the API server's CPU profile: {}", to.display());
+                    }
+                }
+                Err(e) => eprintln!("[bench] the API server's profile: {e}"),
+            }
+        })
+    }
+}
+
 /// `after - before` per kind, kinds that did not change left out.
 pub fn requests_between(
     before: &std::collections::BTreeMap<String, f64>,
