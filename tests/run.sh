@@ -64,6 +64,10 @@ tests/hygiene.sh fmt
 
 oldest="$(sed -n 's/^K8S_OLDEST_VERSION=//p' tests/cluster/versions.env)"
 
+# The one input no registry serves: Volcano's source (its vc-controller-manager, built with
+# the operators). Checked now, not when the operators' build fails half an hour in.
+(source tests/cluster/lib.sh && rb_volcano_source_check "$VOLCANO_VERSION")
+
 # What the e2e phase needs, at full priority (the Go builds lower themselves to nice 10, so the
 # test build leads).
 start control-plane 0 tests/cluster/build.sh
