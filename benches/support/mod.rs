@@ -164,13 +164,11 @@ impl Cluster {
         }
         by_kind
     }
-}
 
-impl Cluster {
     /// Waits until kwok has looked at the pods of every node it took on: for each new node it
     /// lists the pods bound to it (a LIST with a spec.nodeName field selector), one node at a
     /// time (`podsOnNodeSyncParallelism: 1`), and goes on doing so after the nodes are Ready.
-    /// At 5,000 nodes that queue outlasted node readiness by tens of seconds, and each of its
+    /// At 5,000 nodes that queue outlasted node readiness by about 6 s, and each of its
     /// lists cost the API server more as a run's pods grew (10–13% of its CPU during a bulk
     /// run): whichever contender ran while it drained was measured against kwok. Settled
     /// means no pod LIST for QUIET; at most `limit`. Returns how long it waited.
@@ -205,10 +203,9 @@ impl Cluster {
                 .body(vec![])
                 .unwrap();
             match client.request_stream(req).await {
-                Ok(body) => {
+                Ok(mut body) => {
                     use futures::AsyncReadExt;
                     let mut bytes = vec![];
-                    let mut body = body;
                     if let Err(e) = body.read_to_end(&mut bytes).await {
                         eprintln!("[bench] the API server's profile: {e}");
                     } else if let Err(e) = std::fs::write(&to, bytes) {

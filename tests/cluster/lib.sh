@@ -71,6 +71,7 @@ VOLCANO_SRC_REPO="${VOLCANO_SRC_REPO:-/work/.mirror/volcano-sh+volcano/repo}"
 # machine without it learns so at once rather than once the control plane is built).
 rb_volcano_source_check() {
   [[ -f "$RB_CACHE/src/volcano-$1/.rb-commit" ]] && return 0
+  command -v git >/dev/null || rb_die "git is not in PATH (needed to read Volcano's source snapshot)"
   git -C "$VOLCANO_SRC_REPO" rev-parse --verify -q "refs/tags/$1^{commit}" >/dev/null 2>&1 \
     || rb_die "no Volcano source snapshot with tag $1 at $VOLCANO_SRC_REPO. Get one with" \
       "'git clone --bare https://github.com/volcano-sh/volcano.git <dir>' (or fetch a snapshot" \
@@ -84,7 +85,6 @@ rb_volcano_source_check() {
 rb_volcano_source() {
   local version="$1" src="$RB_CACHE/src/volcano-$1"
   if [[ ! -f "$src/.rb-commit" ]]; then
-    command -v git >/dev/null || rb_die "git is not in PATH (needed to read Volcano's source snapshot)"
     local commit
     rb_volcano_source_check "$version"
     commit="$(git -C "$VOLCANO_SRC_REPO" rev-parse --verify -q "refs/tags/$version^{commit}")"
